@@ -1,0 +1,394 @@
+"""Provider validators: would this raw request body be answered with a 400 for its structure?
+
+A prune that splits a tool call from its result does not fail where it happens; it fails one
+request later, at the provider. These checks apply the providers' own structural rules to a raw
+request body (Anthropic Messages, OpenAI Chat Completions) so that the gate, the replay lab and the
+``prunegate validate`` command can say *before* sending that a body would be rejected, and why, in
+the provider's own words.
+
+Pure standard library, one pass over the messages (O(n) in messages plus their content blocks), and
+total: any JSON value is accepted as ``body`` and bad structure comes back as ``malformed``
+violations, never as an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+ORPHAN_TOOL_RESULT = "orphan_tool_result"
+MISSING_TOOL_RESULT = "missing_tool_result"
+DUPLICATE_TOOL_ID = "duplicate_tool_id"
+FIRST_MESSAGE_NOT_USER = "first_message_not_user"
+TOOL_RESULT_NOT_FIRST = "tool_result_not_first"
+MALFORMED = "malformed"
+
+CODES = (
+    ORPHAN_TOOL_RESULT,
+    MISSING_TOOL_RESULT,
+    DUPLICATE_TOOL_ID,
+    FIRST_MESSAGE_NOT_USER,
+    TOOL_RESULT_NOT_FIRST,
+    MALFORMED,
+)
+
+PROVIDERS = ("anthropic", "openai")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One reason the provider would reject the body.
+
+    ``code`` is one of :data:`CODES` (stable, for programs); ``index`` is the position in
+    ``body["messages"]`` the provider would blame (``None`` for the body itself); ``ids`` are the
+    tool call ids involved; ``message`` is the provider's own error text, as close as known.
+    """
+
+    code: str
+    index: int | None
+    ids: tuple[str, ...]
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "index": self.index, "ids": list(self.ids), "message": self.message}
+
+
+def validate(body: Any, provider: str) -> list[Violation]:
+    """All structural violations of ``body`` for ``provider`` ("anthropic" or "openai").
+
+    An empty list means the provider would accept the body's message structure. Violations are
+    ordered by message index (body-level ones first).
+    """
+    check = _VALIDATORS.get(provider)
+    if check is None:
+        raise ValueError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+    if not isinstance(body, dict):
+        return [_malformed(None, f"request body must be a JSON object, got {_kind(body)}")]
+    out: list[Violation] = []
+    messages = _messages(body, provider, out)
+    if messages is not None:
+        check(messages, out)
+    out.sort(key=lambda v: -1 if v.index is None else v.index)
+    return out
+
+
+def is_valid(body: Any, provider: str) -> bool:
+    """True when :func:`validate` finds nothing: the provider would accept the body's structure."""
+    return not validate(body, provider)
+
+
+# --- shared helpers -------------------------------------------------------------------------
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _malformed(index: int | None, message: str, ids: tuple[str, ...] = ()) -> Violation:
+    return Violation(MALFORMED, index, ids, message)
+
+
+def _messages(body: dict[str, Any], provider: str, out: list[Violation]) -> list[Any] | None:
+    """``body["messages"]`` when it is a non-empty list; otherwise record why not."""
+    anthropic = provider == "anthropic"
+    if "messages" not in body:
+        out.append(_malformed(None, "messages: Field required" if anthropic else
+                              "Missing required parameter: 'messages'."))
+        return None
+    messages = body["messages"]
+    if not isinstance(messages, list):
+        out.append(_malformed(None, f"messages: Input should be a valid list (got {_kind(messages)})"
+                              if anthropic else
+                              f"Invalid type for 'messages': expected an array, but got {_kind(messages)} instead."))
+        return None
+    if not messages:
+        out.append(_malformed(None, "messages: at least one message is required" if anthropic else
+                              "Invalid 'messages': empty array. Expected an array with minimum length 1, "
+                              "but got an empty array instead."))
+        return None
+    return messages
+
+
+# --- Anthropic Messages ---------------------------------------------------------------------
+
+_ANTHROPIC_ROLES = ("user", "assistant", "system")  # "system" messages: a beta (tool_addition)
+_SERVER_CALLS = frozenset({"server_tool_use", "mcp_tool_use"})
+
+
+def _is_server_result(block_type: str) -> bool:
+    # web_search_tool_result, tool_search_tool_result, code_execution_tool_result, mcp_tool_result, ...
+    return block_type != "tool_result" and block_type.endswith("_tool_result")
+
+
+def _anthropic_missing(at: int, ids: list[str]) -> Violation:
+    return Violation(
+        MISSING_TOOL_RESULT, at, tuple(ids),
+        f"messages.{at}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+        f"{', '.join(ids)}. Each `tool_use` block must have a corresponding `tool_result` block in the "
+        "next message.",
+    )
+
+
+@dataclass
+class _Turn:
+    """What one Anthropic message contributes to tool pairing."""
+
+    role: str
+    calls: list[str] = field(default_factory=list)  # client tool_use ids, in order
+    results: list[tuple[int, str, bool]] = field(default_factory=list)  # (position, id, after other)
+
+
+def _anthropic_blocks(i: int, msg: Any, out: list[Violation]) -> tuple[str, list[tuple[int, dict]]] | None:
+    """(role, [(position, block)]) of message ``i``, or None (recorded as malformed)."""
+    if not isinstance(msg, dict):
+        out.append(_malformed(i, f"messages.{i}: Input should be a valid dictionary (got {_kind(msg)})"))
+        return None
+    if "role" not in msg:
+        out.append(_malformed(i, f"messages.{i}.role: Field required"))
+        return None
+    role = msg["role"]
+    if not isinstance(role, str) or role not in _ANTHROPIC_ROLES:
+        out.append(_malformed(i, f"messages.{i}.role: Input should be 'user' or 'assistant' (got {role!r})"))
+        return None
+    if "content" not in msg:
+        out.append(_malformed(i, f"messages.{i}.content: Field required"))
+        return None
+    content = msg["content"]
+    if isinstance(content, str):
+        return role, []
+    if not isinstance(content, list):
+        out.append(_malformed(i, f"messages.{i}.content: Input should be a valid string or list of "
+                                 f"content blocks (got {_kind(content)})"))
+        return None
+    blocks: list[tuple[int, dict]] = []
+    for j, block in enumerate(content):
+        if not isinstance(block, dict):
+            out.append(_malformed(i, f"messages.{i}.content.{j}: Input should be a valid dictionary "
+                                     f"(got {_kind(block)})"))
+        elif not isinstance(block.get("type"), str):
+            out.append(_malformed(i, f"messages.{i}.content.{j}.type: Field required"))
+        else:
+            blocks.append((j, block))
+    return role, blocks
+
+
+def _anthropic_turn(i: int, msg: Any, out: list[Violation]) -> _Turn | None:
+    """Scan message ``i``'s blocks: its calls, its results, and what is wrong inside it alone."""
+    parsed = _anthropic_blocks(i, msg, out)
+    if parsed is None:
+        return None
+    role, blocks = parsed
+    turn = _Turn(role)
+    call_ids: set[str] = set()  # client and server call ids of this message
+    server_ids: set[str] = set()  # server call ids seen so far in this message
+    other_before = False
+    for j, block in blocks:
+        kind = block["type"]
+        is_call = kind == "tool_use" or kind in _SERVER_CALLS
+        if kind == "tool_result" or is_call:
+            key = "tool_use_id" if kind == "tool_result" else "id"
+            home = "user" if kind == "tool_result" else "assistant"
+            ident = block.get(key)
+            if role != home:
+                out.append(_malformed(i, f"messages.{i}.content.{j}: `{kind}` blocks are only allowed in "
+                                         f"`{home}` messages"))
+            elif not _is_id(ident):
+                out.append(_malformed(i, f"messages.{i}.content.{j}.{key}: Field required (a non-empty string)"))
+            elif kind == "tool_result":
+                turn.results.append((j, ident, other_before))
+            elif ident in call_ids:
+                out.append(Violation(DUPLICATE_TOOL_ID, i, (ident,),
+                                     f"messages.{i}.content.{j}: `tool_use` ids must be unique"))
+            else:
+                call_ids.add(ident)
+                if kind == "tool_use":
+                    turn.calls.append(ident)
+                else:
+                    server_ids.add(ident)
+        elif _is_server_result(kind) and role == "assistant":
+            rid = block.get("tool_use_id")
+            if not _is_id(rid):
+                out.append(_malformed(i, f"messages.{i}.content.{j}.tool_use_id: Field required "
+                                         "(a non-empty string)"))
+            elif rid not in server_ids:  # must answer a server call made before it, in this message
+                out.append(Violation(
+                    ORPHAN_TOOL_RESULT, i, (rid,),
+                    f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `{kind}` blocks: {rid}. "
+                    f"Each `{kind}` block must have a corresponding `server_tool_use` block before it.",
+                ))
+        else:
+            other_before = True
+    return turn
+
+
+def _anthropic_answer(i: int, turn: _Turn, pending: list[str], pending_at: int, out: list[Violation]) -> None:
+    """Pair user message ``i``'s tool_result blocks with the calls of the message before it."""
+    expected = set(pending)
+    seen: set[str] = set()
+    orphans: list[tuple[int, str]] = []
+    late: list[str] = []
+    for j, rid, after_other in turn.results:
+        if rid in seen:
+            out.append(Violation(
+                DUPLICATE_TOOL_ID, i, (rid,),
+                f"messages.{i}.content.{j}: each tool_use must have a single result. Found multiple "
+                f"`tool_result` blocks with id: {rid}",
+            ))
+            continue
+        seen.add(rid)
+        if rid not in expected:
+            orphans.append((j, rid))
+        elif after_other:
+            late.append(rid)
+    if late:
+        out.append(Violation(
+            TOOL_RESULT_NOT_FIRST, i, tuple(late),
+            f"messages.{i}: Did not find {len(pending)} `tool_result` block(s) at the beginning of this "
+            "message. Messages following `tool_use` blocks must begin with a matching number of "
+            "`tool_result` blocks.",
+        ))
+    if orphans:
+        ids = [rid for _, rid in orphans]
+        out.append(Violation(
+            ORPHAN_TOOL_RESULT, i, tuple(ids),
+            f"messages.{i}.content.{orphans[0][0]}: unexpected `tool_use_id` found in `tool_result` "
+            f"blocks: {', '.join(ids)}. Each `tool_result` block must have a corresponding `tool_use` "
+            "block in the previous message.",
+        ))
+    unanswered = [cid for cid in pending if cid not in seen]
+    if unanswered:
+        out.append(_anthropic_missing(pending_at, unanswered))
+
+
+def _validate_anthropic(messages: list[Any], out: list[Violation]) -> None:
+    pending: list[str] = []  # client tool_use ids of the previous (assistant) message
+    pending_at = -1
+    for i, msg in enumerate(messages):
+        turn = _anthropic_turn(i, msg, out)
+        if turn is None:
+            pending = []  # cannot say what this message answers; do not guess
+            continue
+        if i == 0 and turn.role != "user":
+            out.append(Violation(FIRST_MESSAGE_NOT_USER, 0, (), 'messages: first message must use the "user" role'))
+        if turn.role == "user":
+            _anthropic_answer(i, turn, pending, pending_at, out)
+            pending = []
+            continue
+        if pending:  # an assistant (or system) message where the results should be
+            out.append(_anthropic_missing(pending_at, pending))
+        pending, pending_at = (turn.calls, i) if turn.role == "assistant" else ([], -1)
+    if pending:  # a request cannot end on unanswered tool calls
+        out.append(_anthropic_missing(pending_at, pending))
+
+
+# --- OpenAI Chat Completions ----------------------------------------------------------------
+
+_OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def _openai_missing(at: int, ids: list[str]) -> Violation:
+    return Violation(
+        MISSING_TOOL_RESULT, at, tuple(ids),
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+        f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(ids)}",
+    )
+
+
+def _openai_role(i: int, msg: Any, out: list[Violation]) -> str | None:
+    if not isinstance(msg, dict):
+        out.append(_malformed(i, f"Invalid type for 'messages[{i}]': expected an object, but got "
+                                 f"{_kind(msg)} instead."))
+        return None
+    if "role" not in msg:
+        out.append(_malformed(i, f"Missing required parameter: 'messages[{i}].role'."))
+        return None
+    role = msg["role"]
+    if not isinstance(role, str) or role not in _OPENAI_ROLES:
+        out.append(_malformed(i, f"Invalid value: {role!r}. Supported values are: 'system', 'assistant', "
+                                 f"'user', 'function', 'tool', and 'developer'. (messages[{i}].role)"))
+        return None
+    return role
+
+
+def _openai_calls(i: int, msg: dict[str, Any], out: list[Violation]) -> list[str]:
+    """The ids of an assistant message's ``tool_calls`` (malformed entries recorded and skipped)."""
+    tool_calls = msg.get("tool_calls")
+    if tool_calls is None:
+        return []
+    if not isinstance(tool_calls, list):
+        out.append(_malformed(i, f"Invalid type for 'messages[{i}].tool_calls': expected an array, but got "
+                                 f"{_kind(tool_calls)} instead."))
+        return []
+    ids: list[str] = []
+    for j, call in enumerate(tool_calls):
+        if not isinstance(call, dict):
+            out.append(_malformed(i, f"Invalid type for 'messages[{i}].tool_calls[{j}]': expected an object, "
+                                     f"but got {_kind(call)} instead."))
+        elif not _is_id(call.get("id")):
+            out.append(_malformed(i, f"Missing required parameter: 'messages[{i}].tool_calls[{j}].id'."))
+        else:
+            ids.append(call["id"])
+    return ids
+
+
+def _validate_openai(messages: list[Any], out: list[Violation]) -> None:
+    pending: list[str] = []  # calls of the open assistant message, awaiting tool messages
+    pending_set: set[str] = set()
+    pending_at = -1
+    answered: dict[str, int] = {}  # call id -> tool message that answered it, in the open window
+    for i, msg in enumerate(messages):
+        role = _openai_role(i, msg, out)
+        if role is None:
+            pending, pending_set, answered = [], set(), {}  # cannot say what this is; do not guess
+            continue
+        if role == "tool":
+            tcid = msg.get("tool_call_id")
+            if not _is_id(tcid):
+                out.append(_malformed(i, f"Missing required parameter: 'messages[{i}].tool_call_id'."))
+            elif tcid in answered:
+                out.append(Violation(
+                    DUPLICATE_TOOL_ID, i, (tcid,),
+                    f"Invalid parameter: Duplicate value for 'tool_call_id' of '{tcid}' in "
+                    f"messages[{answered[tcid]}] and messages[{i}].",
+                ))
+            elif tcid in pending_set:
+                answered[tcid] = i
+            else:
+                out.append(Violation(
+                    ORPHAN_TOOL_RESULT, i, (tcid,),
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                    "message with 'tool_calls'.",
+                ))
+            continue
+        # any other message closes the tool-message window of the assistant message before it
+        unanswered = [cid for cid in pending if cid not in answered]
+        if unanswered:
+            out.append(_openai_missing(pending_at, unanswered))
+        pending, pending_set, pending_at, answered = [], set(), -1, {}
+        if role != "assistant":
+            continue
+        for cid in _openai_calls(i, msg, out):
+            if cid in pending_set:
+                out.append(Violation(
+                    DUPLICATE_TOOL_ID, i, (cid,),
+                    f"Invalid parameter: Duplicate value for 'messages[{i}].tool_calls[].id': '{cid}'.",
+                ))
+            else:
+                pending.append(cid)
+                pending_set.add(cid)
+        pending_at = i
+    unanswered = [cid for cid in pending if cid not in answered]
+    if unanswered:  # a request cannot end on unanswered tool calls
+        out.append(_openai_missing(pending_at, unanswered))
+
+
+_VALIDATORS: dict[str, Callable[[list[Any], list[Violation]], None]] = {
+    "anthropic": _validate_anthropic,
+    "openai": _validate_openai,
+}
