@@ -1,0 +1,68 @@
+"""prunegate's domain: a context window as structural units, the commit-boundary gate, spill
+stores, provider validators and the pluggable pruning policies that run under the gate."""
+
+from .context import Context, Spilled, Unit
+from .decision import Decision, DecisionKind
+from .errors import (
+    DuplicateToolIdError,
+    EvictedMessageError,
+    HardCeilingExceeded,
+    OrphanResultError,
+    PolicyError,
+    PruneBoundaryViolation,
+    StructureError,
+)
+from .gate import Gate
+from .messages import Block, Message, text_message, tool_result, tool_use
+from .observer import MultiObserver, Observer
+from .policy import ContextView, Eviction, Policy, Proposal, Rewrite, Summary, UnitView
+from .reference import prune_context
+from .registry import available, get_policy, parse_params, register
+from .spill import DirectorySpillStore, MemorySpillStore, SpillStore
+from .tokens import ApproxTokenCounter, TokenCounter
+
+__all__ = [
+    "ApproxTokenCounter",
+    "Block",
+    "Context",
+    "ContextView",
+    "Decision",
+    "DecisionKind",
+    "DirectorySpillStore",
+    "DuplicateToolIdError",
+    "EvictedMessageError",
+    "Eviction",
+    "Gate",
+    "HardCeilingExceeded",
+    "MemorySpillStore",
+    "Message",
+    "MultiObserver",
+    "Observer",
+    "OrphanResultError",
+    "Policy",
+    "PolicyError",
+    "Proposal",
+    "PruneBoundaryViolation",
+    "Rewrite",
+    "SpillStore",
+    "Spilled",
+    "StructureError",
+    "Summary",
+    "TokenCounter",
+    "Unit",
+    "UnitView",
+    "available",
+    "get_policy",
+    "parse_params",
+    "prune_context",
+    "register",
+    "text_message",
+    "tool_result",
+    "tool_use",
+]
+try:  # the validators land in their own module
+    from .validate import Violation, is_valid, validate  # noqa: F401
+
+    __all__ += ["Violation", "is_valid", "validate"]
+except ImportError:  # pragma: no cover
+    pass

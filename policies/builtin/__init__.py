@@ -1,0 +1,1 @@
+"""Built-in pruning policies; look them up by name with :func:`policies.get_policy`."""

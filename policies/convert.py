@@ -1,0 +1,377 @@
+"""Lossless conversion between provider request bodies and :class:`~policies.messages.Message` lists.
+
+A message converted from a provider keeps ``origin`` set to that provider; rendering it back to the
+same provider reproduces the original dict exactly. Rendering to the other provider converts the
+structure (tool calls, results, system prompt) and drops only what that provider cannot express
+(thinking blocks when rendered for OpenAI).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import StructureError
+from .messages import (
+    OTHER,
+    REDACTED_THINKING,
+    SERVER_TOOL_RESULT,
+    SERVER_TOOL_USE,
+    TEXT,
+    THINKING,
+    TOOL_RESULT,
+    TOOL_USE,
+    Block,
+    Message,
+)
+
+ANTHROPIC = "anthropic"
+OPENAI = "openai"
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+SYSTEM_PARAM = "_system_param"  # marks the message that came from an Anthropic body's top-level ``system``
+
+
+# --------------------------------------------------------------------------- anthropic -> model
+def anthropic_block(raw: Any, where: str) -> Block:
+    if not isinstance(raw, dict) or "type" not in raw:
+        raise StructureError(f"{where}: content block must be an object with a 'type'")
+    kind = raw["type"]
+    rest = {k: v for k, v in raw.items() if k != "type"}
+    if kind == "text" and isinstance(rest.get("text"), str):
+        text = rest.pop("text")
+        return Block(TEXT, text=text, extra=rest)
+    if kind == "tool_use":
+        _need(rest, ("id", "name"), where)
+        return Block(TOOL_USE, id=rest.pop("id"), name=rest.pop("name"), input=rest.pop("input", None), extra=rest)
+    if kind == "server_tool_use":
+        _need(rest, ("id",), where)
+        return Block(
+            SERVER_TOOL_USE, id=rest.pop("id"), name=rest.pop("name", None), input=rest.pop("input", None), extra=rest
+        )
+    if kind == "tool_result":
+        _need(rest, ("tool_use_id",), where)
+        return Block(
+            TOOL_RESULT,
+            tool_use_id=rest.pop("tool_use_id"),
+            content=rest.pop("content", None),
+            is_error=rest.pop("is_error", None),
+            extra=rest,
+        )
+    if kind.endswith("_tool_result") and "tool_use_id" in rest:
+        return Block(
+            SERVER_TOOL_RESULT,
+            tool_use_id=rest.pop("tool_use_id"),
+            content=rest.pop("content", None),
+            extra={"type": kind, **rest},
+        )
+    if kind == "thinking" and isinstance(rest.get("thinking"), str):
+        return Block(THINKING, text=rest.pop("thinking"), extra=rest)
+    if kind == "redacted_thinking":
+        return Block(REDACTED_THINKING, extra=rest)
+    return Block(OTHER, extra=dict(raw))
+
+
+def _need(raw: dict, keys: tuple[str, ...], where: str) -> None:
+    for key in keys:
+        if not isinstance(raw.get(key), str) or not raw.get(key):
+            raise StructureError(f"{where}: block is missing its '{key}'")
+
+
+def from_anthropic(body: dict) -> tuple[list[Message], dict]:
+    """Messages of an Anthropic Messages body, and the body's other keys (model, tools, ...)."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        raise StructureError("anthropic body: expected an object with a 'messages' list")
+    rest = {k: v for k, v in body.items() if k not in ("system", "messages")}
+    out: list[Message] = []
+    if "system" in body:
+        system = body["system"]
+        if isinstance(system, str):
+            out.append(Message(id="", role="system", blocks=[Block(TEXT, text=system)], form="str", origin=ANTHROPIC,
+                               extra={SYSTEM_PARAM: True}))
+        elif isinstance(system, list):
+            blocks = [anthropic_block(b, f"system.{i}") for i, b in enumerate(system)]
+            out.append(Message(id="", role="system", blocks=blocks, form="list", origin=ANTHROPIC,
+                               extra={SYSTEM_PARAM: True}))
+        else:
+            raise StructureError("anthropic body: 'system' must be a string or a list of blocks")
+    for i, raw in enumerate(body["messages"]):
+        where = f"messages.{i}"
+        if not isinstance(raw, dict):
+            raise StructureError(f"{where}: message must be an object")
+        role = raw.get("role")
+        if role not in ("user", "assistant", "system"):
+            raise StructureError(f"{where}: role must be 'user' or 'assistant', got {role!r}")
+        extra = {k: v for k, v in raw.items() if k not in ("role", "content")}
+        content = raw.get("content")
+        if isinstance(content, str):
+            msg = Message(id="", role=role, blocks=[Block(TEXT, text=content)], form="str", extra=extra)
+        elif isinstance(content, list):
+            blocks = [anthropic_block(b, f"{where}.content.{j}") for j, b in enumerate(content)]
+            msg = Message(id="", role=role, blocks=blocks, form="list", extra=extra)
+        else:
+            raise StructureError(f"{where}: content must be a string or a list of blocks")
+        msg.origin = ANTHROPIC
+        out.append(msg)
+    return out, rest
+
+
+# --------------------------------------------------------------------------- model -> anthropic
+def anthropic_block_dict(block: Block) -> dict:
+    t = block.type
+    if t == TEXT:
+        return {"type": "text", "text": block.text or "", **block.extra}
+    if t == TOOL_USE:
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": _input_obj(block), **_no_oai(block)}
+    if t == SERVER_TOOL_USE:
+        d: dict[str, Any] = {"type": "server_tool_use", "id": block.id}
+        if block.name is not None:
+            d["name"] = block.name
+        if block.input is not None:
+            d["input"] = block.input
+        return {**d, **block.extra}
+    if t == TOOL_RESULT:
+        d = {"type": "tool_result", "tool_use_id": block.tool_use_id}
+        if block.content is not None:
+            d["content"] = block.content
+        if block.is_error is not None:
+            d["is_error"] = block.is_error
+        return {**d, **_no_oai(block)}
+    if t == SERVER_TOOL_RESULT:
+        extra = dict(block.extra)
+        kind = extra.pop("type", "server_tool_result")
+        d = {"type": kind, "tool_use_id": block.tool_use_id}
+        if block.content is not None:
+            d["content"] = block.content
+        return {**d, **extra}
+    if t == THINKING:
+        return {"type": "thinking", "thinking": block.text or "", **block.extra}
+    if t == REDACTED_THINKING:
+        return {"type": "redacted_thinking", **block.extra}
+    return dict(block.extra)
+
+
+_OAI_KEYS = ("arguments", "function_type", "function_extra", "call_type", "oai_name")
+
+
+def _no_oai(block: Block) -> dict:
+    return {k: v for k, v in block.extra.items() if k not in _OAI_KEYS}
+
+
+def _input_obj(block: Block) -> Any:
+    return block.input if block.input is not None else {}
+
+
+def to_anthropic(messages: list[Message], rest: dict | None = None) -> dict:
+    """An Anthropic Messages body. System messages become ``system``; tool messages merge into user turns."""
+    body: dict[str, Any] = dict(rest or {})
+    def is_param(m: Message) -> bool:
+        return m.role in ("system", "developer") and (m.origin != ANTHROPIC or bool(m.extra.get(SYSTEM_PARAM)))
+
+    systems = [m for m in messages if is_param(m)]
+    if systems:
+        if len(systems) == 1 and systems[0].origin == ANTHROPIC and systems[0].form == "str":
+            body["system"] = systems[0].blocks[0].text if systems[0].blocks else ""
+        elif len(systems) == 1 and systems[0].origin == ANTHROPIC:
+            body["system"] = [anthropic_block_dict(b) for b in systems[0].blocks]
+        else:
+            body["system"] = "\n\n".join(m.plain_text() for m in systems)
+    out: list[dict] = []
+    for m in messages:
+        if is_param(m):
+            continue
+        if m.role == "tool":
+            blocks = [anthropic_block_dict(b) for b in m.blocks]
+            if out and out[-1]["role"] == "user" and out[-1].get("_merge_tools"):
+                out[-1]["content"].extend(blocks)
+            else:
+                out.append({"role": "user", "content": blocks, "_merge_tools": True})
+            continue
+        if m.origin == ANTHROPIC:
+            if m.form == "str" and len(m.blocks) == 1 and m.blocks[0].type == TEXT and not m.blocks[0].extra:
+                d = {"role": m.role, "content": m.blocks[0].text, **m.extra}
+            else:
+                d = {"role": m.role, "content": [anthropic_block_dict(b) for b in m.blocks], **m.extra}
+        else:
+            blocks = [anthropic_block_dict(b) for b in m.blocks if b.type != OTHER or b.extra.get("type")]
+            if m.role == "assistant" and m.form in ("null", "absent"):
+                blocks = [b for b in blocks if b.get("type") != "text" or b.get("text")]
+            if len(blocks) == 1 and blocks[0].get("type") == "text" and m.form == "str":
+                d = {"role": m.role, "content": blocks[0]["text"]}
+            else:
+                d = {"role": m.role, "content": blocks}
+        out.append(d)
+    for d in out:
+        d.pop("_merge_tools", None)
+    body["messages"] = out
+    return body
+
+
+# --------------------------------------------------------------------------- openai -> model
+def from_openai(body: dict) -> tuple[list[Message], dict]:
+    """Messages of an OpenAI Chat Completions body, and the body's other keys."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        raise StructureError("openai body: expected an object with a 'messages' list")
+    rest = {k: v for k, v in body.items() if k != "messages"}
+    out: list[Message] = []
+    for i, raw in enumerate(body["messages"]):
+        where = f"messages.{i}"
+        if not isinstance(raw, dict):
+            raise StructureError(f"{where}: message must be an object")
+        role = raw.get("role")
+        if role not in _ROLES:
+            raise StructureError(f"{where}: unknown role {role!r}")
+        extra = {k: v for k, v in raw.items() if k not in ("role", "content", "tool_calls", "tool_call_id")}
+        if "role" in raw and list(raw).index("role") != 0:
+            pass  # key order is not significant for equality
+        content = raw.get("content", _ABSENT)
+        blocks: list[Block] = []
+        if role == "tool":
+            call_id = raw.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise StructureError(f"{where}: tool message is missing its 'tool_call_id'")
+            form = "str" if isinstance(content, str) else ("absent" if content is _ABSENT else "list")
+            blocks.append(Block(TOOL_RESULT, tool_use_id=call_id, content=None if content is _ABSENT else content))
+            out.append(Message(id="", role="tool", blocks=blocks, form=form, extra=extra, origin=OPENAI))
+            continue
+        if content is _ABSENT:
+            form = "absent"
+        elif content is None:
+            form = "null"
+        elif isinstance(content, str):
+            form = "str"
+            blocks.append(Block(TEXT, text=content))
+        elif isinstance(content, list):
+            form = "list"
+            for j, part in enumerate(content):
+                if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                    blocks.append(Block(TEXT, text=part["text"], extra={k: v for k, v in part.items() if k not in ("type", "text")}))
+                elif isinstance(part, dict):
+                    blocks.append(Block(OTHER, extra=dict(part)))
+                else:
+                    raise StructureError(f"{where}.content.{j}: content part must be an object")
+        else:
+            raise StructureError(f"{where}: content must be a string, a list or null")
+        msg = Message(id="", role=role, blocks=blocks, form=form, extra=extra, origin=OPENAI)
+        if "tool_calls" in raw:
+            calls = raw["tool_calls"]
+            if role != "assistant" or not isinstance(calls, list):
+                raise StructureError(f"{where}: 'tool_calls' must be a list on an assistant message")
+            msg.extra["_has_tool_calls"] = True
+            for j, call in enumerate(calls):
+                msg.blocks.append(_openai_call(call, f"{where}.tool_calls.{j}"))
+        out.append(msg)
+    return out, rest
+
+
+_ABSENT = object()
+
+
+def _openai_call(call: Any, where: str) -> Block:
+    if not isinstance(call, dict) or not isinstance(call.get("id"), str) or not call.get("id"):
+        raise StructureError(f"{where}: tool call must be an object with an 'id'")
+    fn = call.get("function")
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise StructureError(f"{where}: tool call must have a function with a 'name'")
+    arguments = fn.get("arguments")
+    try:
+        parsed = json.loads(arguments) if isinstance(arguments, str) and arguments else {}
+    except json.JSONDecodeError:
+        parsed = {"_raw_arguments": arguments}
+    extra: dict[str, Any] = {"arguments": arguments}
+    if "type" in call:
+        extra["call_type"] = call["type"]
+    fn_extra = {k: v for k, v in fn.items() if k not in ("name", "arguments")}
+    if fn_extra:
+        extra["function_extra"] = fn_extra
+    other = {k: v for k, v in call.items() if k not in ("id", "type", "function")}
+    if other:
+        extra["call_extra"] = other
+    return Block(TOOL_USE, id=call["id"], name=fn["name"], input=parsed, extra=extra)
+
+
+# --------------------------------------------------------------------------- model -> openai
+def _openai_call_dict(block: Block) -> dict:
+    args = block.extra.get("arguments")
+    if args is None or (block.input != _parsed(args)):
+        args = json.dumps(block.input if block.input is not None else {}, ensure_ascii=False)
+    d: dict[str, Any] = {"id": block.id, "type": block.extra.get("call_type", "function")}
+    fn: dict[str, Any] = {"name": block.name, "arguments": args}
+    fn.update(block.extra.get("function_extra", {}))
+    d["function"] = fn
+    d.update(block.extra.get("call_extra", {}))
+    return d
+
+
+def _parsed(args: Any) -> Any:
+    try:
+        return json.loads(args) if isinstance(args, str) and args else {}
+    except json.JSONDecodeError:
+        return {"_raw_arguments": args}
+
+
+def _result_text(content: Any) -> Any:
+    if content is None or isinstance(content, str):
+        return content if content is not None else ""
+    if isinstance(content, list):
+        texts = [c.get("text", "") for c in content if isinstance(c, dict) and c.get("type") == "text"]
+        if len(texts) == len(content):
+            return "\n".join(texts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def to_openai(messages: list[Message], rest: dict | None = None) -> dict:
+    """An OpenAI Chat Completions body. Anthropic tool_result blocks become ``role: tool`` messages."""
+    out: list[dict] = []
+    for m in messages:
+        if m.origin == OPENAI:
+            out.append(_openai_native(m))
+            continue
+        if m.role in ("system", "developer"):
+            out.append({"role": m.role, "content": m.plain_text()})
+        elif m.role == "tool" or (m.role == "user" and m.answered_ids):
+            others = []
+            for b in m.blocks:
+                if b.type == TOOL_RESULT:
+                    out.append({"role": "tool", "tool_call_id": b.tool_use_id, "content": _result_text(b.content)})
+                else:
+                    others.append(b)
+            text = "\n".join(b.plain_text() for b in others if b.type == TEXT)
+            if text:
+                out.append({"role": "user", "content": text})
+        elif m.role == "assistant":
+            text = "\n".join(b.text or "" for b in m.blocks if b.type == TEXT)
+            calls = [_openai_call_dict(b) for b in m.blocks if b.type == TOOL_USE]
+            d: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                d["tool_calls"] = calls
+            out.append(d)
+        else:
+            out.append({"role": m.role, "content": "\n".join(b.plain_text() for b in m.blocks if b.type == TEXT)})
+    return {**(rest or {}), "messages": out}
+
+
+def _openai_native(m: Message) -> dict:
+    extra = {k: v for k, v in m.extra.items() if k != "_has_tool_calls"}
+    d: dict[str, Any] = {"role": m.role}
+    if m.role == "tool":
+        b = m.blocks[0]
+        d["tool_call_id"] = b.tool_use_id
+        if m.form != "absent":
+            d["content"] = b.content
+        d.update(extra)
+        return d
+    texts = [b for b in m.blocks if b.type in (TEXT, OTHER)]
+    if m.form == "str":
+        d["content"] = "".join(b.text or "" for b in texts)
+    elif m.form == "null":
+        d["content"] = None
+    elif m.form == "list":
+        parts = []
+        for b in texts:
+            parts.append({"type": "text", "text": b.text, **b.extra} if b.type == TEXT else dict(b.extra))
+        d["content"] = parts
+    calls = [b for b in m.blocks if b.type == TOOL_USE]
+    if calls or m.extra.get("_has_tool_calls"):
+        d["tool_calls"] = [_openai_call_dict(b) for b in calls]
+    d.update(extra)
+    return d

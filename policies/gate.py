@@ -1,0 +1,254 @@
+"""The commit-boundary gate: any policy may propose; only whole, settled units are pruned.
+
+Decision procedure at every budget check (shared/DESIGN.md, "The rule the gate enforces"):
+within budget → nothing (O(1); re-inject spilled units that fit at a commit boundary);
+a tool call pending → defer; otherwise ask the policy, close its proposal over units (grow or
+shrink, never cut), skip pinned and open units, and defer when the budget needs the open ones;
+over the hard ceiling → spill the oldest closed units, and fail loudly if even that cannot hold it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .context import Context
+from .decision import Decision, DecisionKind
+from .errors import HardCeilingExceeded, PolicyError, StructureError
+from .observer import Observer
+from .policy import ContextView, Policy, Proposal, Rewrite, Summary
+from .spill import SpillStore
+
+
+@dataclass
+class _Plan:
+    evict: list[str] = field(default_factory=list)
+    grown: list[str] = field(default_factory=list)
+    shrunk: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    rewrites: list[Rewrite] = field(default_factory=list)
+    summaries: list[Summary] = field(default_factory=list)
+    saves: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.evict or self.rewrites or self.summaries)
+
+
+class Gate:
+    """Lets ``policy`` act on a :class:`Context` only at a commit boundary, on whole units.
+
+    ``mode="grow"`` takes a unit whole when a proposal touches part of it; ``"shrink"`` leaves it.
+    ``hard_ceiling`` (default: no ceiling) is where deferral stops and spilling starts; without a
+    ``spill_store`` crossing it fails at once.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        budget: int,
+        hard_ceiling: int | None = None,
+        *,
+        mode: Literal["grow", "shrink"] = "grow",
+        spill_store: SpillStore | None = None,
+        observer: Observer | None = None,
+        reinject: bool = True,
+    ) -> None:
+        if budget <= 0:
+            raise PolicyError(f"budget must be a positive token count, got {budget}")
+        if hard_ceiling is not None and hard_ceiling < budget:
+            raise PolicyError(f"hard_ceiling ({hard_ceiling}) must be at least the budget ({budget})")
+        if mode not in ("grow", "shrink"):
+            raise PolicyError(f"mode must be 'grow' or 'shrink', got {mode!r}")
+        if not isinstance(policy, Policy):
+            raise PolicyError(f"{policy!r} is not a policy: it needs a 'name' and a 'propose(view)' method")
+        self.policy = policy
+        self.budget = budget
+        self.hard_ceiling = hard_ceiling
+        self.mode = mode
+        self.spill_store = spill_store
+        self.observer = observer
+        self.auto_reinject = reinject
+        self.checks = 0
+
+    # ------------------------------------------------------------------ the budget check
+    def check(self, ctx: Context) -> Decision:
+        """Run one budget check. Raises :class:`HardCeilingExceeded` only after reporting the failure."""
+        self.checks += 1
+        ctx.seq += 1
+        before = ctx.tokens
+        if before <= self.budget:
+            if ctx.spilled and self.auto_reinject and ctx.at_commit_boundary:
+                back = self._reinject_fitting(ctx)
+                if back:
+                    return self._report(ctx, self._decision(ctx, DecisionKind.REINJECTED, before, reason="fits again",
+                                                           reinjected_units=back))
+            return self._report(ctx, self._decision(ctx, DecisionKind.WITHIN_BUDGET, before))
+
+        if ctx.pending:
+            blocking = sorted(set(ctx.pending.values()), key=_unit_order(ctx))
+            d = self._decision(ctx, DecisionKind.DEFERRED, before, reason="pending_calls", blocking_units=blocking)
+            return self._hold_ceiling(ctx, d)
+
+        view = ContextView(ctx, budget=self.budget)
+        try:
+            proposal = self.policy.propose(view)
+        except Exception as exc:  # noqa: BLE001 - a failing policy defers; it never corrupts the context
+            proposal = Proposal(policy=self.policy.name, error=f"{type(exc).__name__}: {exc}")
+        plan = self._close_over_units(ctx, proposal, view.pinned)
+        base = dict(policy=proposal.policy, proposal=proposal, proposed_ids=proposal.evict_ids,
+                    grown_units=plan.grown, shrunk_units=plan.shrunk, skipped_units=plan.skipped,
+                    error=proposal.error)
+
+        if before - plan.saves > self.budget and ctx.open_ids:
+            blocking = sorted({ctx.unit_id_of(m) for m in ctx.open_ids if ctx.unit_id_of(m)}, key=_unit_order(ctx))
+            d = self._decision(ctx, DecisionKind.DEFERRED, before, reason="open_messages", blocking_units=blocking, **base)
+            return self._hold_ceiling(ctx, d)
+        if plan.empty:
+            reason = "policy_error" if proposal.error else "no_safe_prune"
+            d = self._decision(ctx, DecisionKind.DEFERRED, before, reason=reason, **base)
+            return self._hold_ceiling(ctx, d)
+
+        d = self._decision(ctx, DecisionKind.PRUNED, before, reason="over_budget", **base)
+        self._apply(ctx, plan, d)
+        d.tokens_after = ctx.tokens
+        d.budget_met = ctx.tokens <= self.budget
+        return self._hold_ceiling(ctx, d)
+
+    # ------------------------------------------------------------------ re-injection on demand
+    def reinject(self, ctx: Context, key: str) -> Decision:
+        """Bring a spilled unit back, named by unit id, message id or tool call id."""
+        record = ctx.spilled.get(key) or next(
+            (r for r in ctx.spilled.values() if key in r.message_ids or key in r.call_ids), None
+        )
+        if record is None:
+            raise StructureError(f"nothing spilled under {key!r}")
+        if self.spill_store is None:
+            raise StructureError("this gate has no spill store")
+        before = ctx.tokens
+        self._restore(ctx, record.unit_id)
+        d = self._decision(ctx, DecisionKind.REINJECTED, before, reason=f"on demand: {key}",
+                           reinjected_units=[record.unit_id])
+        return self._report(ctx, d)
+
+    # ------------------------------------------------------------------ internals
+    def _close_over_units(self, ctx: Context, proposal: Proposal, pins: frozenset[str]) -> _Plan:
+        plan = _Plan()
+        touched: dict[str, set[str]] = {}
+        for mid in proposal.evict_ids:
+            uid = ctx.unit_id_of(mid)
+            if uid is not None:
+                touched.setdefault(uid, set()).add(mid)
+        for uid, mids in touched.items():
+            unit = ctx.units[uid]
+            if uid in pins or not unit.closed:
+                plan.skipped.append(uid)
+            elif len(mids) == len(unit.message_ids):
+                plan.evict.append(uid)
+            elif self.mode == "grow":
+                plan.evict.append(uid)
+                plan.grown.append(uid)
+            else:
+                plan.shrunk.append(uid)
+        evicting = set(plan.evict)
+        plan.saves = sum(ctx.units[u].tokens for u in plan.evict)
+        for summary in proposal.summaries:
+            uids = [u for u in summary.unit_ids if u in ctx.units]
+            if not uids or any(u in pins or u in evicting or not ctx.units[u].closed for u in uids):
+                plan.skipped.extend(u for u in summary.unit_ids if u not in plan.skipped)
+                continue
+            plan.summaries.append(Summary(tuple(uids), summary.message, summary.reason, summary.summarizer))
+            evicting.update(uids)
+            plan.saves += sum(ctx.units[u].tokens for u in uids) - ctx.counter.count(summary.message)
+        for rw in proposal.rewrites:
+            uid = ctx.unit_id_of(rw.message_id)
+            if uid is None or uid in pins or uid in evicting or not ctx.units[uid].closed:
+                if uid is not None and uid not in plan.skipped:
+                    plan.skipped.append(uid)
+                continue
+            old = ctx.message(rw.message_id)
+            if sorted(old.call_ids) != sorted(rw.replacement.call_ids) or sorted(old.answered_ids) != sorted(
+                rw.replacement.answered_ids
+            ):
+                plan.skipped.append(uid)
+                continue
+            plan.rewrites.append(rw)
+            plan.saves += old.tokens - ctx.counter.count(rw.replacement)
+        return plan
+
+    def _apply(self, ctx: Context, plan: _Plan, d: Decision) -> None:
+        cause = f"pruned by check #{self.checks} ({d.policy})"
+        for rw in plan.rewrites:
+            ctx.replace_message(rw.message_id, rw.replacement, cause=cause)
+            d.rewritten_ids.append(rw.message_id)
+        for s in plan.summaries:
+            ctx.replace_units(list(s.unit_ids), s.message, cause=cause)
+            d.summarized_units.extend(s.unit_ids)
+            d.summary_id = s.message.id
+        if plan.evict:
+            removed = ctx.remove_units(plan.evict, cause=cause)
+            d.pruned_units = list(plan.evict)
+            d.pruned_ids = [m.id for m in removed]
+
+    def _hold_ceiling(self, ctx: Context, d: Decision) -> Decision:
+        d.tokens_after = ctx.tokens
+        if self.hard_ceiling is None or ctx.tokens <= self.hard_ceiling:
+            return self._report(ctx, d)
+        pins = ctx.pinned_unit_ids()
+        if self.spill_store is not None:
+            for unit in sorted(ctx.units.values(), key=lambda u: u.first_seq):
+                if ctx.tokens <= self.hard_ceiling:
+                    break
+                if unit.closed and unit.id not in pins:
+                    self._spill(ctx, unit.id)
+                    d.spilled_units.append(unit.id)
+        d.tokens_after = ctx.tokens
+        if ctx.tokens <= self.hard_ceiling:
+            d.kind = DecisionKind.SPILLED
+            d.reason = f"{d.reason}; spilled to hold the hard ceiling" if d.reason else "hard ceiling"
+            return self._report(ctx, d)
+        d.kind = DecisionKind.FAILED
+        why = "no spill store" if self.spill_store is None else "nothing closed left to spill"
+        d.error = f"{ctx.tokens} tokens over the hard ceiling of {self.hard_ceiling} ({why}; {d.reason})"
+        self._report(ctx, d)
+        raise HardCeilingExceeded(d.error, d)
+
+    def _spill(self, ctx: Context, unit_id: str) -> None:
+        assert self.spill_store is not None
+        key = f"{ctx.session_id or 'ctx'}-{unit_id}-{ctx.seq}".replace("/", "_")
+        messages = [ctx.message(m).copy() for m in ctx.units[unit_id].message_ids]
+        self.spill_store.put(key, messages)  # durable before the unit leaves the context
+        ctx.spill_unit(unit_id, key)
+
+    def _restore(self, ctx: Context, unit_id: str) -> None:
+        assert self.spill_store is not None
+        record = ctx.spilled[unit_id]
+        messages = self.spill_store.get(record.key)
+        ctx.restore_unit(unit_id, messages)
+        self.spill_store.delete(record.key)
+
+    def _reinject_fitting(self, ctx: Context) -> list[str]:
+        if self.spill_store is None:
+            return []
+        back = []
+        for record in sorted(ctx.spilled.values(), key=lambda r: -r.first_seq):
+            if ctx.tokens + record.tokens <= self.budget:
+                self._restore(ctx, record.unit_id)
+                back.append(record.unit_id)
+        return back
+
+    def _decision(self, ctx: Context, kind: DecisionKind, before: int, **kw: object) -> Decision:
+        kw.setdefault("policy", self.policy.name)
+        return Decision(kind=kind, check=self.checks, seq=ctx.seq, tokens_before=before, tokens_after=ctx.tokens,
+                        budget=self.budget, hard_ceiling=self.hard_ceiling, **kw)  # type: ignore[arg-type]
+
+    def _report(self, ctx: Context, d: Decision) -> Decision:
+        d.tokens_after = ctx.tokens
+        observer = self.observer or ctx.observer
+        if observer is not None:
+            ctx.observer_errors.call(observer.on_decision, ctx, d)
+        return d
+
+
+def _unit_order(ctx: Context):
+    return lambda uid: ctx.units[uid].first_seq if uid in ctx.units else -1

@@ -1,0 +1,149 @@
+"""Provider-neutral messages made of content blocks.
+
+Every field a provider sends that the model does not interpret is kept in ``extra`` so that a
+request body converted into a :class:`Message` list and back comes out equal to what went in.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+TEXT = "text"
+TOOL_USE = "tool_use"
+TOOL_RESULT = "tool_result"
+THINKING = "thinking"
+REDACTED_THINKING = "redacted_thinking"
+SERVER_TOOL_USE = "server_tool_use"
+SERVER_TOOL_RESULT = "server_tool_result"
+OTHER = "other"
+
+BLOCK_TYPES = (
+    TEXT,
+    TOOL_USE,
+    TOOL_RESULT,
+    THINKING,
+    REDACTED_THINKING,
+    SERVER_TOOL_USE,
+    SERVER_TOOL_RESULT,
+    OTHER,
+)
+
+
+@dataclass
+class Block:
+    """One content block.
+
+    ``type`` is one of :data:`BLOCK_TYPES`. Fields that do not apply to a type stay ``None``.
+    ``extra`` holds provider keys kept verbatim (``signature``, ``cache_control``, an OpenAI
+    ``arguments`` string, the exact ``type`` of a server tool result, ...).
+    """
+
+    type: str
+    text: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: Any = None
+    tool_use_id: str | None = None
+    content: Any = None
+    is_error: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def call_id(self) -> str | None:
+        """The id this block opens (a call) — tool_use and server_tool_use."""
+        return self.id if self.type in (TOOL_USE, SERVER_TOOL_USE) else None
+
+    @property
+    def answers(self) -> str | None:
+        """The call id this block answers — tool_result and server tool results."""
+        return self.tool_use_id if self.type in (TOOL_RESULT, SERVER_TOOL_RESULT) else None
+
+    def plain_text(self) -> str:
+        """All text a token counter or a lexical scorer should see."""
+        if self.type == TEXT:
+            return self.text or ""
+        if self.type == THINKING:
+            return self.text or ""
+        if self.type in (TOOL_USE, SERVER_TOOL_USE):
+            return f"{self.name or ''} {_as_text(self.input)}"
+        if self.type in (TOOL_RESULT, SERVER_TOOL_RESULT):
+            return _as_text(self.content)
+        if self.type == REDACTED_THINKING:
+            return str(self.extra.get("data", ""))
+        return _as_text(self.extra)
+
+    def copy(self) -> Block:
+        return copy.deepcopy(self)
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for item in value:
+            if isinstance(item, dict) and isinstance(item.get("text"), str):
+                parts.append(item["text"])
+            else:
+                parts.append(_as_text(item))
+        return "\n".join(parts)
+    if isinstance(value, dict):
+        import json
+
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return str(value)
+
+
+@dataclass
+class Message:
+    """A message in the context window.
+
+    ``role`` is ``system``, ``user``, ``assistant`` or ``tool`` (an OpenAI tool message; in the
+    Anthropic form tool results are blocks of a ``user`` message). ``closed`` is False while the
+    message is still streaming. ``extra`` keeps the provider's other message keys verbatim;
+    ``form`` remembers the shape the content came in (``str``, ``list``, ``null`` or ``absent``).
+    """
+
+    id: str
+    role: str
+    blocks: list[Block] = field(default_factory=list)
+    closed: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+    form: str = "list"
+    seq: int = -1
+    tokens: int = 0
+    origin: str | None = None
+
+    @property
+    def call_ids(self) -> list[str]:
+        return [b.id for b in self.blocks if b.call_id is not None]  # type: ignore[misc]
+
+    @property
+    def answered_ids(self) -> list[str]:
+        return [b.tool_use_id for b in self.blocks if b.answers is not None]  # type: ignore[misc]
+
+    def plain_text(self) -> str:
+        return "\n".join(b.plain_text() for b in self.blocks)
+
+    def has_user_text(self) -> bool:
+        return self.role == "user" and any(b.type == TEXT for b in self.blocks) and not self.answered_ids
+
+    def copy(self) -> Message:
+        return copy.deepcopy(self)
+
+
+def text_message(mid: str, role: str, text: str, *, closed: bool = True) -> Message:
+    """A message holding one text block, in the plain-string form both providers accept."""
+    return Message(id=mid, role=role, blocks=[Block(TEXT, text=text)], closed=closed, form="str")
+
+
+def tool_use(call_id: str, name: str, input: Any) -> Block:
+    return Block(TOOL_USE, id=call_id, name=name, input=input)
+
+
+def tool_result(call_id: str, content: Any, *, is_error: bool | None = None) -> Block:
+    return Block(TOOL_RESULT, tool_use_id=call_id, content=content, is_error=is_error)
