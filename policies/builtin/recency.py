@@ -1,4 +1,4 @@
-"""Keep the pinned units and the newest units that fit; evict the oldest first."""
+"""Keep the pinned messages and the newest messages that fit; evict the oldest first."""
 
 from __future__ import annotations
 
@@ -7,18 +7,24 @@ from ..policy import ContextView, Eviction, Proposal
 
 
 class RecencyPolicy:
-    """Evict the oldest unpinned units until the context is down to ``target`` × budget.
+    """Evict the oldest unpinned messages until the context is down to ``target`` × budget.
 
-    ``target`` below 1 leaves headroom so the next few appends do not trigger another trim: the
-    gate's budget is the trigger, the target is where a trim stops.
+    Like the sliding windows runtimes ship, it counts messages, not units: ungated it cuts tool
+    call/result pairs; under the gate the cut grows or shrinks to whole units. ``target`` below 1
+    leaves headroom so the next appends do not trigger another trim: the gate's budget is the
+    trigger, the target is where a trim stops.
     """
 
     name = "recency"
 
     def __init__(self, target: float = 0.8) -> None:
-        if not 0 < float(target) <= 1:
+        try:
+            target = float(target)
+        except (TypeError, ValueError):
+            raise PolicyError(f"recency: target must be a number, got {target!r}") from None
+        if not 0 < target <= 1:
             raise PolicyError(f"recency: target must be in (0, 1], got {target!r}")
-        self.target = float(target)
+        self.target = target
 
     def propose(self, view: ContextView) -> Proposal:
         need = view.tokens - int(view.budget * self.target)
@@ -26,9 +32,13 @@ class RecencyPolicy:
         for unit in view.units():  # oldest first, lazily: stops as soon as enough is freed
             if need <= 0:
                 break
-            if unit.pinned or not unit.closed:
+            if unit.pinned:
                 continue
-            proposal.evictions.append(Eviction(unit.message_ids, score=float(unit.first_seq), reason="oldest"))
+            for mid in unit.message_ids:
+                if need <= 0:
+                    break
+                tokens = view.message(mid).tokens
+                proposal.evictions.append(Eviction((mid,), score=float(view.message(mid).seq), reason="oldest"))
+                need -= tokens
             proposal.scores[unit.id] = float(unit.first_seq)
-            need -= unit.tokens
         return proposal
