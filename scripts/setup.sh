@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One-time (idempotent) set-up: a virtualenv with prunegate and its test tools, and, with
+# --browser, Debian's chromium for the real-browser tests (Playwright cannot download browsers here).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_browser=0
+for arg in "$@"; do
+  case "$arg" in
+    --browser) want_browser=1 ;;
+    *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+if [ "$want_browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then
+  echo "==> installing Debian's chromium (browser tests)"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+fi
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.prunegate-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "==> installing prunegate and its test dependencies into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up everything (virtualenv, Debian chromium) and run every test. CI runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --browser
+echo "==> ruff"
+.venv/bin/ruff check .
+echo "==> pytest"
+exec .venv/bin/pytest -q -p no:cacheprovider "$@"
