@@ -13,11 +13,12 @@ from typing import Any
 
 from . import convert
 from .errors import DuplicateToolIdError, EvictedMessageError, OrphanResultError, StructureError
-from .messages import TEXT, TOOL_RESULT, Block, Message
+from .messages import SERVER_TOOL_RESULT, SERVER_TOOL_USE, TEXT, TOOL_RESULT, TOOL_USE, Block, Message
 from .observer import APPEND, CLOSE, DELTA, OPEN, REINJECT, REMOVE, REWRITE, Observer, ObserverErrors
 from .tokens import DEFAULT_COUNTER, TokenCounter
 
 SYSTEM_ROLES = ("system", "developer")
+_TOOL_BLOCKS = (TOOL_USE, SERVER_TOOL_USE, TOOL_RESULT, SERVER_TOOL_RESULT)
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Spilled:
     call_ids: list[str]
     tokens: int
     first_seq: int
+    summary: bool = False
 
 
 class Context:
@@ -153,8 +155,9 @@ class Context:
     def messages(self) -> list[Message]:
         return list(self._messages.values())
 
-    def iter_messages(self) -> Iterator[Message]:
-        return iter(self._messages.values())
+    def iter_messages(self, *, newest_first: bool = False) -> Iterator[Message]:
+        """Messages in context order without copying the list (O(1) to start)."""
+        return iter(reversed(self._messages.values()) if newest_first else self._messages.values())
 
     def message(self, message_id: str) -> Message:
         try:
@@ -343,12 +346,9 @@ class Context:
 
     def replace_message(self, message_id: str, new: Message, cause: str = "rewrite") -> Message:
         """Rewrite a closed message's content; its calls and results must stay the same."""
-        old = self.message(message_id)
-        unit = self.unit_of(message_id)
-        if not unit.closed:
-            raise StructureError(f"message '{message_id}' is in unit '{unit.id}' with work in flight")
-        if sorted(old.call_ids) != sorted(new.call_ids) or sorted(old.answered_ids) != sorted(new.answered_ids):
-            raise StructureError(f"rewrite of '{message_id}' changes its tool ids; rewrites must keep structure")
+        self.check_rewrite(message_id, new)
+        old = self._messages[message_id]
+        unit = self.units[self._unit_of[message_id]]
         new.id, new.seq, new.closed = old.id, old.seq, True
         new.tokens = self.counter.count(new)
         self._messages[message_id] = new
@@ -358,10 +358,46 @@ class Context:
         self._notify_message(new, REWRITE, cause=cause, tokens_before=old.tokens)
         return old
 
+    def check_rewrite(self, message_id: str, new: Message) -> None:
+        """Raise :class:`StructureError` unless ``new`` may replace the message: the message is in a
+        closed unit and ``new`` keeps its role, its tool call ids and the ids it answers."""
+        old = self.message(message_id)
+        unit = self.unit_of(message_id)
+        if not unit.closed:
+            raise StructureError(f"message '{message_id}' is in unit '{unit.id}' with work in flight")
+        if new is old:
+            return
+        if new.id and self._messages.get(new.id) is new:
+            raise StructureError(f"rewrite of '{message_id}' reuses message '{new.id}', which is in the context")
+        _check_tool_ids(new, f"rewrite of '{message_id}'")
+        if sorted(old.call_ids) != sorted(new.call_ids) or sorted(old.answered_ids) != sorted(new.answered_ids):
+            raise StructureError(f"rewrite of '{message_id}' changes its tool ids; rewrites must keep structure")
+        if new.role != old.role:
+            raise StructureError(f"rewrite of '{message_id}' changes its role from {old.role!r} to {new.role!r}")
+
+    def check_summary(self, unit_ids: Iterable[str], summary: Message) -> list[str]:
+        """The distinct unit ids ``summary`` may replace, or :class:`StructureError` saying why not.
+
+        Checked before anything is removed, so a bad summary never leaves the context half-edited.
+        """
+        uids = list(dict.fromkeys(unit_ids))
+        if not uids:
+            raise StructureError("summary replaces no unit")
+        for uid in uids:
+            unit = self.units.get(uid)
+            if unit is None:
+                raise StructureError(f"summary names unit '{uid}', which is not in the context")
+            if not unit.closed:
+                raise StructureError(f"summary names unit '{uid}', which has work in flight")
+        if any(b.type in _TOOL_BLOCKS for b in summary.blocks):
+            raise StructureError("a summary must not carry tool calls or tool results")
+        if summary.id and (summary.id in self._messages or summary.id in self._gone):
+            raise StructureError(f"summary message id '{summary.id}' is already used in this context")
+        return uids
+
     def replace_units(self, unit_ids: list[str], summary: Message, cause: str) -> list[Message]:
         """Replace whole closed units with one summary message placed where the first of them was."""
-        if not unit_ids:
-            raise StructureError("replace_units: nothing to replace")
+        unit_ids = self.check_summary(unit_ids, summary)
         first_seq = min(self.units[u].first_seq for u in unit_ids)
         removed = self.remove_units(unit_ids, cause)
         summary.closed = True
@@ -372,7 +408,8 @@ class Context:
     def spill_unit(self, unit_id: str, key: str) -> Spilled:
         """Record that a closed unit moved to a spill store under ``key`` and drop it from the window."""
         unit = self.units[unit_id]
-        record = Spilled(unit_id, key, list(unit.message_ids), sorted(unit.call_ids), unit.tokens, unit.first_seq)
+        record = Spilled(unit_id, key, list(unit.message_ids), sorted(unit.call_ids), unit.tokens, unit.first_seq,
+                         unit.summary)
         self.remove_units([unit_id], cause=f"spilled:{key}")
         for mid in record.message_ids:
             self._gone[mid] = f"spilled to {key}"
@@ -386,10 +423,9 @@ class Context:
             self._gone.pop(msg.id, None)
             for call_id in msg.call_ids:
                 self._gone_calls.discard(call_id)
-            self._admit(msg, seq=msg.seq, unit_id=unit_id)
+            self._admit(msg, seq=msg.seq, unit_id=unit_id, summary=record.summary)
             self._notify_message(msg, REINJECT)
         self._reorder()
-        del record
         return self.units[unit_id]
 
     # ------------------------------------------------------------------ internals
@@ -403,6 +439,7 @@ class Context:
         elif msg.id in self._messages:
             raise StructureError(f"{where}: message id '{msg.id}' is already in the context")
         where = f"message '{msg.id}'"
+        _check_tool_ids(msg, where)
         for call_id in msg.call_ids:
             if call_id in self.pending or (call_id in self._call_owner and call_id not in self._answered):
                 raise DuplicateToolIdError(f"{where}: tool call id '{call_id}' is already in flight")
@@ -441,8 +478,10 @@ class Context:
             unit.open_ids.add(msg.id)
             self.open_ids.add(msg.id)
         for call_id in msg.call_ids:
-            if self._call_owner.get(call_id, uid) != uid:
-                # an id reused after its first pair completed (OpenAI accepts it; real traffic does it)
+            if self._call_owner.get(call_id) != uid:
+                # a fresh issue of this id: new, or reused after its first pair completed (OpenAI
+                # accepts it; real traffic does it), or after that pair left the context. Its old
+                # answer does not answer this call.
                 self._answered.pop(call_id, None)
             self._call_owner[call_id] = uid
             unit.call_ids.add(call_id)
@@ -466,7 +505,8 @@ class Context:
         if msg.role == "user" and msg.has_user_text():
             if self._first_user is None or self._first_user not in self._unit_of:
                 self._first_user = msg.id
-            self._last_user = msg.id
+            if seq is None:  # an arrival, not a summary or a re-injection placed in the past
+                self._last_user = msg.id
         elif msg.role == "user" and self._first_user is None:
             self._first_user = msg.id
         if seq is None:
@@ -534,3 +574,12 @@ class Context:
             verb = "cannot write into it" if writing else "it is not in the context"
             return EvictedMessageError(f"message '{message_id}' left the context ({why}); {verb}")
         return StructureError(f"no message '{message_id}' in the context")
+
+
+def _check_tool_ids(msg: Message, where: str) -> None:
+    """Every tool call block needs an id and every tool result the id it answers."""
+    for i, b in enumerate(msg.blocks):
+        if b.type in (TOOL_USE, SERVER_TOOL_USE) and not (isinstance(b.id, str) and b.id):
+            raise StructureError(f"{where}: block {i} ({b.type}) has no tool call id")
+        if b.type in (TOOL_RESULT, SERVER_TOOL_RESULT) and not (isinstance(b.tool_use_id, str) and b.tool_use_id):
+            raise StructureError(f"{where}: block {i} ({b.type}) does not say which tool call it answers")
