@@ -9,6 +9,7 @@ over the hard ceiling → spill the oldest closed units, and fail loudly if even
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -142,7 +143,7 @@ class Gate:
         for uid, mids in touched.items():
             unit = ctx.units[uid]
             if uid in pins or not unit.closed:
-                plan.skipped.append(uid)
+                _skip(plan, (uid,))
             elif len(mids) == len(unit.message_ids):
                 plan.evict.append(uid)
             elif self.mode == "grow":
@@ -152,28 +153,40 @@ class Gate:
                 plan.shrunk.append(uid)
         evicting = set(plan.evict)
         plan.saves = sum(ctx.units[u].tokens for u in plan.evict)
+        used: set[int] = set()  # replacement objects already planned: one object lands in one place
+        summary_ids: set[str] = set()
         for summary in proposal.summaries:
-            uids = [u for u in summary.unit_ids if u in ctx.units]
-            if not uids or any(u in pins or u in evicting or not ctx.units[u].closed for u in uids):
-                plan.skipped.extend(u for u in summary.unit_ids if u not in plan.skipped)
+            uids = list(dict.fromkeys(summary.unit_ids))
+            try:
+                if id(summary.message) in used or (summary.message.id and summary.message.id in summary_ids):
+                    raise StructureError("the same summary message is proposed twice")
+                uids = ctx.check_summary(uids, summary.message)
+                if any(u in pins or u in evicting for u in uids):
+                    raise StructureError("pinned or already planned")
+            except StructureError:
+                _skip(plan, (u for u in uids if u in ctx.units))
                 continue
+            used.add(id(summary.message))
+            summary_ids.add(summary.message.id)
             plan.summaries.append(Summary(tuple(uids), summary.message, summary.reason, summary.summarizer))
             evicting.update(uids)
             plan.saves += sum(ctx.units[u].tokens for u in uids) - ctx.counter.count(summary.message)
+        rewritten: set[str] = set()
         for rw in proposal.rewrites:
             uid = ctx.unit_id_of(rw.message_id)
-            if uid is None or uid in pins or uid in evicting or not ctx.units[uid].closed:
-                if uid is not None and uid not in plan.skipped:
-                    plan.skipped.append(uid)
+            if uid is None:
                 continue
-            old = ctx.message(rw.message_id)
-            if sorted(old.call_ids) != sorted(rw.replacement.call_ids) or sorted(old.answered_ids) != sorted(
-                rw.replacement.answered_ids
-            ):
-                plan.skipped.append(uid)
+            try:
+                if uid in pins or uid in evicting or rw.message_id in rewritten or id(rw.replacement) in used:
+                    raise StructureError("pinned, planned for eviction or already rewritten")
+                ctx.check_rewrite(rw.message_id, rw.replacement)  # in flight, tool ids or role changed
+            except StructureError:
+                _skip(plan, (uid,))
                 continue
+            used.add(id(rw.replacement))
+            rewritten.add(rw.message_id)
             plan.rewrites.append(rw)
-            plan.saves += old.tokens - ctx.counter.count(rw.replacement)
+            plan.saves += ctx.message(rw.message_id).tokens - ctx.counter.count(rw.replacement)
         return plan
 
     def _apply(self, ctx: Context, plan: _Plan, d: Decision) -> None:
@@ -194,14 +207,19 @@ class Gate:
         d.tokens_after = ctx.tokens
         if self.hard_ceiling is None or ctx.tokens <= self.hard_ceiling:
             return self._report(ctx, d)
-        pins = ctx.pinned_unit_ids()
         if self.spill_store is not None:
-            for unit in sorted(ctx.units.values(), key=lambda u: u.first_seq):
-                if ctx.tokens <= self.hard_ceiling:
+            pins = ctx.pinned_unit_ids()
+            need = ctx.tokens - self.hard_ceiling
+            victims: list[str] = []
+            for unit in ctx.units.values():  # oldest first: the context keeps units in first_seq order
+                if need <= 0:
                     break
                 if unit.closed and unit.id not in pins:
-                    self._spill(ctx, unit.id)
-                    d.spilled_units.append(unit.id)
+                    victims.append(unit.id)
+                    need -= unit.tokens
+            for uid in victims:
+                self._spill(ctx, uid)
+                d.spilled_units.append(uid)
         d.tokens_after = ctx.tokens
         if ctx.tokens <= self.hard_ceiling:
             d.kind = DecisionKind.SPILLED
@@ -250,5 +268,11 @@ class Gate:
         return d
 
 
-def _unit_order(ctx: Context):
+def _skip(plan: _Plan, unit_ids: Iterable[str]) -> None:
+    for uid in unit_ids:
+        if uid not in plan.skipped:
+            plan.skipped.append(uid)
+
+
+def _unit_order(ctx: Context) -> Callable[[str], int]:
     return lambda uid: ctx.units[uid].first_seq if uid in ctx.units else -1
