@@ -127,7 +127,7 @@ class ContextView:
         """The current query: the text of the newest user message, unless given."""
         if self._query is None:
             self._query = ""
-            for m in reversed(self._ctx.messages):
+            for m in self._ctx.iter_messages(newest_first=True):  # stops at the newest user turn
                 if m.has_user_text():
                     self._query = m.plain_text()
                     break
@@ -149,11 +149,12 @@ class ContextView:
         )
 
     def units(self) -> Iterator[UnitView]:
-        """All units, oldest first."""
-        return (self._view(u) for u in list(self._ctx.units.values()))
+        """All units, oldest first. Lazy, no copy: consume it before the context changes."""
+        return (self._view(u) for u in self._ctx.units.values())
 
     def units_newest_first(self) -> Iterator[UnitView]:
-        return (self._view(u) for u in reversed(list(self._ctx.units.values())))
+        """All units, newest first. Lazy, no copy: consume it before the context changes."""
+        return (self._view(u) for u in reversed(self._ctx.units.values()))
 
     def unit(self, unit_id: str) -> UnitView:
         return self._view(self._ctx.units[unit_id])
