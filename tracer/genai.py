@@ -1,0 +1,188 @@
+"""Model-call and tool-execution spans, after the OpenTelemetry GenAI semantic conventions.
+
+``chat {model}`` (kind CLIENT) covers one request to the provider: what was sent (message ids,
+tokens, validity under the provider's structural rules) and what came back (usage, finish
+reasons, response id). ``execute_tool {name}`` covers one tool execution. Content is recorded only
+when the session captures content, and always through its redaction hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from policies import convert
+from policies.messages import Message
+
+from . import redact as _redact
+
+if TYPE_CHECKING:
+    from policies.validate import Violation
+
+    from .session import TracedSession
+
+
+def plain(obj: Any) -> Any:
+    """SDK objects (pydantic models) as plain JSON-like data; everything else unchanged."""
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(mode="json", exclude_none=True)
+        except TypeError:
+            return dump()
+    if isinstance(obj, Mapping):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    return obj
+
+
+def response_messages(response: Mapping[str, Any]) -> tuple[list[Message], list[str]]:
+    """The assistant messages and finish reasons of an Anthropic or OpenAI response body."""
+    if isinstance(response.get("choices"), list):
+        msgs, reasons = [], []
+        for choice in response["choices"]:
+            if isinstance(choice, Mapping) and isinstance(choice.get("message"), Mapping):
+                m, _ = convert.from_openai({"messages": [dict(choice["message"])]})
+                msgs.extend(m)
+                if choice.get("finish_reason"):
+                    reasons.append(str(choice["finish_reason"]))
+        return msgs, reasons
+    if isinstance(response.get("content"), list):
+        m, _ = convert.from_anthropic({"messages": [{"role": "assistant", "content": response["content"]}]})
+        return m, [str(response["stop_reason"])] if response.get("stop_reason") else []
+    return [], []
+
+
+def usage_of(response: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """(input tokens, output tokens) of either provider's ``usage`` object."""
+    usage = response.get("usage")
+    if not isinstance(usage, Mapping):
+        return None, None
+    inp = usage.get("input_tokens", usage.get("prompt_tokens"))
+    out = usage.get("output_tokens", usage.get("completion_tokens"))
+    return (inp if isinstance(inp, int) else None), (out if isinstance(out, int) else None)
+
+
+class ChatCall:
+    """An open ``chat {model}`` span; finish it with :meth:`response`, :meth:`error` or :meth:`end`."""
+
+    def __init__(self, session: TracedSession, model: str | None, provider: str | None, seq: int | None,
+                 attributes: Mapping[str, Any]) -> None:
+        self.session = session
+        self.model = model
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider,
+            "gen_ai.request.model": model,
+            "gen_ai.conversation.id": session.session_id,
+            **attributes,
+        }
+        self.span = session.start_span(f"chat {model}" if model else "chat", attrs, seq=seq, kind=SpanKind.CLIENT)
+        self.ended = False
+
+    def set_input(self, messages: Sequence[Message]) -> None:
+        """``gen_ai.input.messages`` (only when the session captures content)."""
+        text = self.session.content(_redact.genai_messages_json, messages)
+        if text is not None:
+            self.span.set_attribute("gen_ai.input.messages", text)
+
+    def set_invalid(self, violations: Sequence[Violation]) -> None:
+        """The request breaks the provider's structural rules: status ERROR with the provider's 400 text."""
+        self.span.set_attribute("prunegate.request.valid", False)
+        self.span.set_attribute("prunegate.request.errors", _redact.dumps(
+            [{"code": v.code, "message": v.message} for v in violations]))
+        self.span.set_attribute("error.type", "invalid_request_error")
+        self.span.set_status(Status(StatusCode.ERROR, violations[0].message if violations else "invalid request"))
+
+    def response(self, response: Any) -> None:
+        """Record the provider's response (a dict or an SDK object) and end the span."""
+        if self.ended:
+            return
+        body = plain(response)
+        if isinstance(body, Mapping):
+            inp, out = usage_of(body)
+            if inp is not None:
+                self.span.set_attribute("gen_ai.usage.input_tokens", inp)
+            if out is not None:
+                self.span.set_attribute("gen_ai.usage.output_tokens", out)
+            if isinstance(body.get("id"), str):
+                self.span.set_attribute("gen_ai.response.id", body["id"])
+            if isinstance(body.get("model"), str):
+                self.span.set_attribute("gen_ai.response.model", body["model"])
+            msgs, reasons = response_messages(body)
+            if reasons:
+                self.span.set_attribute("gen_ai.response.finish_reasons", reasons)
+            calls = [cid for m in msgs for cid in m.call_ids]
+            if calls:
+                self.span.set_attribute("prunegate.response.call_ids", calls)
+            text = self.session.content(_redact.genai_messages_json, msgs, reasons[0] if reasons else None)
+            if text is not None:
+                self.span.set_attribute("gen_ai.output.messages", text)
+        self.end()
+
+    def error(self, message: str, *, status_code: int | None = None, error_type: str | None = None) -> None:
+        """The provider answered with an error (e.g. its 400 for a structurally invalid request)."""
+        if self.ended:
+            return
+        self.session.note_failure()
+        self.span.set_attribute("error.type", error_type or (str(status_code) if status_code else "error"))
+        if status_code is not None:
+            self.span.set_attribute("http.response.status_code", status_code)
+        self.span.set_status(Status(StatusCode.ERROR, message))
+        self.end()
+
+    def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self.span.end(end_time=self.session.clock())
+
+
+class ToolCall:
+    """An ``execute_tool {name}`` span as a context manager; exceptions are recorded and re-raised."""
+
+    def __init__(self, session: TracedSession, name: str, call_id: str, arguments: Any, side_effect: bool,
+                 retry: bool, seq: int | None) -> None:
+        self.session = session
+        self.name = name
+        self.call_id = call_id
+        self.arguments = arguments
+        self.retry = retry
+        self._attrs = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.conversation.id": session.session_id,
+            "prunegate.tool.side_effect": side_effect,
+            "prunegate.tool.retry": retry,
+        }
+        self._seq = seq
+        self.span: Any = None
+
+    def __enter__(self) -> ToolCall:
+        self.span = self.session.start_span(f"execute_tool {self.name}", self._attrs, seq=self._seq)
+        args = self.session.content(_redact_json, self.arguments)
+        if args is not None:
+            self.span.set_attribute("gen_ai.tool.call.arguments", args)
+        return self
+
+    def result(self, value: Any) -> None:
+        """Record the tool's result (only when the session captures content)."""
+        text = self.session.content(_redact_json, value)
+        if text is not None and self.span is not None:
+            self.span.set_attribute("gen_ai.tool.call.result", text)
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.span is None:
+            return
+        if exc is not None:
+            self.span.set_attribute("error.type", type(exc).__name__)
+            self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        self.span.end(end_time=self.session.clock())
+
+
+def _redact_json(value: Any, redact: _redact.Redactor | None) -> str:
+    value = _redact.safe_redact(value, redact)
+    return value if isinstance(value, str) else _redact.dumps(value)

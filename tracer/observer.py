@@ -1,0 +1,240 @@
+"""The gate's observer, implemented with OpenTelemetry spans (the contract is docs/spans.md).
+
+:class:`SpanObserver` turns what a :class:`~policies.Context` and a :class:`~policies.Gate` (or
+the ungated :class:`~policies.naive.NaiveRuntime`) report into spans of a
+:class:`~tracer.session.TracedSession`: ``prunegate.message`` per message event,
+``prunegate.unit.close``, and ``prunegate.budget_check`` with one child span for its decision.
+It records each message's own data only (never the whole context), so an event costs the same
+whatever the size of the context. Message content is recorded only when the session captures it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+from policies.context import Context, Unit
+from policies.decision import Decision, DecisionKind
+from policies.messages import Message
+from policies.observer import DELTA, REINJECT, REMOVE, REWRITE, Observer
+
+from . import redact as _redact
+from .session import TracedSession
+
+DECISION_SPANS: dict[DecisionKind, str] = {
+    DecisionKind.PRUNED: "prunegate.prune",
+    DecisionKind.DEFERRED: "prunegate.defer",
+    DecisionKind.SPILLED: "prunegate.spill",
+    DecisionKind.REINJECTED: "prunegate.reinject",
+    DecisionKind.FAILED: "prunegate.fail",
+}
+_IN_CHECK = (REMOVE, REWRITE, REINJECT)  # events that only happen inside a budget check (or a trimmer)
+_NO_CONTENT = (REMOVE,)
+
+
+class SpanObserver(Observer):
+    """A :class:`policies.Observer` that writes spans into ``session``.
+
+    ``gated`` says whether a gate (True) or a naive runtime (False) makes the decisions; it
+    defaults to the session's flag and lands on every budget check and prune span.
+    """
+
+    def __init__(self, session: TracedSession, *, gated: bool | None = None) -> None:
+        self.session = session
+        self.gated = session.gated if gated is None else gated
+        self._unit_of: dict[str, str] = {}  # message id -> last known unit (removed messages have none)
+        self._removed: dict[str, list[str]] = {}  # removed since the last decision: id -> its call ids
+        self._reserved: tuple[int, int] | None = None  # start times for the check in progress
+        self.checks = 0
+        self.last_decision_span: trace.Span | None = None
+
+    # ------------------------------------------------------------------ messages and units
+    def on_message(self, ctx: Context, message: Message, event: str, **info: Any) -> None:
+        s = self.session
+        if event in _IN_CHECK or "summary_of" in info:
+            self._reserve()
+        mid = message.id
+        uid = ctx.unit_id_of(mid)
+        if uid is None:
+            uid = self._unit_of.get(mid)
+        else:
+            self._unit_of[mid] = uid
+        call_ids = message.call_ids
+        answers = message.answered_ids
+        attrs: dict[str, Any] = {
+            "prunegate.event": event,
+            "prunegate.message.id": mid,
+            "prunegate.message.role": message.role,
+            "prunegate.unit.id": uid,
+            "prunegate.message.tokens": message.tokens,
+            "prunegate.context.tokens": ctx.tokens,
+            "prunegate.message.closed": message.closed,
+            "prunegate.message.call_ids": call_ids,
+            "prunegate.message.answers": answers,
+            "prunegate.message.tool_names": [b.name or "" for b in message.blocks if b.call_id is not None],
+        }
+        if "cause" in info:
+            attrs["prunegate.message.cause"] = info["cause"]
+        if event == DELTA:
+            chars = int(info.get("delta_chars", 0))
+            attrs["prunegate.delta.chars"] = chars
+            if s.capture:
+                text = s.content(_redact.safe_redact, _tail_text(message, chars))
+                if text is not None:
+                    attrs["prunegate.delta.text"] = text
+        elif s.capture and event not in _NO_CONTENT:
+            content = s.content(_redact.message_content_json, message)
+            if content is not None:
+                attrs["prunegate.message.content"] = content
+        if "summary_of" in info:
+            attrs["prunegate.message.summary_of"] = list(info["summary_of"])
+        if "tokens_before" in info:
+            attrs["prunegate.message.tokens_before"] = info["tokens_before"]
+        if event == REMOVE:
+            self._removed[mid] = call_ids + answers
+        s.emit("prunegate.message", attrs, seq=ctx.seq)
+
+    def on_unit_closed(self, ctx: Context, unit: Unit) -> None:
+        for mid in unit.message_ids:
+            self._unit_of[mid] = unit.id
+        self.session.emit("prunegate.unit.close", {
+            "prunegate.unit.id": unit.id,
+            "prunegate.unit.kind": unit.kind,
+            "prunegate.unit.tokens": unit.tokens,
+            "prunegate.unit.message_ids": list(unit.message_ids),
+            "prunegate.unit.call_ids": sorted(unit.call_ids),
+        }, seq=ctx.seq)
+
+    # ------------------------------------------------------------------ decisions
+    def on_decision(self, ctx: Context, decision: Decision) -> None:
+        self.record_decision(ctx, decision)
+
+    def record_decision(self, ctx: Context, d: Decision, *, gated: bool | None = None,
+                        extra: Mapping[str, Any] | None = None,
+                        removed: Iterable[tuple[str, list[str]]] | None = None) -> trace.Span | None:
+        """Write the budget check and its decision span; remember what the decision evicted.
+
+        ``extra`` adds attributes to the decision span; ``removed`` gives (message id, call ids)
+        pairs the decision evicted when they were not reported through ``on_message``.
+        Returns the decision span (None for ``within_budget``).
+        """
+        s = self.session
+        gated = self.gated if gated is None else gated
+        self.checks += 1
+        t_check, t_decision = self._reserved or (s.clock(), s.clock())
+        self._reserved = None
+        check = s.start_span("prunegate.budget_check", {
+            "prunegate.check": d.check,
+            "prunegate.decision": str(d.kind),
+            "prunegate.reason": d.reason,
+            "prunegate.policy": d.policy,
+            "prunegate.tokens.before": d.tokens_before,
+            "prunegate.tokens.after": d.tokens_after,
+            "prunegate.budget": d.budget,
+            "prunegate.hard_ceiling": d.hard_ceiling,
+            "prunegate.pending_calls": len(ctx.pending),
+            "prunegate.open_messages": len(ctx.open_ids),
+            "prunegate.gated": gated,
+        }, seq=d.seq, start_time=t_check)
+        span = None
+        name = DECISION_SPANS.get(d.kind)
+        if name is not None:
+            attrs = decision_attributes(d, gated)
+            if extra:
+                attrs.update(extra)
+            span = s.start_span(name, attrs, seq=d.seq, parent=check, start_time=t_decision)
+            if d.kind == DecisionKind.FAILED:
+                span.set_status(Status(StatusCode.ERROR, d.error or "failed"))
+            span.end(end_time=s.clock())
+            gone = self._evicted(ctx, d)
+            pairs = [(mid, self._removed.get(mid, [])) for mid in gone]
+            if removed is not None:
+                pairs.extend(removed)
+            if pairs:
+                s.note_eviction(span, pairs, check=d.check, decision=name)
+            self.last_decision_span = span
+        check.end(end_time=s.clock())
+        self._removed.clear()
+        return span
+
+    def _evicted(self, ctx: Context, d: Decision) -> list[str]:
+        out = list(d.pruned_ids)
+        for uid in d.spilled_units:
+            record = ctx.spilled.get(uid)
+            if record is not None:
+                out.extend(record.message_ids)
+        if d.summarized_units:
+            units = set(d.summarized_units)
+            out.extend(m for m in self._removed if self._unit_of.get(m) in units)
+        return out
+
+    def _reserve(self) -> None:
+        """Start times for the budget check in progress, taken before its first removal is recorded."""
+        if self._reserved is None:
+            self._reserved = (self.session.clock(), self.session.clock())
+
+
+def decision_attributes(d: Decision, gated: bool) -> dict[str, Any]:
+    """The attributes of a decision span (docs/spans.md), by decision kind."""
+    attrs: dict[str, Any] = {
+        "prunegate.check": d.check,
+        "prunegate.reason": d.reason,
+        "prunegate.tokens.before": d.tokens_before,
+        "prunegate.tokens.after": d.tokens_after,
+        "prunegate.gated": gated,
+        "prunegate.policy": d.policy,
+    }
+    proposal = d.proposal
+    if d.kind == DecisionKind.PRUNED:
+        attrs.update({
+            "prunegate.proposal": _redact.dumps(proposal.to_dict()) if proposal is not None else None,
+            "prunegate.proposal.ids": list(d.proposed_ids),
+            "prunegate.scores": _redact.dumps(proposal.scores) if proposal is not None else "{}",
+            "prunegate.pruned.units": list(d.pruned_units),
+            "prunegate.pruned.ids": list(d.pruned_ids),
+            "prunegate.grown.units": list(d.grown_units),
+            "prunegate.shrunk.units": list(d.shrunk_units),
+            "prunegate.skipped.units": list(d.skipped_units),
+            "prunegate.rewritten.ids": list(d.rewritten_ids),
+            "prunegate.summarized.units": list(d.summarized_units),
+            "prunegate.summary.id": d.summary_id,
+            "prunegate.budget_met": d.budget_met,
+            "prunegate.error": d.error,
+        })
+        return attrs
+    if d.kind == DecisionKind.DEFERRED:
+        attrs["prunegate.blocking.units"] = list(d.blocking_units)
+    elif d.kind == DecisionKind.SPILLED:
+        attrs["prunegate.spilled.units"] = list(d.spilled_units)
+    elif d.kind == DecisionKind.REINJECTED:
+        attrs["prunegate.reinjected.units"] = list(d.reinjected_units)
+    elif d.kind == DecisionKind.FAILED:
+        attrs["prunegate.error"] = d.error or ""
+        attrs["prunegate.spilled.units"] = list(d.spilled_units)
+        attrs["prunegate.blocking.units"] = list(d.blocking_units)
+    # what the same check also did or considered, when anything (a spill may follow a prune)
+    for key, value in (
+        ("prunegate.proposal.ids", d.proposed_ids),
+        ("prunegate.pruned.units", d.pruned_units),
+        ("prunegate.pruned.ids", d.pruned_ids),
+        ("prunegate.grown.units", d.grown_units),
+        ("prunegate.shrunk.units", d.shrunk_units),
+        ("prunegate.skipped.units", d.skipped_units),
+    ):
+        if value:
+            attrs[key] = list(value)
+    if d.error and "prunegate.error" not in attrs:
+        attrs["prunegate.error"] = d.error
+    return attrs
+
+
+def _tail_text(message: Message, chars: int) -> str:
+    """The last ``chars`` characters streamed into the message's last block."""
+    if not message.blocks or chars <= 0:
+        return ""
+    b = message.blocks[-1]
+    text = b.text if b.text is not None else (b.content if isinstance(b.content, str) else "")
+    return text[-chars:] if text else ""

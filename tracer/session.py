@@ -1,0 +1,286 @@
+"""A traced session: one trace, one root span, and the causal map from evictions to violations.
+
+Every span of a session is a child of its ``prunegate.session`` root (the decision span of a
+budget check is a child of that check) and carries ``prunegate.session.id`` and ``prunegate.seq``.
+Readers order a session's spans by ``(prunegate.seq, start time)``; :meth:`TracedSession.clock`
+makes start times strictly increasing within a session so that order is the order of emission.
+
+The session also remembers, for every message id and tool call id that an eviction removed, the
+span context of the decision span that removed it. A violation found later (an orphan result, a
+missing result, a stream writing into an evicted message, a side effect run twice) is linked to
+that span: the dashboard follows the link from the symptom to its cause.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
+
+from policies.validate import FIRST_MESSAGE_NOT_USER, Violation, validate
+
+from . import redact as _redact
+from .genai import ChatCall, ToolCall
+
+SCOPE = "prunegate.tracer"
+SOURCES = ("import", "replay", "live", "shadow", "synthetic")
+LINK_ATTRIBUTES = {"prunegate.link": "caused_by"}
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """Where a message or call left the context: the decision span that removed it."""
+
+    span_context: SpanContext
+    message_id: str
+    check: int | None
+    decision: str  # span name of the decision: prunegate.prune, prunegate.spill, ...
+
+
+def clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """Attributes OpenTelemetry accepts: no ``None`` values, sequences as lists of str."""
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if value is None:
+            continue
+        if isinstance(value, (set, frozenset, tuple, list)):
+            value = [str(v) for v in value]
+        out[key] = value
+    return out
+
+
+class TracedSession:
+    """The root span of one session and the helpers every prunegate span goes through.
+
+    ``tracer_provider`` defaults to the global one. ``capture_content`` defaults to the
+    environment (see :func:`tracer.redact.capture_enabled`); ``redact`` is applied to every
+    string of recorded content.
+    """
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        *,
+        session_id: str | None = None,
+        source: str = "live",
+        name: str | None = None,
+        provider: str | None = None,
+        policy: str | None = None,
+        policy_params: Mapping[str, Any] | None = None,
+        gated: bool = True,
+        budget: int | None = None,
+        hard_ceiling: int | None = None,
+        capture_content: bool | None = None,
+        redact: _redact.Redactor | None = None,
+        source_id: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        start_time: int | None = None,
+    ) -> None:
+        if source not in SOURCES:
+            raise ValueError(f"session source must be one of {', '.join(SOURCES)}; got {source!r}")
+        provider_obj = tracer_provider or trace.get_tracer_provider()
+        self.tracer = provider_obj.get_tracer(SCOPE)
+        self.session_id = session_id or uuid.uuid4().hex
+        self.source = source
+        self.provider = provider
+        self.gated = gated
+        self.capture = _redact.capture_enabled(capture_content)
+        self.redact = redact
+        self.seq = 0
+        self._lock = threading.Lock()
+        self._last_ns = 0
+        self._by_call: dict[str, Eviction] = {}
+        self._by_message: dict[str, Eviction] = {}
+        self._last_eviction: Eviction | None = None
+        self._failures = 0  # invalid requests and error responses so far (for retry detection)
+        self._ran_calls: set[str] = set()
+        self._ran_effects: dict[tuple[str, str], tuple[str, int]] = {}
+        self.violations = 0
+        root_attrs = {
+            "gen_ai.conversation.id": self.session_id,
+            "prunegate.session.id": self.session_id,
+            "prunegate.seq": 0,
+            "prunegate.session.source": source,
+            "prunegate.session.source_id": source_id,
+            "prunegate.session.name": name,
+            "prunegate.provider": provider,
+            "prunegate.policy": policy,
+            "prunegate.policy.params": _redact.dumps(dict(policy_params)) if policy_params is not None else None,
+            "prunegate.gated": gated,
+            "prunegate.budget": budget,
+            "prunegate.hard_ceiling": hard_ceiling,
+            "prunegate.content_captured": self.capture,
+            **(attributes or {}),
+        }
+        self.root = self.tracer.start_span(
+            "prunegate.session", context=trace.set_span_in_context(trace.INVALID_SPAN),
+            attributes=clean(root_attrs), start_time=self.clock(start_time),
+        )
+        self.root_context = trace.set_span_in_context(self.root)
+        self.ended = False
+        ref = weakref.ref(self)
+        self._atexit = lambda: (s := ref()) is not None and s.end()
+        atexit.register(self._atexit)
+
+    # ------------------------------------------------------------------ plumbing
+    def clock(self, at: int | None = None) -> int:
+        """A start/end time in ns, strictly increasing within the session."""
+        now = time.time_ns() if at is None else at
+        with self._lock:
+            if now <= self._last_ns:
+                now = self._last_ns + 1
+            self._last_ns = now
+        return now
+
+    def common(self, seq: int | None) -> dict[str, Any]:
+        if seq is not None and seq > self.seq:
+            self.seq = seq
+        return {"prunegate.session.id": self.session_id, "prunegate.seq": self.seq if seq is None else seq}
+
+    def start_span(self, name: str, attributes: Mapping[str, Any], *, seq: int | None,
+                   parent: trace.Span | None = None, kind: SpanKind = SpanKind.INTERNAL,
+                   links: Sequence[Link] = (), start_time: int | None = None) -> trace.Span:
+        """Open a child span of the root (or of ``parent``) with the common attributes."""
+        ctx = self.root_context if parent is None else trace.set_span_in_context(parent)
+        attrs = self.common(seq)
+        attrs.update(clean(attributes))
+        return self.tracer.start_span(name, context=ctx, kind=kind, attributes=attrs, links=links,
+                                      start_time=start_time if start_time is not None else self.clock())
+
+    def emit(self, name: str, attributes: Mapping[str, Any], *, seq: int | None,
+             parent: trace.Span | None = None, links: Sequence[Link] = (),
+             start_time: int | None = None, error: str | None = None) -> trace.Span:
+        """A span for an instant event: started and ended at once. Returns the ended span."""
+        span = self.start_span(name, attributes, seq=seq, parent=parent, links=links, start_time=start_time)
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, error))
+        span.end(end_time=self.clock())
+        return span
+
+    def content(self, render: Any, *args: Any) -> str | None:
+        """``render(*args, redact)`` when capture is on; None when off or when redaction failed."""
+        if not self.capture:
+            return None
+        try:
+            return render(*args, self.redact)
+        except _redact.RedactionFailed as exc:
+            _redact.log.warning("prunegate: content not recorded: %s", exc)
+            return None
+
+    # ------------------------------------------------------------------ evictions and their effects
+    def note_eviction(self, span: trace.Span, removed: Iterable[tuple[str, Iterable[str]]], *,
+                      check: int | None, decision: str) -> None:
+        """Remember that the decision ``span`` removed these (message id, call ids) pairs."""
+        ctx = span.get_span_context()
+        for mid, call_ids in removed:
+            ev = Eviction(ctx, mid, check, decision)
+            self._by_message[mid] = ev
+            for cid in call_ids:
+                self._by_call[cid] = ev
+            self._last_eviction = ev
+
+    def cause_of(self, *, call_ids: Iterable[str] = (), message_ids: Iterable[str] = ()) -> Eviction | None:
+        """The eviction that removed one of these messages or calls (latest wins), if any."""
+        for mid in message_ids:
+            if mid in self._by_message:
+                return self._by_message[mid]
+        for cid in call_ids:
+            if cid in self._by_call:
+                return self._by_call[cid]
+        return None
+
+    def violation(self, code: str, message: str, *, call_ids: Sequence[str] = (),
+                  message_ids: Sequence[str] = (), index: int | None = None, seq: int | None = None,
+                  cause: Eviction | None = None, attributes: Mapping[str, Any] | None = None) -> trace.Span:
+        """Record a ``prunegate.violation`` linked to the eviction that caused it (found when not given)."""
+        if cause is None:
+            cause = self.cause_of(call_ids=call_ids, message_ids=message_ids)
+        if cause is None and code == FIRST_MESSAGE_NOT_USER:
+            cause = self._last_eviction  # the head of the context left with the latest eviction
+        links = [Link(cause.span_context, LINK_ATTRIBUTES)] if cause is not None else []
+        self.violations += 1
+        return self.emit("prunegate.violation", {
+            "prunegate.violation.code": code,
+            "prunegate.violation.message": message,
+            "prunegate.violation.ids": list(call_ids),
+            "prunegate.violation.message_ids": list(message_ids),
+            "prunegate.violation.index": index,
+            "prunegate.violation.evicted_id": cause.message_id if cause else None,
+            "prunegate.violation.cause_check": cause.check if cause else None,
+            **(attributes or {}),
+        }, seq=seq, links=links)
+
+    def check_request(self, body: Any, provider: str, *, seq: int | None = None,
+                      message_ids_of: Any = None) -> list[Violation]:
+        """Validate a rendered request body; record one violation span per problem. Returns them.
+
+        ``message_ids_of(call_ids) -> list[str]`` maps a violation's call ids to context message ids.
+        """
+        found = validate(body, provider)
+        for v in found:
+            mids = list(message_ids_of(v.ids)) if message_ids_of is not None and v.ids else []
+            self.violation(v.code, v.message, call_ids=v.ids, message_ids=mids, index=v.index, seq=seq)
+        if found:
+            self._failures += 1
+        return found
+
+    def note_failure(self) -> None:
+        """A request failed (invalid, or the provider answered an error): later repeats are retries."""
+        self._failures += 1
+
+    # ------------------------------------------------------------------ GenAI spans
+    def chat(self, model: str | None, *, provider: str | None = None, seq: int | None = None,
+             attributes: Mapping[str, Any] | None = None) -> ChatCall:
+        """Open a ``chat {model}`` span (end it through the returned :class:`ChatCall`)."""
+        return ChatCall(self, model, provider or self.provider, seq, attributes or {})
+
+    def tool(self, name: str, call_id: str, *, arguments: Any = None, side_effect: bool = False,
+             seq: int | None = None) -> ToolCall:
+        """An ``execute_tool {name}`` span as a context manager; flags a retry of a call that ran before."""
+        retry, original = self._is_retry(name, call_id, arguments)
+        call = ToolCall(self, name, call_id, arguments, side_effect, retry, seq)
+        if retry and side_effect:
+            ids = [original, call_id] if original != call_id else [call_id]
+            self.violation("duplicated_side_effect",
+                           f"side-effecting tool '{name}' ran again: call '{call_id}' repeats '{original}'",
+                           call_ids=ids, seq=seq, cause=self.cause_of(call_ids=[original]))
+        return call
+
+    def _is_retry(self, name: str, call_id: str, arguments: Any) -> tuple[bool, str]:
+        key = (name, _redact.dumps(arguments))
+        with self._lock:
+            if call_id in self._ran_calls:
+                return True, call_id
+            self._ran_calls.add(call_id)
+            before = self._ran_effects.get(key)
+            self._ran_effects[key] = (call_id, self._failures) if before is None else before
+        if before is not None and self._failures > before[1]:
+            return True, before[0]
+        return False, call_id
+
+    # ------------------------------------------------------------------ end
+    def end(self, attributes: Mapping[str, Any] | None = None) -> None:
+        """End the root span (idempotent; also runs at interpreter exit)."""
+        if self.ended:
+            return
+        self.ended = True
+        try:
+            atexit.unregister(self._atexit)
+        except Exception:  # noqa: BLE001 - interpreter shutting down
+            pass
+        self.root.set_attributes(clean({"prunegate.violations": self.violations, **(attributes or {})}))
+        self.root.end(end_time=self.clock())
+
+    def __enter__(self) -> TracedSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
