@@ -417,8 +417,19 @@ class Context:
         return record
 
     def restore_unit(self, unit_id: str, messages: list[Message]) -> Unit:
-        """Put a spilled unit back at its original place."""
-        record = self.spilled.pop(unit_id)
+        """Put a spilled unit back at its original place, all of it or (on a clash) nothing."""
+        record = self.spilled.get(unit_id)
+        if record is None:
+            raise StructureError(f"unit '{unit_id}' is not spilled")
+        if sorted(m.id for m in messages) != sorted(record.message_ids):
+            raise StructureError(f"unit '{unit_id}': the spill store returned other messages than were spilled")
+        for msg in messages:
+            if msg.id in self._messages:
+                raise StructureError(f"cannot re-inject unit '{unit_id}': message id '{msg.id}' is in use again")
+            for call_id in msg.call_ids:
+                if call_id in self.pending:
+                    raise StructureError(f"cannot re-inject unit '{unit_id}': tool call id '{call_id}' is in flight again")
+        del self.spilled[unit_id]
         for msg in sorted(messages, key=lambda m: m.seq):
             self._gone.pop(msg.id, None)
             for call_id in msg.call_ids:
