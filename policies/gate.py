@@ -251,7 +251,10 @@ class Gate:
         back = []
         for record in sorted(ctx.spilled.values(), key=lambda r: -r.first_seq):
             if ctx.tokens + record.tokens <= self.budget:
-                self._restore(ctx, record.unit_id)
+                try:
+                    self._restore(ctx, record.unit_id)
+                except StructureError:  # its ids were reused meanwhile: it stays spilled, on demand only
+                    continue
                 back.append(record.unit_id)
         return back
 
@@ -262,6 +265,7 @@ class Gate:
 
     def _report(self, ctx: Context, d: Decision) -> Decision:
         d.tokens_after = ctx.tokens
+        d.budget_met = ctx.tokens <= self.budget  # a deferral over budget must not read as "met"
         observer = self.observer or ctx.observer
         if observer is not None:
             ctx.observer_errors.call(observer.on_decision, ctx, d)
