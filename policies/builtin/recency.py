@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from ..errors import PolicyError
+from collections.abc import Iterator
+
 from ..policy import ContextView, Eviction, Proposal
+from . import _params
+from ._text import goal
 
 
 class RecencyPolicy:
@@ -18,27 +21,25 @@ class RecencyPolicy:
     name = "recency"
 
     def __init__(self, target: float = 0.8) -> None:
-        try:
-            target = float(target)
-        except (TypeError, ValueError):
-            raise PolicyError(f"recency: target must be a number, got {target!r}") from None
-        if not 0 < target <= 1:
-            raise PolicyError(f"recency: target must be in (0, 1], got {target!r}")
-        self.target = target
+        self.target = _params.fraction(self.name, "target", target)
 
     def propose(self, view: ContextView) -> Proposal:
-        need = view.tokens - int(view.budget * self.target)
+        need = goal(view, self.target)
         proposal = Proposal(policy=self.name, notes=f"target {self.target:g} of budget")
-        for unit in view.units():  # oldest first, lazily: stops as soon as enough is freed
+        for mid, tokens in oldest_messages(view):
             if need <= 0:
                 break
-            if unit.pinned:
-                continue
-            for mid in unit.message_ids:
-                if need <= 0:
-                    break
-                tokens = view.message(mid).tokens
-                proposal.evictions.append(Eviction((mid,), score=float(view.message(mid).seq), reason="oldest"))
-                need -= tokens
-            proposal.scores[unit.id] = float(unit.first_seq)
+            proposal.evictions.append(Eviction((mid,), score=float(view.message(mid).seq), reason="oldest"))
+            unit = view.unit_of(mid)
+            proposal.scores.setdefault(unit.id, float(unit.first_seq))
+            need -= tokens
         return proposal
+
+
+def oldest_messages(view: ContextView, exclude_units: frozenset[str] = frozenset()) -> Iterator[tuple[str, int]]:
+    """(message id, tokens) of unpinned units, oldest first, lazily."""
+    for unit in view.units():
+        if unit.pinned or unit.id in exclude_units:
+            continue
+        for mid in unit.message_ids:
+            yield mid, view.message(mid).tokens
