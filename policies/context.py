@@ -336,6 +336,11 @@ class Context:
                 unit.call_ids.discard(call_id)
             if unit.message_ids:
                 unit.partial = True
+                rest = [self._messages[m] for m in unit.message_ids]
+                unit.roles = {m.role for m in rest}
+                gone_calls = set(msg.call_ids)
+                if gone_calls and any(c in gone_calls for m in rest for c in m.answered_ids):
+                    unit.orphan = True  # its results now answer a call that is not in the context
             else:
                 self.units.pop(uid)
                 self._system_units.discard(uid)
