@@ -1,0 +1,171 @@
+"""A local stand-in for the Anthropic and OpenAI APIs, answering from recorded responses.
+
+``POST /v1/messages`` (Anthropic Messages) and ``POST /v1/chat/completions`` (OpenAI Chat
+Completions) answer with the real response recorded for the request's current user prompt and
+round (see :mod:`cassettes`). A request whose message structure the real provider would refuse
+gets the provider's real 400 body, with the error text of :mod:`policies.validate`:
+
+- Anthropic: ``{"type": "error", "error": {"type": "invalid_request_error", "message": ...}}``
+- OpenAI: ``{"error": {"message": ..., "type": "invalid_request_error", "param": "messages", "code": null}}``
+
+``GET /stats`` returns the request counters. Binds 127.0.0.1 on an ephemeral port by default.
+
+Run it alone: ``python examples/standin_server.py [--port 0]`` (prints its base URL), or in a
+thread: ``with StandIn() as server: ... server.url``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cassettes import ANTHROPIC, OPENAI, Script, ids_after, last_prompt, load_scripts  # noqa: E402
+
+from policies.validate import validate  # noqa: E402
+
+ROUTES = {"/v1/messages": ANTHROPIC, "/v1/chat/completions": OPENAI, "/chat/completions": OPENAI}
+
+
+def error_body(provider: str, message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    """The provider's own error envelope."""
+    if provider == ANTHROPIC:
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "param": "messages" if kind == "invalid_request_error"
+                      else None, "code": None}}
+
+
+class Recording:
+    """Picks the recorded response for a request: by its last user prompt and the round reached."""
+
+    def __init__(self, scripts: dict[str, list[Script]] | None = None) -> None:
+        scripts = scripts if scripts is not None else load_scripts()
+        self.by_prompt = {p: {s.prompt: s for s in group} for p, group in scripts.items()}
+
+    def answer(self, provider: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        violations = validate(body, provider)
+        if violations:
+            return 400, error_body(provider, violations[0].message)
+        messages = body["messages"]
+        at, prompt = last_prompt(messages)
+        script = self.by_prompt.get(provider, {}).get(prompt or "")
+        if script is None:
+            return 404, error_body(provider, f"no recorded response for the prompt {prompt!r}", "not_found_error")
+        k = script.round_for(ids_after(messages, at + 1))
+        if k >= len(script.responses):
+            return 404, error_body(provider, f"the recording of {prompt!r} has no round {k}", "not_found_error")
+        return 200, script.responses[k]
+
+
+class StandIn:
+    """The HTTP server, in a background thread; a context manager."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, recording: Recording | None = None) -> None:
+        self.recording = recording or Recording()
+        self.stats = {"requests": 0, "ok": 0, "rejected": 0, "not_found": 0, "bad_json": 0}
+        self.rejections: list[str] = []
+        self._lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer((host, port), self._handler())
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def _count(self, key: str, rejection: str | None = None) -> None:
+        with self._lock:
+            self.stats["requests"] += 1
+            self.stats[key] += 1
+            if rejection is not None:
+                self.rejections.append(rejection)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+                pass
+
+            def _send(self, status: int, payload: Any) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+                if self.path.split("?")[0] == "/stats":
+                    with server._lock:
+                        self._send(200, {**server.stats, "rejections": list(server.rejections)})
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found_error"}})
+
+            def do_POST(self) -> None:  # noqa: N802
+                path = self.path.split("?")[0].rstrip("/")
+                provider = ROUTES.get(path)
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if provider is None:
+                    self._send(404, {"error": {"message": f"no route {path}", "type": "not_found_error"}})
+                    return
+                try:
+                    body = json.loads(raw or b"null")
+                except json.JSONDecodeError as exc:
+                    server._count("bad_json")
+                    self._send(400, error_body(provider, f"There was an error parsing the body: {exc}"))
+                    return
+                status, payload = server.recording.answer(provider, body)
+                if status == 400:
+                    server._count("rejected", payload.get("error", {}).get("message"))
+                else:
+                    server._count("ok" if status == 200 else "not_found")
+                self._send(status, payload)
+
+        return Handler
+
+    def start(self) -> StandIn:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="standin", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> StandIn:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0: an ephemeral port")
+    args = parser.parse_args(argv)
+    server = StandIn(args.host, args.port)
+    print(server.url, flush=True)
+    try:
+        server.httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
