@@ -53,15 +53,16 @@ class Run:
     last_crash: str = ""
 
 
-def budget_for(traj: list[dict], args: argparse.Namespace) -> int:
-    if args.fixed:
-        return args.fixed
+def budget_for(traj: list[dict], fraction: float = 0.5, of: str = "history", fixed: int | None = None) -> int:
+    """The token budget for one conversation (see the module docstring)."""
+    if fixed:
+        return fixed
     ctx = Context.from_openai({"messages": traj}, strict=False)
     total = ctx.tokens
-    if args.of == "final":
-        return max(1, int(total * args.fraction))
+    if of == "final":
+        return max(1, int(total * fraction))
     system = sum(m.tokens for m in ctx.messages if m.role in ("system", "developer"))
-    return max(1, system + int((total - system) * args.fraction))
+    return max(1, system + int((total - system) * fraction))
 
 
 def replay(traj: list[dict], name: str | None, gated: bool, budget: int, run: Run) -> None:
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     convs = json.loads(args.traffic.read_text())[: args.limit]
     names = args.policy or available()
-    budgets = [budget_for(c["traj"], args) for c in convs]
+    budgets = [budget_for(c["traj"], args.fraction, args.of, args.fixed) for c in convs]
     rows: list[tuple[str, Run, Run]] = []
     baseline = Run()
     for conv, budget in zip(convs, budgets, strict=True):

@@ -92,7 +92,9 @@ class SummarizePolicy:
     """Summarize the oldest run of closed, unpinned units until the context is at ``target`` × budget.
 
     ``summary_tokens`` is the size a summary is expected to have: the run grows until it frees
-    ``need + summary_tokens``. Summary messages are ``user`` text messages.
+    ``need + summary_tokens``; a summary that turns out no shorter than its run is not proposed.
+    ``min_units`` is the shortest run worth a summarizer call. Summary messages are ``user`` text
+    messages.
     """
 
     name = "summarize"
@@ -101,7 +103,7 @@ class SummarizePolicy:
         self,
         target: float = 0.8,
         summarizer: Summarizer | None = None,
-        summary_tokens: int = 300,
+        summary_tokens: int = 200,
         min_units: int = 1,
     ) -> None:
         self.target = _params.fraction(self.name, "target", target)
@@ -130,8 +132,10 @@ class SummarizePolicy:
             lost += credit.get(unit.id, 0)
             if tokens - self.summary_tokens - lost >= need and len(run) >= self.min_units:
                 break
-        if len(run) < self.min_units or tokens <= self.summary_tokens:
-            return SummaryPlan(None, 0, None, "no run of closed units long enough to summarize")
+        if len(run) < self.min_units:
+            return SummaryPlan(None, 0, None, "no run of closed units to summarize")
+        if all(view.unit(u).kind == "summary" for u in run):
+            return SummaryPlan(None, 0, None, "nothing but earlier summaries to summarize")
         messages = [m.copy() for uid in run for m in view.messages(uid)]
         try:
             text = self.summarizer(messages)

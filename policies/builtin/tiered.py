@@ -31,7 +31,7 @@ class TieredPolicy:
         target: float = 0.8,
         keep_last: int = 3,
         summarizer: Summarizer | None = None,
-        summary_tokens: int = 300,
+        summary_tokens: int = 200,
         stages: list[str] | None = None,
     ) -> None:
         self.target = _params.fraction(self.name, "target", target)
