@@ -1,0 +1,327 @@
+"""A/B comparison of policies on recorded sessions: replay every arm, aggregate, pair, bootstrap.
+
+An *arm* is a policy (with parameters) and a gating (gated or ungated). Every session is replayed
+under every arm; sessions run in parallel across processes (``workers``), each worker recording
+its replays into the store through its own segments. The functions here are what the
+``prunegate compare`` command and the dashboard call; progress is reported through a callback
+``progress(done, total)`` counted in replayed sessions.
+
+Metric definitions are in docs/replay.md; the per-session values come from
+:class:`tracer.replay.SessionResult`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.util
+import os
+import random
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from policies.registry import parse_params
+
+from .importers import Conversation
+from .replay import ReplaySpec, SessionResult, events_for, replay_session
+
+Progress = Callable[[int, int], None]
+
+ROW_KEYS = (
+    "policy", "gated", "sessions", "model_calls", "invalid_requests", "orphan_results", "dangling_calls",
+    "duplicated_side_effects", "tokens_sent", "peak_tokens", "prunes", "deferrals", "spills", "reinjects",
+    "failures", "retention",
+)
+SUMMED = ("model_calls", "invalid_requests", "orphan_results", "dangling_calls", "duplicated_side_effects",
+          "tokens_sent", "prunes", "deferrals", "spills", "reinjects", "failures")
+# metrics compared pairwise per session against the baseline arm
+PAIRED = ("invalid_requests", "orphan_results", "dangling_calls", "duplicated_side_effects", "tokens_sent",
+          "peak_tokens", "prunes", "deferrals", "spills", "failures", "retention")
+GATINGS = {"on": (True,), "off": (False,), "both": (True, False)}
+
+
+# ------------------------------------------------------------------------------------- arms
+def parse_policies(text: str) -> list[tuple[str, tuple[tuple[str, Any], ...]]]:
+    """``"salience,recency@target=0.5"`` → [(name, params)]: ``@k=v`` pairs set parameters."""
+    out = []
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        name, *pairs = item.split("@")
+        params = tuple(parse_params(pairs).items())
+        out.append((name.strip(), params))
+    if not out:
+        raise ValueError("no policy named")
+    return out
+
+
+def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str = "both", **spec: Any) -> list[ReplaySpec]:
+    """One :class:`ReplaySpec` per policy and gating; ``spec`` sets budget, hard_ceiling, seed, ..."""
+    if gated not in GATINGS:
+        raise ValueError(f"--gated must be on, off or both; got {gated!r}")
+    return [ReplaySpec(name, params, gated=g, **spec) for g in GATINGS[gated] for name, params in policies]
+
+
+# ------------------------------------------------------------------------------------- running
+@dataclass
+class Task:
+    arm: int
+    sessions: list[int]
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(conversations: list[Conversation], specs: list[ReplaySpec], store_path: str | None,
+                 capture: bool) -> None:
+    _WORKER.update(conversations=conversations, specs=specs, capture=capture, streams={}, provider=None)
+    if store_path is not None:
+        from .recorded import store_tracer_provider
+
+        _WORKER["provider"] = store_tracer_provider(store_path)
+        multiprocessing.util.Finalize(None, _worker_close, exitpriority=10)
+
+
+def _worker_run(task: Task) -> tuple[Task, list[SessionResult]]:
+    convs: list[Conversation] = _WORKER["conversations"]
+    spec: ReplaySpec = _WORKER["specs"][task.arm]
+    out = []
+    for i in task.sessions:
+        key = (i, spec.seed, spec.stream_results)
+        stream = _WORKER["streams"].get(key)
+        if stream is None:
+            stream = _WORKER["streams"][key] = events_for(convs[i], spec)
+        out.append(replay_session(convs[i], spec, tracer_provider=_WORKER["provider"],
+                                  capture_content=_WORKER["capture"], stream=stream))
+    provider = _WORKER["provider"]
+    if provider is not None:
+        provider.force_flush()  # every finished task is in the store, whatever happens next
+    return task, out
+
+
+def _worker_close() -> None:
+    provider = _WORKER.get("provider")
+    if provider is not None:
+        from .recorded import close_provider
+
+        close_provider(provider)
+        _WORKER["provider"] = None
+
+
+def run_replays(
+    conversations: Sequence[Conversation],
+    specs: Sequence[ReplaySpec],
+    *,
+    workers: int = 1,
+    store_path: str | os.PathLike[str] | None = None,
+    tracer_provider: Any = None,
+    capture_content: bool = False,
+    progress: Progress | None = None,
+    chunk: int = 4,
+) -> list[list[SessionResult]]:
+    """Replay every conversation under every spec; results[arm][session], in input order.
+
+    Traces go to ``store_path`` (each worker opens its own writer) or, in-process only, to
+    ``tracer_provider``; with neither, nothing is recorded. ``workers`` > 1 uses processes.
+    """
+    convs, specs = list(conversations), list(specs)
+    total = len(convs) * len(specs)
+    results: list[list[SessionResult | None]] = [[None] * len(convs) for _ in specs]
+    tasks = [Task(a, list(range(s, min(s + chunk, len(convs))))) for a in range(len(specs))
+             for s in range(0, len(convs), chunk)]
+    done = 0
+    if progress:
+        progress(0, total)
+    if workers <= 1 or total <= 1:
+        provider = tracer_provider
+        own = provider is None and store_path is not None
+        if own:
+            from .recorded import store_tracer_provider
+
+            provider = store_tracer_provider(store_path)  # type: ignore[arg-type]
+        streams: dict[tuple[int, Any, int], Any] = {}
+        try:
+            for t in tasks:
+                spec = specs[t.arm]
+                for i in t.sessions:
+                    key = (i, spec.seed, spec.stream_results)
+                    if key not in streams:
+                        streams[key] = events_for(convs[i], spec)
+                    results[t.arm][i] = replay_session(convs[i], spec, tracer_provider=provider,
+                                                       capture_content=capture_content, stream=streams[key])
+                    done += 1
+                    if progress:
+                        progress(done, total)
+        finally:
+            if own:
+                from .recorded import close_provider
+
+                close_provider(provider)
+        return results  # type: ignore[return-value]
+    if tracer_provider is not None and store_path is None:
+        raise ValueError("parallel replays record through store_path (each worker writes its own segments)")
+    ctx = multiprocessing.get_context(_start_method())
+    pool = ctx.Pool(min(workers, len(tasks)), initializer=_worker_init,
+                    initargs=(convs, specs, str(store_path) if store_path is not None else None, capture_content))
+    try:
+        for task, rs in pool.imap_unordered(_worker_run, tasks):
+            for i, r in zip(task.sessions, rs, strict=True):
+                results[task.arm][i] = r
+            done += len(rs)
+            if progress:
+                progress(done, total)
+        pool.close()  # workers exit normally: their finalizer flushes and closes their writer
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+    return results  # type: ignore[return-value]
+
+
+def _start_method() -> str:
+    """fork when this process is single-threaded (fast start), else spawn (safe)."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return "fork"
+    return "spawn"
+
+
+# ------------------------------------------------------------------------------------- aggregation
+def aggregate(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionResult]]) -> list[dict[str, Any]]:
+    """One row per arm with :data:`ROW_KEYS` (sums over sessions; peak is the max; retention pooled)."""
+    rows = []
+    for spec, rs in zip(specs, results, strict=True):
+        row: dict[str, Any] = {"policy": spec.name, "gated": spec.gated, "sessions": len(rs)}
+        for key in SUMMED:
+            row[key] = sum(getattr(r, key) for r in rs)
+        row["peak_tokens"] = max((r.peak_tokens for r in rs), default=0)
+        refs = sum(r.references for r in rs)
+        row["retention"] = round(sum(r.retained for r in rs) / refs, 4) if refs else None
+        rows.append({k: row[k] for k in ROW_KEYS})
+    return rows
+
+
+def bootstrap_ci(values: Sequence[float], *, seed: int = 0, resamples: int = 2000,
+                 level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``values`` and its percentile bootstrap confidence interval (seeded, deterministic)."""
+    n = len(values)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    mean = sum(values) / n
+    if n == 1:
+        return mean, mean, mean
+    rng = random.Random(seed)
+    vals = list(values)
+    idx = range(n)
+    means = sorted(sum(map(vals.__getitem__, rng.choices(idx, k=n))) / n for _ in range(resamples))
+    lo = means[int((1 - level) / 2 * resamples)]
+    hi = means[min(resamples - 1, int((1 + level) / 2 * resamples))]
+    return mean, lo, hi
+
+
+def paired_differences(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionResult]], *,
+                       metrics: Iterable[str] = PAIRED, seed: int = 0, resamples: int = 2000,
+                       level: float = 0.95) -> list[dict[str, Any]]:
+    """Per-session differences (arm − baseline) with bootstrap CIs; the baseline is the first policy
+    of the same gating. Sessions without references are left out of the retention difference."""
+    out = []
+    by_gating: dict[bool, list[int]] = {}
+    for a, spec in enumerate(specs):
+        by_gating.setdefault(spec.gated, []).append(a)
+    metrics = list(metrics)
+    for gated, arms_ in by_gating.items():
+        base = arms_[0]
+        for a in arms_[1:]:
+            for k, metric in enumerate(metrics):
+                diffs = []
+                for rb, ra in zip(results[base], results[a], strict=True):
+                    vb, va = _metric(rb, metric), _metric(ra, metric)
+                    if vb is not None and va is not None:
+                        diffs.append(va - vb)
+                mean, lo, hi = bootstrap_ci(diffs, seed=seed * 1009 + a * 31 + k, resamples=resamples, level=level)
+                out.append({"policy": specs[a].name, "baseline": specs[base].name, "gated": gated, "metric": metric,
+                            "n": len(diffs), "mean_diff": _r(mean), "ci_low": _r(lo), "ci_high": _r(hi),
+                            "level": level})
+    return out
+
+
+def _metric(r: SessionResult, metric: str) -> float | None:
+    if metric == "retention":
+        return r.retention
+    return float(getattr(r, metric))
+
+
+def _r(x: float) -> float | None:
+    return None if x != x else round(x, 4)
+
+
+@dataclass
+class Comparison:
+    """The outcome of :func:`compare`: rows per arm, paired differences, and every session's result."""
+
+    specs: list[ReplaySpec]
+    rows: list[dict[str, Any]]
+    differences: list[dict[str, Any]]
+    results: list[list[SessionResult]] = field(repr=False, default_factory=list)
+
+    def to_dict(self, *, sessions: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {"rows": self.rows, "differences": self.differences}
+        if sessions:
+            d["sessions"] = [
+                {"policy": s.name, "gated": s.gated, "results": [r.to_dict() for r in rs]}
+                for s, rs in zip(self.specs, self.results, strict=True)
+            ]
+        return d
+
+
+def compare(
+    conversations: Sequence[Conversation],
+    policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]] | str,
+    *,
+    gated: str = "both",
+    budget: int | None = None,
+    hard_ceiling: int | None = None,
+    stream_results: int = 0,
+    seed: int = 0,
+    workers: int = 1,
+    store_path: str | os.PathLike[str] | None = None,
+    capture_content: bool = False,
+    progress: Progress | None = None,
+    resamples: int = 2000,
+) -> Comparison:
+    """Replay ``conversations`` under every policy × gating and compare them (see module docstring)."""
+    if isinstance(policies, str):
+        policies = parse_policies(policies)
+    specs = arms(policies, gated, budget=budget, hard_ceiling=hard_ceiling, stream_results=stream_results,
+                 seed=seed)
+    results = run_replays(conversations, specs, workers=workers, store_path=store_path,
+                          capture_content=capture_content, progress=progress)
+    return Comparison(specs, aggregate(specs, results), paired_differences(specs, results, seed=seed,
+                                                                           resamples=resamples), results)
+
+
+# ------------------------------------------------------------------------------------- progress bar
+def progress_bar(stream: TextIO | None = None, label: str = "replaying") -> Progress | None:
+    """A one-line progress bar on ``stream`` (stderr) when it is a terminal; None otherwise."""
+    stream = stream or sys.stderr
+    if not getattr(stream, "isatty", lambda: False)():
+        return None
+    width = 30
+
+    def show(done: int, total: int) -> None:
+        filled = width * done // total if total else width
+        stream.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} sessions")
+        if done >= total:
+            stream.write("\n")
+        stream.flush()
+
+    return show
+
+
+__all__ = [
+    "Comparison", "ReplaySpec", "aggregate", "arms", "bootstrap_ci", "compare", "paired_differences",
+    "parse_policies", "progress_bar", "run_replays",
+]

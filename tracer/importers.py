@@ -1,0 +1,468 @@
+"""Recorded traffic → conversations ready to record as sessions.
+
+Reads the formats ``prunegate import`` accepts and turns each conversation into a
+:class:`Conversation` (provider-neutral :class:`~policies.messages.Message` list, ids assigned,
+reused tool-call ids made unique). Anything that cannot be read becomes a :class:`Refusal` naming
+the file, the line and the reason; the reader yields both in file order so that a caller records
+each conversation as soon as it is read and nothing is dropped without being counted.
+
+Formats (detected per file unless forced):
+
+* Anthropic Messages request bodies ``{"id"?, "system"?, "messages"}``, one per JSON file or one
+  per JSONL line; OpenAI Chat Completions bodies ``{"id"?, "messages"}`` likewise;
+* the τ-bench trajectory file: a JSON list of ``{"task_id", "trial", "traj": [OpenAI messages]}``;
+* VCR cassettes (YAML ``interactions[].request.parsed_body``): the last Anthropic/OpenAI request
+  of a cassette holds the whole conversation;
+* OTLP JSON span files (``{"resourceSpans": ...}``, whole file or one per line): yielded as
+  :class:`OtlpFile` for the store's OTLP importer.
+
+Pure: no store, no tracing. ``tracer.commands.import_cmd`` records what this yields.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policies import Context, convert
+from policies.errors import StructureError
+from policies.messages import Message
+
+FORMATS = ("auto", "anthropic", "openai", "otlp")
+# Keys a JSONL line may carry beside the request body; they describe the session, not the request.
+META_KEYS = ("id", "side_effect_tools", "streamed_calls")
+RENAME_SEP = "~"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Input that could not become a session: where (file, line; line is None when not line-based) and why."""
+
+    file: str
+    line: int | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "reason": self.reason}
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A reused tool-call id given a unique name: ``old`` issued again by message ``message_id``."""
+
+    old: str
+    new: str
+    message_id: str
+
+
+@dataclass(frozen=True)
+class OtlpFile:
+    """An OTLP JSON file: spans, imported as they are by the store's OTLP importer."""
+
+    path: Path
+
+
+@dataclass
+class Conversation:
+    """One conversation read from a file, ready to be recorded as a session."""
+
+    name: str
+    provider: str  # "anthropic" | "openai"
+    messages: list[Message]
+    request_extra: dict[str, Any]  # the body's other keys (model, tools, ...)
+    file: str
+    line: int | None
+    format: str  # "anthropic" | "openai" | "tau-bench" | "cassette"
+    renamed: list[Renamed] = field(default_factory=list)
+    side_effect_tools: tuple[str, ...] | None = None
+    streamed_calls: tuple[str, ...] = ()
+    session_id: str | None = None  # set once recorded (or when loaded from the store)
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(len(m.call_ids) for m in self.messages)
+
+    @property
+    def model(self) -> str | None:
+        model = self.request_extra.get("model")
+        return model if isinstance(model, str) else None
+
+
+Item = Conversation | Refusal | OtlpFile
+
+
+class _Refused(Exception):
+    """Internal: a conversation is refused; the message is the reason."""
+
+
+# --------------------------------------------------------------------------------------------- files
+def read_paths(paths: list[str | Path], fmt: str = "auto") -> Iterator[Item]:
+    """Everything in ``paths`` (files, or directories searched for .json/.jsonl/.yaml/.yml files)."""
+    for path in expand_paths(paths):
+        yield from read_file(path, fmt)
+
+
+def expand_paths(paths: list[str | Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            out.extend(sorted(q for q in path.rglob("*") if q.is_file() and q.suffix in (".json", ".jsonl", ".yaml", ".yml")))
+        else:
+            out.append(path)
+    return out
+
+
+def read_file(path: str | Path, fmt: str = "auto") -> Iterator[Item]:
+    """The conversations (or refusals, or an OTLP marker) in one file."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    path = Path(path)
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        yield Refusal(name, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return
+    except OSError as exc:
+        yield Refusal(name, None, f"cannot read: {exc.strerror or exc}")
+        return
+    if not text.strip():
+        yield Refusal(name, None, "empty file")
+        return
+    if path.suffix in (".yaml", ".yml"):
+        yield from _read_cassette(path, text)
+        return
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as whole:
+        yield from _read_jsonl(path, text, fmt, whole)
+        return
+    yield from _read_value(path, text, value, fmt)
+
+
+def _read_value(path: Path, text: str, value: Any, fmt: str) -> Iterator[Item]:
+    name = str(path)
+    if isinstance(value, dict) and "resourceSpans" in value:
+        yield OtlpFile(path)
+    elif isinstance(value, dict) and "interactions" in value:
+        yield from _cassette_items(path, value)
+    elif fmt == "otlp":
+        yield Refusal(name, 1, "--format otlp: expected an OTLP JSON object with 'resourceSpans'")
+    elif isinstance(value, dict):
+        yield _body(name, 1, value, fmt, default_name=path.stem)
+    elif isinstance(value, list):
+        lines = _item_lines(text)
+        for i, item in enumerate(value):
+            line = lines[i] if i < len(lines) else None
+            if isinstance(item, dict) and "traj" in item:
+                yield _tau_item(name, line, i, item)
+            elif isinstance(item, dict):
+                yield _body(name, line, item, fmt, default_name=f"{path.stem}-{i}")
+            else:
+                yield Refusal(name, line, f"item {i}: expected an object (a request body), got {_kind(item)}")
+    else:
+        yield Refusal(name, 1, f"expected a JSON object (a request body) or a list, got {_kind(value)}")
+
+
+def _read_jsonl(path: Path, text: str, fmt: str, whole: json.JSONDecodeError) -> Iterator[Item]:
+    name = str(path)
+    lines = [line.rstrip("\r") for line in text.split("\n")]  # not splitlines(): U+2028 is legal JSON
+    first = next(n for n, line in enumerate(lines, 1) if line.strip())
+    if not _is_object(lines[first - 1]):  # not JSONL either: the whole-file error is the useful one
+        yield Refusal(name, whole.lineno, f"malformed JSON: {whole.msg} (column {whole.colno})")
+        return
+    otlp_seen = False
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield Refusal(name, n, f"malformed JSON: {exc.msg} (column {exc.colno})")
+            continue
+        if isinstance(value, dict) and "resourceSpans" in value:
+            if not otlp_seen:
+                otlp_seen = True
+                yield OtlpFile(path)
+            continue
+        if not isinstance(value, dict):
+            yield Refusal(name, n, f"expected a JSON object (a request body), got {_kind(value)}")
+            continue
+        if fmt == "otlp":
+            yield Refusal(name, n, "--format otlp: expected an OTLP JSON object with 'resourceSpans'")
+            continue
+        yield _body(name, n, value, fmt, default_name=f"{path.stem}:{n}")
+
+
+def _is_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def _item_lines(text: str) -> list[int]:
+    """The 1-based line on which each item of a top-level JSON list starts (for error messages)."""
+    decoder = json.JSONDecoder()
+    lines: list[int] = []
+    pos = text.index("[") + 1
+    line, counted = 1, 0
+    n = len(text)
+    while pos < n:
+        while pos < n and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= n or text[pos] == "]":
+            break
+        line += text.count("\n", counted, pos)
+        counted = pos
+        lines.append(line)
+        try:
+            _, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            break
+    return lines
+
+
+# ------------------------------------------------------------------------------------------ bodies
+def detect_provider(body: dict[str, Any]) -> str:
+    """Anthropic or OpenAI, from the body's shape (a top-level ``system``, block types, roles, model)."""
+    if "system" in body:
+        return convert.ANTHROPIC
+    for m in body.get("messages") or []:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") in ("tool", "system", "developer", "function") or "tool_calls" in m or "tool_call_id" in m:
+            return convert.OPENAI
+        content = m.get("content")
+        if isinstance(content, list):
+            for b in content:
+                kind = b.get("type") if isinstance(b, dict) else None
+                if kind in ("tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document",
+                            "server_tool_use") or (isinstance(kind, str) and kind.endswith("_tool_result")):
+                    return convert.ANTHROPIC
+                if kind in ("image_url", "input_audio", "file", "refusal"):
+                    return convert.OPENAI
+    model = str(body.get("model") or "").lower()
+    if model.startswith("claude"):
+        return convert.ANTHROPIC
+    if model.startswith(("gpt", "o1", "o3", "o4", "chatgpt", "deepseek")):
+        return convert.OPENAI
+    return convert.ANTHROPIC  # plain text both ways: either renders the same conversation
+
+
+def _body(name: str, line: int | None, value: dict[str, Any], fmt: str, *, default_name: str) -> Conversation | Refusal:
+    meta = {k: value[k] for k in META_KEYS if k in value}
+    body = {k: v for k, v in value.items() if k not in META_KEYS}
+    label = meta.get("id")
+    try:
+        if "messages" not in body:
+            raise _Refused("request body without 'messages'")
+        provider = fmt if fmt in (convert.ANTHROPIC, convert.OPENAI) else detect_provider(body)
+        side, streamed = _meta_lists(meta)
+        conv = conversation_from_body(
+            body, provider, name=str(label) if label is not None else default_name, file=name, line=line,
+            fmt=provider,
+        )
+        conv.side_effect_tools = side
+        conv.streamed_calls = streamed
+        return conv
+    except _Refused as exc:
+        return Refusal(name, line, f"{_label(label)}{exc}")
+
+
+def _meta_lists(meta: dict[str, Any]) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    side = meta.get("side_effect_tools")
+    streamed = meta.get("streamed_calls", [])
+    for key, val in (("side_effect_tools", side), ("streamed_calls", streamed)):
+        if val is not None and not (isinstance(val, list) and all(isinstance(x, str) for x in val)):
+            raise _Refused(f"'{key}' must be a list of strings")
+    return (tuple(side) if side is not None else None), tuple(streamed)
+
+
+def _label(label: Any) -> str:
+    return "" if label is None else f"body {label!r}: "
+
+
+def conversation_from_body(
+    body: dict[str, Any], provider: str, *, name: str, file: str, line: int | None = None, fmt: str | None = None
+) -> Conversation:
+    """A request body as a conversation: converted, checked, ids assigned, reused call ids renamed.
+
+    Raises ``_Refused`` (internal) with the reason; public callers use :func:`read_file`.
+    """
+    messages_raw = body.get("messages")
+    if not isinstance(messages_raw, list):
+        raise _Refused("request body without 'messages' (expected a list)")
+    if not messages_raw:
+        raise _Refused("request body with an empty 'messages' list")
+    try:
+        if provider == convert.ANTHROPIC:
+            messages, rest = convert.from_anthropic(body)
+        else:
+            messages, rest = convert.from_openai(body)
+    except StructureError as exc:
+        raise _Refused(f"not a valid {provider} body: {exc}") from None
+    offset = 1 if provider == convert.ANTHROPIC and "system" in body else 0
+    for i, m in enumerate(messages):
+        m.id = f"t{i}"
+    renamed = unique_call_ids(messages, offset)
+    _dry_run(messages, provider)
+    return Conversation(name=name, provider=provider, messages=messages, request_extra=rest, file=file,
+                        line=line, format=fmt or provider, renamed=renamed)
+
+
+def unique_call_ids(messages: list[Message], offset: int = 0) -> list[Renamed]:
+    """Rename tool-call ids issued again after their first call/result pair completed (``id~2``, ...).
+
+    Refuses (``_Refused``) a message that issues one id twice, an id issued again while its call is
+    still pending, a result for a call never issued, and a second result for one call. ``offset``
+    maps list positions back to the body's ``messages`` index in reasons (an Anthropic ``system``).
+    """
+    current: dict[str, str] = {}  # id as written -> id it now stands for
+    pending: set[str] = set()
+    answered: set[str] = set()
+    taken: set[str] = {cid for m in messages for cid in m.call_ids}
+    uses: dict[str, int] = {}
+    renamed: list[Renamed] = []
+    for i, msg in enumerate(messages):
+        where = f"messages.{i - offset}" if i >= offset else "system"
+        seen: set[str] = set()
+        for block in msg.blocks:
+            cid = block.call_id
+            if cid is None:
+                continue
+            if cid in seen:
+                raise _Refused(f"{where}: tool call id '{cid}' appears twice in one message")
+            seen.add(cid)
+            if current.get(cid) in pending:
+                raise _Refused(f"{where}: tool call id '{cid}' issued again while its first call is pending")
+            if cid in current:
+                n = uses.get(cid, 1)
+                while True:
+                    n += 1
+                    new = f"{cid}{RENAME_SEP}{n}"
+                    if new not in taken:
+                        break
+                uses[cid] = n
+                taken.add(new)
+                block.id = new
+                renamed.append(Renamed(cid, new, msg.id))
+                current[cid] = new
+            else:
+                current[cid] = cid
+            pending.add(current[cid])
+        results: set[str] = set()
+        for block in msg.blocks:
+            rid = block.answers
+            if rid is None:
+                continue
+            target = current.get(rid)
+            if target is None:
+                raise _Refused(f"{where}: result for unknown tool call '{rid}'")
+            if target in answered or rid in results:
+                raise _Refused(f"{where}: second result for tool call '{rid}'")
+            results.add(rid)
+            block.tool_use_id = target
+            pending.discard(target)
+            answered.add(target)
+    return renamed
+
+
+def _dry_run(messages: list[Message], provider: str) -> None:
+    """Build the context once so that anything it would refuse is refused before recording starts."""
+    ctx = Context(provider=provider)
+    try:
+        for m in messages:
+            ctx.append(m.copy())
+    except StructureError as exc:
+        raise _Refused(str(exc)) from None
+
+
+# --------------------------------------------------------------------------------------- τ-bench
+def _tau_item(name: str, line: int | None, index: int, item: dict[str, Any]) -> Conversation | Refusal:
+    label = f"task{item.get('task_id')}-trial{item.get('trial')}"
+    try:
+        traj = item.get("traj")
+        if not isinstance(traj, list):
+            raise _Refused("'traj' is not a list of messages")
+        conv = conversation_from_body({"messages": traj}, convert.OPENAI, name=f"tau-airline-{label}",
+                                      file=name, line=line, fmt="tau-bench")
+        return conv
+    except _Refused as exc:
+        return Refusal(name, line, f"item {index} ({label}): {exc}")
+
+
+# ------------------------------------------------------------------------------------- cassettes
+def provider_of_uri(uri: str) -> str | None:
+    """The provider a recorded HTTP request went to (Anthropic Messages or an OpenAI-style Chat Completions)."""
+    base = uri.split("?", 1)[0].rstrip("/")
+    if base.endswith("/v1/messages") and "anthropic" in base:
+        return convert.ANTHROPIC
+    if base.endswith("/chat/completions"):
+        return convert.OPENAI
+    return None
+
+
+def _read_cassette(path: Path, text: str) -> Iterator[Item]:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        yield Refusal(str(path), line, f"malformed YAML: {getattr(exc, 'problem', None) or exc}")
+        return
+    if not isinstance(data, dict) or not isinstance(data.get("interactions"), list):
+        yield Refusal(str(path), None, "not a VCR cassette (no 'interactions' list)")
+        return
+    yield from _cassette_items(path, data)
+
+
+def _cassette_items(path: Path, data: dict[str, Any]) -> Iterator[Item]:
+    name = str(path)
+    last: tuple[int, str, dict[str, Any]] | None = None
+    for i, interaction in enumerate(data.get("interactions") or []):
+        request = interaction.get("request") if isinstance(interaction, dict) else None
+        if not isinstance(request, dict):
+            continue
+        provider = provider_of_uri(str(request.get("uri", "")))
+        body = request.get("parsed_body")
+        if body is None and isinstance(request.get("body"), str):
+            try:
+                body = json.loads(request["body"])
+            except json.JSONDecodeError:
+                body = None
+        if provider and isinstance(body, dict) and isinstance(body.get("messages"), list) and body["messages"]:
+            last = (i, provider, body)
+    if last is None:
+        yield Refusal(name, None, "cassette holds no Anthropic Messages or Chat Completions request with messages")
+        return
+    i, provider, body = last
+    try:
+        yield conversation_from_body(body, provider, name=path.stem, file=name, line=None, fmt="cassette")
+    except _Refused as exc:
+        yield Refusal(name, None, f"interaction {i}: {exc}")
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if value is None:
+        return "null"
+    return {str: "string", bool: "boolean", int: "number", float: "number", dict: "object"}.get(type(value), type(value).__name__)
+
+
+def shipped_sessions_dir() -> Path | None:
+    """``data/sessions`` of a source checkout (the demo's recorded sessions), when present."""
+    here = Path(__file__).resolve().parents[1] / "data" / "sessions"
+    return here if here.is_dir() else None

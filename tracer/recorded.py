@@ -1,0 +1,376 @@
+"""Conversations ⇄ the trace store: record an imported conversation as a session, read sessions back.
+
+Recording (``prunegate import``): a root ``prunegate.session`` span (source ``import``), one
+``prunegate.message`` append span per message (structure always, content when captured; import
+captures content by default since the files are the user's own), ``prunegate.unit.close`` spans,
+and a ``chat`` span for every model invocation (before each assistant message, and a last one when
+the conversation ends on a request), whose request is validated for the session's provider.
+
+Reading back (``prunegate replay``/``compare``): the trace **is** the recording, so a session's
+message spans are enough to rebuild its conversation. With content captured the messages come
+back as they were; without, each message is rebuilt from its structure (role, tool calls and the
+ids it answers, tool names, token count) with filler text of the same size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policies import Context
+from policies.messages import REDACTED_THINKING, TEXT, TOOL_RESULT, TOOL_USE, Block, Message
+from policies.tokens import DEFAULT_COUNTER
+
+from .importers import Conversation, OtlpFile, Refusal, read_paths
+from .store import Store
+
+SOURCE_SESSIONS = ("import", "live", "shadow", "synthetic")  # what replay reads unless told otherwise
+ARRIVALS = ("append", "open")
+
+
+# ------------------------------------------------------------------------------------ providers
+def store_tracer_provider(store: Store | str | os.PathLike[str]) -> Any:
+    """A tracer provider whose spans go into ``store`` (a private one: the global provider is left alone).
+
+    Flush or shut it down when done (:func:`close_provider`).
+    """
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from .pipeline import ReliableSpanProcessor
+    from .store_sink import StoreSink
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "prunegate"}))
+    provider.add_span_processor(ReliableSpanProcessor(StoreSink(store if isinstance(store, Store) else Store(store)),
+                                                      schedule_delay=0.5))
+    return provider
+
+
+def close_provider(provider: Any) -> None:
+    """Flush every span into the store and stop the provider's threads."""
+    provider.force_flush()
+    provider.shutdown()
+
+
+# ------------------------------------------------------------------------------------ recording
+def session_id_for(conv: Conversation) -> str:
+    """A stable id for an imported conversation: importing the same file twice finds it already there."""
+    h = hashlib.sha256()
+    h.update(f"{conv.format}\0{conv.name}\0{conv.line}\0".encode())
+    for m in conv.messages:
+        h.update(m.id.encode())
+        h.update(m.role.encode())
+        h.update(m.plain_text().encode("utf-8", "replace"))
+    return "imp-" + h.hexdigest()[:20]
+
+
+def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id: str | None = None,
+                        capture_content: bool = True) -> str:
+    """Record one conversation as an ``import`` session; returns its session id."""
+    from .observer import SpanObserver
+    from .redact import genai_messages_json
+    from .session import TracedSession
+
+    sid = session_id or session_id_for(conv)
+    attrs: dict[str, Any] = {
+        "gen_ai.request.model": conv.model,
+        "prunegate.session.format": conv.format,
+        "prunegate.session.file": conv.file,
+        "prunegate.session.line": conv.line,
+        "prunegate.session.messages": len(conv.messages),
+        "prunegate.session.tool_calls": conv.tool_calls,
+        "prunegate.session.renamed_ids": [f"{r.old}->{r.new}" for r in conv.renamed] or None,
+        "prunegate.session.side_effect_tools": list(conv.side_effect_tools) if conv.side_effect_tools is not None else None,
+        "prunegate.session.streamed_calls": list(conv.streamed_calls) or None,
+    }
+    if capture_content and conv.request_extra:
+        attrs["prunegate.session.request"] = json.dumps(conv.request_extra, ensure_ascii=False)
+    session = TracedSession(tracer_provider, session_id=sid, source="import", name=conv.name, provider=conv.provider,
+                            gated=None,  # type: ignore[arg-type] - no gate and no naive runtime: not applicable
+                            capture_content=capture_content, attributes=attrs)
+    ctx = Context(observer=SpanObserver(session), provider=conv.provider, request_extra=dict(conv.request_extra),
+                  session_id=sid)
+    try:
+        for msg in conv.messages:
+            if msg.role == "assistant":
+                _chat(session, ctx, conv, msg, genai_messages_json)
+            ctx.append(msg.copy())
+        if conv.messages and conv.messages[-1].role != "assistant":
+            _chat(session, ctx, conv, None, genai_messages_json)
+    finally:
+        session.end()
+    return sid
+
+
+def _chat(session: Any, ctx: Context, conv: Conversation, reply: Message | None, render_json: Any) -> None:
+    """A ``chat`` span for the request the context holds now, and the reply it got (if recorded)."""
+    chat = session.chat(conv.model, provider=conv.provider, seq=ctx.seq, attributes={
+        "prunegate.request.tokens": ctx.tokens,
+        "prunegate.request.message_ids": [m.id for m in ctx.iter_messages()],
+        "prunegate.request.valid": True,
+        "gen_ai.usage.input_tokens": ctx.tokens,
+    })
+    found = session.check_request(ctx.render(conv.provider), conv.provider, seq=ctx.seq)
+    if found:
+        chat.set_invalid(found)
+    if reply is not None:
+        chat.span.set_attribute("gen_ai.usage.output_tokens", ctx.counter.count(reply))
+        if reply.call_ids:
+            chat.span.set_attribute("prunegate.response.call_ids", reply.call_ids)
+        text = session.content(render_json, [reply])
+        if text is not None:
+            chat.span.set_attribute("gen_ai.output.messages", text)
+    chat.end()
+
+
+@dataclass
+class ImportReport:
+    """What ``prunegate import`` did: counts, refusals (file, line, reason) and renamed ids."""
+
+    sessions: int = 0
+    messages: int = 0
+    tool_calls: int = 0
+    refused: list[Refusal] = field(default_factory=list)
+    renamed: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # already in the store
+    otlp_files: int = 0
+    otlp_spans: int = 0
+    session_ids: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sessions": self.sessions,
+            "messages": self.messages,
+            "tool_calls": self.tool_calls,
+            "refused": [r.to_dict() for r in self.refused],
+            "renamed_ids": len(self.renamed),
+            "renamed": self.renamed,
+            "skipped": len(self.skipped),
+            "otlp_files": self.otlp_files,
+            "otlp_spans": self.otlp_spans,
+            "session_ids": self.session_ids,
+        }
+
+
+def import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | os.PathLike[str] | None = None, *,
+                 fmt: str = "auto", capture_content: bool = True, tracer_provider: Any = None) -> ImportReport:
+    """Read ``paths`` and record every conversation into ``store`` as it is read.
+
+    A conversation already in the store (same stable id) is skipped, not duplicated. Refusals are
+    collected, never raised; sessions recorded before a bad file stay recorded.
+    """
+    store = store if isinstance(store, Store) else Store(store)
+    store.ensure()
+    existing = _existing_ids(store)
+    own = tracer_provider is None
+    provider = store_tracer_provider(store) if own else tracer_provider
+    report = ImportReport()
+    try:
+        for item in read_paths(list(paths), fmt):
+            if isinstance(item, Refusal):
+                report.refused.append(item)
+            elif isinstance(item, OtlpFile):
+                _import_otlp(store, item, report)
+            else:
+                sid = session_id_for(item)
+                if sid in existing:
+                    report.skipped.append(sid)
+                    continue
+                record_conversation(item, provider, session_id=sid, capture_content=capture_content)
+                existing.add(sid)
+                report.session_ids.append(sid)
+                report.sessions += 1
+                report.messages += len(item.messages)
+                report.tool_calls += item.tool_calls
+                report.renamed.extend({"session": item.name, "message": r.message_id, "old": r.old, "new": r.new}
+                                      for r in item.renamed)
+    finally:
+        if own:
+            close_provider(provider)
+    return report
+
+
+def _import_otlp(store: Store, item: OtlpFile, report: ImportReport) -> None:
+    try:
+        from .otlp_json import import_otlp_json
+    except ImportError:
+        report.refused.append(Refusal(str(item.path), None, "OTLP JSON import is not available in this build"))
+        return
+    try:
+        result = import_otlp_json(store, item.path)
+    except Exception as exc:  # noqa: BLE001 - reported with the file, never raised past the import
+        report.refused.append(Refusal(str(item.path), getattr(exc, "line", None), f"OTLP JSON: {exc}"))
+        return
+    report.otlp_files += 1
+    spans = getattr(result, "spans", result)
+    if isinstance(spans, int):
+        report.otlp_spans += spans
+    for refusal in getattr(result, "refused", None) or ():
+        report.refused.append(Refusal(str(item.path), getattr(refusal, "line", None), str(getattr(refusal, "reason", refusal))))
+
+
+def _existing_ids(store: Store) -> set[str]:
+    if not store.path.exists():
+        return set()
+    rows = store.query("SELECT DISTINCT session_id FROM spans WHERE name = 'prunegate.session'")
+    return {r["session_id"] for r in rows if r["session_id"]}
+
+
+# ------------------------------------------------------------------------------------- reading
+def load_conversations(store: Store | str | os.PathLike[str] | None = None, session_ids: Iterable[str] | None = None,
+                       *, sources: Iterable[str] = SOURCE_SESSIONS) -> list[Conversation]:
+    """Rebuild recorded sessions as conversations, oldest first.
+
+    ``session_ids`` selects sessions by id or by name (any source); otherwise every session whose
+    source is in ``sources`` (replays are left out: they are derived data).
+    """
+    store = store if isinstance(store, Store) else Store(store)
+    if not store.path.exists():
+        return []
+    with store.reader() as r:
+        roots = r.query("SELECT session_id, attributes, start_time_ns FROM spans WHERE name = 'prunegate.session' "
+                        "ORDER BY start_time_ns, session_id")
+        wanted = set(session_ids) if session_ids is not None else None
+        allowed = set(sources)
+        picked: dict[str, dict[str, Any]] = {}
+        for row in roots:
+            attrs = _json(row["attributes"])
+            sid = row["session_id"]
+            if sid in picked:
+                continue
+            if wanted is not None:
+                if sid in wanted or attrs.get("prunegate.session.name") in wanted:
+                    picked[sid] = attrs
+            elif attrs.get("prunegate.session.source") in allowed:
+                picked[sid] = attrs
+        if not picked:
+            return []
+        rows = r.query(
+            "SELECT session_id, attributes FROM spans WHERE name = 'prunegate.message' "
+            "AND list_contains(?::VARCHAR[], session_id) ORDER BY session_id, seq, start_time_ns",
+            [list(picked)],
+        )
+    events: dict[str, list[dict[str, Any]]] = {sid: [] for sid in picked}
+    for row in rows:
+        events[row["session_id"]].append(_json(row["attributes"]))
+    return [conversation_from_spans(sid, picked[sid], events[sid]) for sid in picked]
+
+
+def conversation_from_spans(session_id: str, root: dict[str, Any], message_events: list[dict[str, Any]]) -> Conversation:
+    """The conversation a session's ``prunegate.message`` spans describe (arrivals in seq order)."""
+    messages: dict[str, Message] = {}
+    streamed: list[str] = []
+    for a in message_events:
+        event = a.get("prunegate.event")
+        mid = a.get("prunegate.message.id")
+        if not mid:
+            continue
+        if event in ARRIVALS and mid not in messages and not a.get("prunegate.message.summary_of"):
+            msg = _message(mid, a)
+            messages[mid] = msg
+            if event == "open":
+                streamed.extend(msg.answered_ids)
+        elif event == "delta" and mid in messages and isinstance(a.get("prunegate.delta.text"), str):
+            _extend(messages[mid], a["prunegate.delta.text"])
+        elif event == "close" and mid in messages:
+            messages[mid].closed = True
+    for m in messages.values():
+        m.closed = True
+    extra: dict[str, Any] = {}
+    if isinstance(root.get("prunegate.session.request"), str):
+        try:
+            extra = json.loads(root["prunegate.session.request"])
+        except json.JSONDecodeError:
+            extra = {}
+    if root.get("gen_ai.request.model") and "model" not in extra:
+        extra["model"] = root["gen_ai.request.model"]
+    side = root.get("prunegate.session.side_effect_tools")
+    recorded_streams = root.get("prunegate.session.streamed_calls") or []
+    return Conversation(
+        name=str(root.get("prunegate.session.name") or session_id),
+        provider=str(root.get("prunegate.provider") or "anthropic"),
+        messages=list(messages.values()),
+        request_extra=extra,
+        file=str(root.get("prunegate.session.file") or ""),
+        line=root.get("prunegate.session.line"),
+        format=str(root.get("prunegate.session.format") or root.get("prunegate.session.source") or "store"),
+        side_effect_tools=tuple(side) if isinstance(side, list) else None,
+        streamed_calls=tuple(dict.fromkeys([*recorded_streams, *streamed])),
+        session_id=session_id,
+    )
+
+
+def _message(mid: str, a: dict[str, Any]) -> Message:
+    role = str(a.get("prunegate.message.role") or "user")
+    content = a.get("prunegate.message.content")
+    if isinstance(content, str):
+        try:
+            blocks = [_block(d) for d in json.loads(content)]
+            return Message(id=mid, role=role, blocks=blocks, form="list")
+        except (json.JSONDecodeError, TypeError, ValueError):
+            pass
+    return _from_structure(mid, role, a)
+
+
+def _block(d: dict[str, Any]) -> Block:
+    d = dict(d)
+    kind = d.pop("type")
+    extra = {"data": d.pop("data")} if kind == REDACTED_THINKING and "data" in d else {}
+    allowed = {k: d[k] for k in ("text", "id", "name", "input", "tool_use_id", "content", "is_error") if k in d}
+    return Block(kind, extra=extra, **allowed)
+
+
+def _from_structure(mid: str, role: str, a: dict[str, Any]) -> Message:
+    """A stand-in message with the recorded structure and about the recorded token count."""
+    calls = list(a.get("prunegate.message.call_ids") or [])
+    names = list(a.get("prunegate.message.tool_names") or [])
+    answers = list(a.get("prunegate.message.answers") or [])
+    blocks: list[Block] = []
+    for i, cid in enumerate(calls):
+        blocks.append(Block(TOOL_USE, id=cid, name=names[i] if i < len(names) else "tool", input={}))
+    for cid in answers:
+        blocks.append(Block(TOOL_RESULT, tool_use_id=cid, content=""))
+    if not blocks or (role == "assistant" and not answers):
+        blocks.insert(0, Block(TEXT, text=""))
+    msg = Message(id=mid, role=role, blocks=blocks, form="list")
+    deficit = int(a.get("prunegate.message.tokens") or 0) - DEFAULT_COUNTER.count(msg)
+    if deficit > 0:
+        filler = ("lorem " * deficit)[: 4 * deficit]
+        target = next(b for b in blocks if b.type in (TEXT, TOOL_RESULT))
+        if target.type == TEXT:
+            target.text = filler
+        else:
+            target.content = filler
+    return msg
+
+
+def _extend(msg: Message, text: str) -> None:
+    if not msg.blocks:
+        msg.blocks.append(Block(TEXT, text=""))
+    b = msg.blocks[-1]
+    if b.type == TOOL_RESULT and (b.content is None or isinstance(b.content, str)):
+        b.content = (b.content or "") + text
+    elif b.type == TEXT:
+        b.text = (b.text or "") + text
+
+
+def _json(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            out = json.loads(value)
+        except json.JSONDecodeError:
+            return {}
+        return out if isinstance(out, dict) else {}
+    return {}
+
+
+def store_path_arg(value: str | None) -> Store:
+    """``--store``: the given path, else ``$PRUNEGATE_STORE``, else ``./prunegate-store``."""
+    return Store(Path(value) if value else None)

@@ -1,0 +1,369 @@
+"""Replay a recorded conversation through a policy, under the gate or the way naive runtimes do.
+
+The conversation becomes an event stream (:mod:`tracer.events`); every append, open, delta and
+close is followed by a budget check; every model call renders the context for the session's
+provider and validates it, which is what would have been sent. Ungated, a
+:class:`~policies.naive.NaiveRuntime` applies the policy's proposal to raw messages after every
+append and, on an invalid request, retries the whole batch (re-issues every call of the last
+assistant turn; the side-effecting ones are duplicated side effects). Gated, a
+:class:`~policies.gate.Gate` decides; :class:`~policies.errors.HardCeilingExceeded` ends that
+session as a failure.
+
+A replay is recorded as a new traced session (root ``prunegate.session`` with source ``replay``)
+through :class:`~tracer.observer.SpanObserver` when a tracer provider is given; its metrics are
+counted here either way (:class:`SessionResult`), so comparisons do not need to read traces back.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from policies import Context, Gate, MemorySpillStore, get_policy
+from policies.decision import Decision, DecisionKind
+from policies.errors import EvictedMessageError, HardCeilingExceeded, PrunegateError
+from policies.messages import TOOL_RESULT, Block, Message
+from policies.naive import NaiveRuntime
+from policies.validate import MISSING_TOOL_RESULT, ORPHAN_TOOL_RESULT, Violation, validate
+
+from .events import APPEND, CLOSE, DELTA, MODEL_CALL, OPEN, TOOL, Event, EventStream, Reference, build_events
+from .importers import Conversation
+
+DEFAULT_BUDGET_SHARE = 0.6  # no --budget: prune at 60% of the session's full size
+DEFERRAL_REASONS = ("pending_calls", "open_messages", "no_safe_prune", "policy_error")
+LOST_STREAM_HEAD = "lost_stream_head"
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """How to replay: which policy (and parameters), gated or not, budget, ceiling, arrival order.
+
+    ``budget`` None means :data:`DEFAULT_BUDGET_SHARE` of each session's full token count.
+    ``label`` names the arm in comparisons (default: the policy name, with its parameters).
+    """
+
+    policy: str
+    params: tuple[tuple[str, Any], ...] = ()
+    gated: bool = True
+    budget: int | None = None
+    hard_ceiling: int | None = None
+    stream_results: int = 0
+    seed: int | None = None
+    mode: str = "grow"
+    label: str | None = None
+
+    @property
+    def name(self) -> str:
+        if self.label:
+            return self.label
+        if not self.params:
+            return self.policy
+        return self.policy + "@" + "@".join(f"{k}={v}" for k, v in self.params)
+
+    @property
+    def param_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+@dataclass
+class SessionResult:
+    """What one replay of one session measured (see docs/replay.md for each definition)."""
+
+    source_id: str | None
+    name: str
+    policy: str
+    gated: bool
+    budget: int
+    replay_id: str | None = None
+    events: int = 0
+    model_calls: int = 0
+    invalid_requests: int = 0
+    orphan_results: int = 0
+    dangling_calls: int = 0
+    duplicated_side_effects: int = 0
+    tokens_sent: int = 0
+    peak_tokens: int = 0
+    prunes: int = 0
+    deferrals: int = 0
+    spills: int = 0
+    reinjects: int = 0
+    failures: int = 0
+    references: int = 0
+    retained: int = 0
+    lost_stream_heads: int = 0
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def retention(self) -> float | None:
+        return self.retained / self.references if self.references else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["retention"] = self.retention
+        return d
+
+
+def full_tokens(conv: Conversation) -> int:
+    """The token count of the whole conversation held in one context (no pruning)."""
+    ctx = Context(provider=conv.provider, strict=False)
+    for m in conv.messages:
+        ctx.append(m.copy())
+    return ctx.tokens
+
+
+def budget_for(conv: Conversation, spec: ReplaySpec) -> int:
+    if spec.budget is not None:
+        return spec.budget
+    return max(1, int(full_tokens(conv) * DEFAULT_BUDGET_SHARE))
+
+
+def events_for(conv: Conversation, spec: ReplaySpec) -> EventStream:
+    """The event stream a spec asks for (arrival order, streaming) of one conversation."""
+    return build_events(
+        conv.messages, conv.provider, shuffle_seed=spec.seed, stream_chunks=spec.stream_results,
+        streamed_calls=conv.streamed_calls, side_effect_tools=conv.side_effect_tools,
+        ambient_text=ambient_text(conv.request_extra),
+    )
+
+
+def ambient_text(request_extra: dict[str, Any]) -> str:
+    """Text always present in the request besides messages (tool definitions): never a reference."""
+    tools = request_extra.get("tools")
+    if not tools:
+        return ""
+    import json
+
+    return json.dumps(tools, ensure_ascii=False)
+
+
+def replay_session(
+    conv: Conversation,
+    spec: ReplaySpec,
+    *,
+    tracer_provider: Any = None,
+    capture_content: bool = False,
+    stream: EventStream | None = None,
+) -> SessionResult:
+    """Replay one conversation; record it as a traced session when ``tracer_provider`` is given."""
+    started = time.perf_counter()
+    budget = budget_for(conv, spec)
+    if stream is None:
+        stream = events_for(conv, spec)
+    result = SessionResult(conv.session_id, conv.name, spec.name, spec.gated, budget)
+    run = _Run(conv, spec, budget, stream, result, tracer_provider, capture_content)
+    try:
+        run.play()
+    finally:
+        result.seconds = time.perf_counter() - started
+    return result
+
+
+class _Run:
+    """One replay in progress: the context, the runtime, the tracing and the counters."""
+
+    def __init__(self, conv: Conversation, spec: ReplaySpec, budget: int, stream: EventStream,
+                 result: SessionResult, tracer_provider: Any, capture: bool) -> None:
+        self.conv, self.spec, self.stream, self.r = conv, spec, stream, result
+        self.session = None
+        observer = None
+        replay_id = "replay-" + uuid.uuid4().hex[:16]
+        if tracer_provider is not None:
+            from .observer import SpanObserver
+            from .session import TracedSession
+
+            self.session = TracedSession(
+                tracer_provider, session_id=replay_id, source="replay", name=conv.name, provider=conv.provider,
+                policy=spec.policy, policy_params=spec.param_dict, gated=spec.gated, budget=budget,
+                hard_ceiling=spec.hard_ceiling, capture_content=capture, source_id=conv.session_id,
+                attributes={"prunegate.replay.label": spec.name, "prunegate.replay.seed": spec.seed,
+                            "prunegate.replay.stream_results": spec.stream_results,
+                            "gen_ai.request.model": conv.model},
+            )
+            observer = SpanObserver(self.session)
+        result.replay_id = replay_id
+        self.ctx = Context(observer=observer, strict=spec.gated, provider=conv.provider,
+                           request_extra=dict(conv.request_extra), session_id=replay_id)
+        policy = get_policy(spec.policy, **spec.param_dict)
+        if spec.gated:
+            store = MemorySpillStore() if spec.hard_ceiling is not None else None
+            self.runtime: Gate | NaiveRuntime = Gate(policy, budget, spec.hard_ceiling, mode=spec.mode,  # type: ignore[arg-type]
+                                                     spill_store=store)
+        else:
+            self.runtime = NaiveRuntime(policy, budget)
+        self.appended: dict[str, Message] = {}
+        self.alias: dict[str, str] = {}  # evicted stream -> the message its tail went into
+        self.summaries: list[str] = []
+        self.orphans: set[str] = set()
+        self.dangling: set[str] = set()
+        self.inputs = {b.id: b.input for m in conv.messages for b in m.blocks if b.call_id is not None}
+
+    # ------------------------------------------------------------------ the loop
+    def play(self) -> None:
+        r, ctx = self.r, self.ctx
+        try:
+            for ev in self.stream.events:
+                r.events += 1
+                kind = ev.kind
+                if kind == APPEND or kind == OPEN:
+                    msg = ev.message.copy()  # type: ignore[union-attr]
+                    ctx.append(msg, closed=kind == APPEND)
+                    self.appended[msg.id] = msg
+                    self._check()
+                elif kind == DELTA:
+                    self._delta(ev)
+                    self._check()
+                elif kind == CLOSE:
+                    mid = self.alias.get(ev.message_id or "", ev.message_id or "")
+                    if mid in ctx:
+                        ctx.close(mid)
+                    self._check()
+                elif kind == TOOL:
+                    self._tool(ev, retry=False)
+                elif kind == MODEL_CALL:
+                    self._model_call(ev)
+                if ctx.tokens > r.peak_tokens:
+                    r.peak_tokens = ctx.tokens
+        except HardCeilingExceeded as exc:
+            r.failures = 1
+            r.error = f"hard ceiling: {exc}"
+            if exc.decision is not None:
+                self._count(exc.decision)
+        except (PrunegateError, ValueError) as exc:
+            r.failures = 1
+            r.error = f"{type(exc).__name__}: {exc}"
+            if self.session is not None:
+                self.session.violation("replay_failed", r.error, seq=ctx.seq)
+        finally:
+            r.orphan_results = len(self.orphans)
+            r.dangling_calls = len(self.dangling)
+            if ctx.tokens > r.peak_tokens:
+                r.peak_tokens = ctx.tokens
+            if self.session is not None:
+                self.session.end({
+                    "prunegate.replay.failed": bool(r.failures),
+                    "prunegate.replay.error": r.error,
+                    "prunegate.replay.invalid_requests": r.invalid_requests,
+                    "prunegate.replay.model_calls": r.model_calls,
+                    "prunegate.replay.retention": r.retention,
+                })
+
+    def _check(self) -> None:
+        self._count(self.runtime.check(self.ctx))
+
+    def _count(self, d: Decision) -> None:
+        r = self.r
+        kind = d.kind
+        if kind == DecisionKind.PRUNED:
+            r.prunes += 1
+        elif kind == DecisionKind.DEFERRED:
+            r.deferrals += 1
+        elif kind in (DecisionKind.SPILLED, DecisionKind.FAILED) and d.reason.startswith(DEFERRAL_REASONS):
+            r.deferrals += 1
+        if d.summary_id:
+            self.summaries.append(d.summary_id)
+        r.spills += len(d.spilled_units)
+        r.reinjects += len(d.reinjected_units)
+
+    # ------------------------------------------------------------------ streams
+    def _delta(self, ev: Event) -> None:
+        ctx = self.ctx
+        mid = self.alias.get(ev.message_id or "", ev.message_id or "")
+        try:
+            ctx.append_delta(mid, ev.text)
+        except EvictedMessageError:
+            if self.spec.gated:
+                raise
+            # What a naive runtime does: the stream keeps writing; its tail becomes a new message
+            # for the same call, the head is gone and nothing raises.
+            tail = Message(id=f"{mid}+", role="tool",
+                           blocks=[Block(TOOL_RESULT, tool_use_id=ev.call_id, content=ev.text)], closed=False)
+            ctx.append(tail, closed=False)
+            self.alias[ev.message_id or ""] = tail.id
+            self.r.lost_stream_heads += 1
+            if self.session is not None:
+                self.session.violation(
+                    LOST_STREAM_HEAD,
+                    f"stream for tool call '{ev.call_id}' kept writing after message '{mid}' was evicted; "
+                    "the result lost its head",
+                    call_ids=[ev.call_id or ""], message_ids=[mid], seq=ctx.seq)
+
+    # ------------------------------------------------------------------ tools and model calls
+    def _tool(self, ev: Event, *, retry: bool) -> None:
+        if retry and ev.side_effect:
+            self.r.duplicated_side_effects += 1
+        if self.session is not None:
+            with self.session.tool(ev.tool_name or "", ev.call_id or "", arguments=self.inputs.get(ev.call_id),
+                                   side_effect=ev.side_effect, seq=self.ctx.seq):
+                pass
+
+    def _model_call(self, ev: Event) -> None:
+        ctx, r, provider = self.ctx, self.r, self.conv.provider
+        body = ctx.render(provider)
+        r.model_calls += 1
+        r.tokens_sent += ctx.tokens
+        for ref in self.stream.references.get(ev.message_id or "", ()):
+            r.references += 1
+            if self._available(ref):
+                r.retained += 1
+        if self.session is not None:
+            chat = self.session.chat(self.conv.model, provider=provider, seq=ctx.seq, attributes={
+                "prunegate.request.tokens": ctx.tokens,
+                "prunegate.request.message_ids": [m.id for m in ctx.iter_messages()],
+                "prunegate.request.valid": True,
+                "gen_ai.usage.input_tokens": ctx.tokens,
+            })
+            found = self.session.check_request(body, provider, seq=ctx.seq, message_ids_of=self._message_ids_of)
+            if found:
+                chat.set_invalid(found)
+            chat.end()
+        else:
+            found = validate(body, provider)
+        if not found:
+            return
+        r.invalid_requests += 1
+        self._note(found)
+        if not self.spec.gated:  # the naive retry: re-issue the whole last batch
+            for call_id in ev.call_ids:
+                tool_ev = self._tool_event(call_id)
+                if tool_ev is not None:
+                    self._tool(tool_ev, retry=True)
+
+    def _note(self, found: list[Violation]) -> None:
+        for v in found:
+            if v.code == ORPHAN_TOOL_RESULT:
+                self.orphans.update(v.ids)
+            elif v.code == MISSING_TOOL_RESULT:
+                self.dangling.update(v.ids)
+
+    def _tool_event(self, call_id: str) -> Event | None:
+        cache = self.__dict__.setdefault("_tool_events", {
+            e.call_id: e for e in self.stream.events if e.kind == TOOL})
+        return cache.get(call_id)
+
+    def _message_ids_of(self, call_ids: Any) -> list[str]:
+        wanted = set(call_ids)
+        return [m.id for m in self.ctx.iter_messages() if wanted & set(m.call_ids + m.answered_ids)]
+
+    # ------------------------------------------------------------------ retention
+    def _available(self, ref: Reference) -> bool:
+        ctx = self.ctx
+        for h in ref.holders:
+            if h not in ctx:
+                continue
+            msg = ctx.message(h)
+            if msg is self.appended.get(h):  # unchanged since it arrived: it holds the value
+                return True
+            if _holds(msg, ref.tokens):
+                return True
+        for sid in self.summaries:
+            if sid in ctx and _holds(ctx.message(sid), ref.tokens):
+                return True
+        return False
+
+
+def _holds(msg: Message, tokens: tuple[str, ...]) -> bool:
+    text = msg.plain_text().lower()
+    return any(t in text for t in tokens)
