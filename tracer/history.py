@@ -95,3 +95,29 @@ def first_difference(a: Sequence[str], b: Sequence[str]) -> int:
         if x != y:
             return i
     return min(len(a), len(b))
+
+
+def join_body(items: Sequence[Any], rest: Mapping[str, Any], provider: str) -> dict[str, Any]:
+    """The request body of history items (the inverse of :func:`split_body`)."""
+    body: dict[str, Any] = dict(rest)
+    messages = []
+    for item in items:
+        if isinstance(item, Mapping) and SYSTEM_KEY in item:
+            body["system"] = item[SYSTEM_KEY]
+        else:
+            messages.append(item)
+    body["messages"] = messages
+    return body
+
+
+def langchain_to_openai(items: Sequence[Any]) -> list[Any] | None:
+    """OpenAI message dicts for a list of LangChain messages; None when they are not LangChain's."""
+    if not items or isinstance(items[0], Mapping):
+        return None
+    try:
+        from langchain_core.messages import BaseMessage, convert_to_openai_messages  # noqa: PLC0415 - optional
+    except ImportError:
+        return None
+    if not all(isinstance(m, BaseMessage) for m in items):
+        return None
+    return list(convert_to_openai_messages(list(items)))
