@@ -1,0 +1,192 @@
+"""Tracer throughput and loss, measured side by side in one run.
+
+1. Throughput: the same TracerProvider workload through
+   (a) the SDK BatchSpanProcessor with a discarding exporter (the baseline),
+   (b) prunegate's ReliableSpanProcessor into a real store (Arrow -> Parquet segments, fsync on),
+   (c) prunegate's ReliableSpanProcessor with a discarding exporter (the processor alone).
+   Time runs from the first span to force_flush() returning (everything handled). Rounds are
+   interleaved a, b, c, a, b, c, ... and the median is reported. Floor: (b)/(a) >= 0.8.
+2. Loss in a burst: N spans as fast as one thread can end them, then flush. Counts for
+   prunegate (every span accounted: stored + spooled + dropped) and, for contrast, what the SDK
+   BatchSpanProcessor (default settings) actually exported. The store's row count is verified.
+
+Usage: .venv/bin/python bench/bench_tracer.py [--spans 50000] [--rounds 5] [--burst 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import (  # noqa: E402
+    BatchSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+
+from tracer.pipeline import ExporterSink, ReliableSpanProcessor  # noqa: E402
+from tracer.store import Store  # noqa: E402
+from tracer.store_sink import StoreSink  # noqa: E402
+
+FLOOR = 0.8
+
+
+class Discard(SpanExporter):
+    """Accepts and forgets; counts what it was given."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self._lock:
+            self.count += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def workload(provider: TracerProvider, n: int) -> None:
+    """n spans shaped like gate spans: a session, a seq, a few attributes, an event every 10th."""
+    tracer = provider.get_tracer("prunegate.bench", "0.1")
+    per_session = 1000
+    for i in range(n):
+        session = f"sess-{i // per_session}"
+        with tracer.start_as_current_span(
+            "prunegate.budget_check",
+            attributes={
+                "prunegate.session.id": session,
+                "prunegate.seq": i % per_session,
+                "prunegate.context.tokens": 1000 + i % 5000,
+                "prunegate.budget.limit": 4000,
+                "prunegate.decision": "defer" if i % 7 == 0 else "none",
+            },
+        ) as span:
+            if i % 10 == 0:
+                span.add_event("prunegate.pending", {"prunegate.pending.calls": 2})
+
+
+def provider_with(processor: object) -> TracerProvider:
+    provider = TracerProvider(resource=Resource.create({"service.name": "bench"}), shutdown_on_exit=False)
+    provider.add_span_processor(processor)  # type: ignore[arg-type]
+    return provider
+
+
+def timed(make: Callable[[], tuple[TracerProvider, Callable[[], dict[str, int]]]], n: int) -> tuple[float, dict]:
+    provider, counts = make()
+    start = time.perf_counter()
+    workload(provider, n)
+    provider.force_flush(600_000)
+    elapsed = time.perf_counter() - start
+    provider.shutdown()
+    return elapsed, counts()
+
+
+def sdk_discard() -> tuple[TracerProvider, Callable[[], dict[str, int]]]:
+    exporter = Discard()
+    return provider_with(BatchSpanProcessor(exporter)), lambda: {"exported": exporter.count}
+
+
+def ours_store(root: Path) -> Callable[[], tuple[TracerProvider, Callable[[], dict[str, int]]]]:
+    def make() -> tuple[TracerProvider, Callable[[], dict[str, int]]]:
+        store_dir = Path(tempfile.mkdtemp(dir=root))
+        proc = ReliableSpanProcessor(StoreSink(Store(store_dir), spool_dir=store_dir.parent / "spool"))
+        return provider_with(proc), proc.stats
+
+    return make
+
+
+def ours_discard() -> tuple[TracerProvider, Callable[[], dict[str, int]]]:
+    proc = ReliableSpanProcessor(ExporterSink(Discard()))
+    return provider_with(proc), proc.stats
+
+
+def throughput(n: int, rounds: int, root: Path) -> float:
+    configs = {
+        "sdk BatchSpanProcessor + discard": sdk_discard,
+        "prunegate processor + store": ours_store(root),
+        "prunegate processor + discard": ours_discard,
+    }
+    times: dict[str, list[float]] = {name: [] for name in configs}
+    timed(sdk_discard, min(n, 5000))  # warm-up (imports, caches)
+    for _ in range(rounds):
+        for name, make in configs.items():
+            elapsed, _ = timed(make, n)
+            times[name].append(elapsed)
+    base = statistics.median(times["sdk BatchSpanProcessor + discard"])
+    print(f"\n== throughput: {n} spans x {rounds} interleaved rounds (median; end-to-end incl. flush)")
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"  {name:36s} {n / med:10.0f} spans/s   ratio to baseline {base / med:5.2f}")
+    ratio = base / statistics.median(times["prunegate processor + store"])
+    verdict = "OK" if ratio >= FLOOR else "BELOW FLOOR"
+    print(f"  store / discard ratio = {ratio:.2f} (floor {FLOOR}) {verdict}")
+    return ratio
+
+
+def burst(n: int, root: Path) -> None:
+    print(f"\n== burst: {n} spans from one thread, then flush")
+    store_dir = root / "burst-store"
+    proc = ReliableSpanProcessor(StoreSink(Store(store_dir), spool_dir=root / "burst-spool"))
+    provider = provider_with(proc)
+    start = time.perf_counter()
+    workload(provider, n)
+    provider.force_flush(600_000)
+    elapsed = time.perf_counter() - start
+    provider.shutdown()
+    s = proc.stats()
+    store = Store(store_dir)
+    compacted = store.compact(timeout=60)
+    in_store = store.query("SELECT count(*) AS n FROM spans WHERE name <> 'prunegate.tracer.stats'")[0]["n"]
+    lost = n - in_store
+    print(
+        f"  prunegate:  received {s['received']}  stored {s['stored']}  spooled {s['spooled']}  "
+        f"failed {s['failed']}  dropped {s['dropped']}  in store after compaction {in_store}  "
+        f"lost {lost} ({lost / n:.1%})  [{elapsed:.2f}s, {n / elapsed:.0f} spans/s, "
+        f"compacted {compacted.rows_inserted} rows]"
+    )
+    exporter = Discard()
+    provider = provider_with(BatchSpanProcessor(exporter))
+    start = time.perf_counter()
+    workload(provider, n)
+    provider.force_flush(600_000)
+    elapsed = time.perf_counter() - start
+    provider.shutdown()
+    lost = n - exporter.count
+    print(
+        f"  sdk BSP:    exported {exporter.count}  lost {lost} ({lost / n:.1%})  "
+        f"[{elapsed:.2f}s, {n / elapsed:.0f} spans/s, default queue 2048 / batch 512]"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spans", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--burst", type=int, default=100_000)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)  # the SDK warns once per dropped span otherwise
+    root = Path(tempfile.mkdtemp(prefix="prunegate-bench-"))
+    try:
+        throughput(args.spans, args.rounds, root)
+        burst(args.burst, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""The prunegate trace store: a directory that many processes write to and read from at once.
+
+Layout (see docs/store.md for the whole design)::
+
+    <store>/
+      segments/*.parquet   immutable span batches, one per writer flush (atomic rename)
+      tmp/                 segments being written; leftovers of killed writers, cleaned up later
+      spans.duckdb         the compacted main table plus the ledger of absorbed segments
+      compact.lock         flock: one compactor at a time
+      readers.lock         flock: readers (shared) vs. segment deletion (exclusive)
+
+Writers append segments and never open DuckDB; ``compact()`` moves segments into ``spans.duckdb``;
+``reader()`` gives a consistent snapshot over both. Queries take parameters, never formatted values.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tracer.store_compact import CompactResult, compact
+from tracer.store_reader import Params, StoreError, StoreReader
+from tracer.store_rows import SpanRow, decode_row, rows_to_table
+from tracer.store_segments import StoreLayout, list_segments, write_segment
+
+__all__ = ["Store", "StoreError", "StoreReader", "CompactResult", "default_store_path"]
+
+ENV_STORE = "PRUNEGATE_STORE"
+DEFAULT_DIRNAME = "prunegate-store"
+
+
+def default_store_path() -> Path:
+    """``$PRUNEGATE_STORE`` when set, else ``./prunegate-store`` in the working directory."""
+    env = os.environ.get(ENV_STORE)
+    return Path(env) if env else Path.cwd() / DEFAULT_DIRNAME
+
+
+class Store:
+    """A handle on a store directory. Cheap to create; touches the disk only when used."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        self.layout = StoreLayout(self.path)
+        self._ensured = False
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    # -- writing ---------------------------------------------------------------------------------
+    def ensure(self) -> None:
+        """Create the directory tree if needed (raises OSError when the path cannot be a store)."""
+        if not self._ensured:
+            self.layout.ensure()
+            self._ensured = True
+
+    def write_table(self, table: pa.Table, *, fsync: bool = True) -> Path:
+        """Append one Arrow table (store schema, see :mod:`tracer.store_schema`) as a new segment."""
+        self.ensure()
+        return write_segment(self.layout, table, fsync=fsync)
+
+    def write_rows(self, rows: Iterable[Mapping[str, Any]], *, fsync: bool = True) -> int:
+        """Append span rows (decoded form) as one segment; returns the number written."""
+        table = rows_to_table(rows)
+        if table.num_rows:
+            self.write_table(table, fsync=fsync)
+        return table.num_rows
+
+    # -- maintenance -----------------------------------------------------------------------------
+    def compact(self, *, timeout: float = 10.0) -> CompactResult:
+        """Move segments into ``spans.duckdb`` (see :mod:`tracer.store_compact`)."""
+        return compact(self.layout, timeout=timeout)
+
+    def pending_segments(self) -> list[Path]:
+        """Segment files on disk (some may already be absorbed and awaiting deletion)."""
+        return list_segments(self.layout)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def reader(self, *, attach_timeout: float = 2.0) -> StoreReader:
+        """A consistent snapshot for several queries; close it (``with``) promptly."""
+        return StoreReader(self.layout, attach_timeout=attach_timeout)
+
+    def query(self, sql: str, params: Params = None) -> list[dict[str, Any]]:
+        """Run one query on a fresh snapshot; rows as dicts (JSON columns as JSON text)."""
+        with self.reader() as r:
+            return r.query(sql, params)
+
+    def query_arrow(self, sql: str, params: Params = None) -> pa.Table:
+        """Run one query on a fresh snapshot; an Arrow table."""
+        with self.reader() as r:
+            return r.arrow(sql, params)
+
+    def count(self) -> int:
+        """Number of spans in the store."""
+        with self.reader() as r:
+            return r.count()
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """One row per session (the ``sessions`` view), newest first."""
+        return self.query("SELECT * FROM sessions ORDER BY start_time_ns DESC, session_id")
+
+    def spans(self, session_id: str) -> list[SpanRow]:
+        """A session's spans in event order (``seq``, then start time), JSON columns decoded."""
+        rows = self.query(
+            "SELECT * FROM spans WHERE session_id = ? ORDER BY seq NULLS LAST, start_time_ns, span_id",
+            [session_id],
+        )
+        return [decode_row(r) for r in rows]
+
+    def trace(self, trace_id: str) -> list[SpanRow]:
+        """All spans of one trace in start order, JSON columns decoded."""
+        rows = self.query(
+            "SELECT * FROM spans WHERE trace_id = ? ORDER BY start_time_ns, span_id", [trace_id.lower()]
+        )
+        return [decode_row(r) for r in rows]

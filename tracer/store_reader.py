@@ -1,0 +1,165 @@
+"""A consistent, read-only snapshot of the store for queries.
+
+A reader is a private in-memory DuckDB connection. On open it
+1. takes ``readers.lock`` shared (so no compactor deletes a segment it is about to read),
+2. lists ``segments/``,
+3. ATTACHes ``spans.duckdb`` READ_ONLY (retrying while a compactor holds it, bounded),
+4. drops from its list every segment the attached database says it has already absorbed,
+5. defines ``spans`` = main table UNION ALL the remaining segments, and the views over it.
+Listing before attaching is what makes compaction invisible: a segment absorbed before the attach
+is in the ledger (so it is read from the table only); one absorbed after cannot be, because the
+compactor cannot open the file for writing while we have it attached. Hold a reader briefly:
+while it is open, compaction waits (writers do not).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from tracer.store_compact import is_lock_error
+from tracer.store_locks import FileLock
+from tracer.store_schema import COLUMN_NAMES, VIEWS, empty_select, select_list
+from tracer.store_segments import StoreLayout, list_segments
+
+log = logging.getLogger(__name__)
+
+Params = Sequence[Any] | dict[str, Any] | None
+
+
+class StoreError(RuntimeError):
+    """The store cannot be read (damaged file, bad query); the message names the path."""
+
+
+class StoreReader:
+    """Query the unified views of one store snapshot. Use as a context manager."""
+
+    def __init__(self, layout: StoreLayout, *, attach_timeout: float = 2.0) -> None:
+        self.layout = layout
+        self.complete = True
+        self.main_attached = False
+        self.warnings: list[str] = []
+        self._lock = FileLock(layout.readers_lock, shared=True)
+        self.con = duckdb.connect(":memory:")
+        try:
+            self._open(attach_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- setup -------------------------------------------------------------------------------
+    def _warn(self, message: str) -> None:
+        self.warnings.append(message)
+        log.warning("prunegate store %s: %s", self.layout.root, message)
+
+    def _open(self, attach_timeout: float) -> None:
+        deadline = time.monotonic() + attach_timeout
+        if not self.layout.root.exists():
+            self._warn("store directory does not exist yet; no spans")
+        elif not self._lock.acquire(attach_timeout):
+            self._warn("could not take readers.lock; a compactor is deleting segments, retry")
+            self.complete = False
+        segments = list_segments(self.layout)
+        absorbed = self._attach_main(deadline, [p.name for p in segments])
+        self.pending_segments = [p for p in segments if p.name not in absorbed]
+        self._define_views()
+
+    def _attach_main(self, deadline: float, names: list[str]) -> set[str]:
+        main = self.layout.main
+        if not main.exists():
+            return set()
+        delay = 0.005
+        while True:
+            try:
+                self.con.execute("ATTACH ? AS store (READ_ONLY)", [str(main)])
+                break
+            except duckdb.Error as exc:
+                if not is_lock_error(exc):
+                    raise StoreError(f"{main}: cannot open the store database: {exc}") from exc
+                if time.monotonic() >= deadline:
+                    self.complete = False
+                    self._warn(
+                        "spans.duckdb is locked by another process (a compactor?); "
+                        "showing only spans not yet compacted"
+                    )
+                    return set()
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 0.1) * (0.5 + random.random())
+        has_tables = self.con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'store' "
+            "AND table_name IN ('spans', 'compacted_segments')"
+        ).fetchone()[0]
+        if has_tables < 2:
+            return set()
+        self.main_attached = True
+        rows = self.con.execute(
+            "SELECT name FROM store.compacted_segments WHERE list_contains(?::VARCHAR[], name)", [names]
+        ).fetchall()
+        return {r[0] for r in rows}
+
+    def _define_views(self) -> None:
+        con = self.con
+        if self.main_attached:
+            con.execute(f"CREATE TEMP VIEW _main_spans AS SELECT {select_list()} FROM store.spans")
+        else:
+            con.execute(f"CREATE TEMP VIEW _main_spans AS {empty_select()}")
+        if self.pending_segments:
+            files = [str(p) for p in self.pending_segments]
+            con.read_parquet(files, union_by_name=True).create_view("_segment_files")
+            con.execute(
+                f"CREATE TEMP VIEW _segment_spans AS SELECT {select_list(cast_json=True)} FROM _segment_files"
+            )
+        else:
+            con.execute(f"CREATE TEMP VIEW _segment_spans AS {empty_select()}")
+        con.execute(
+            "CREATE TEMP VIEW spans AS SELECT *, end_time_ns - start_time_ns AS duration_ns FROM "
+            "(SELECT * FROM _main_spans UNION ALL SELECT * FROM _segment_spans)"
+        )
+        for name, sql in VIEWS:
+            con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+
+    # -- queries -------------------------------------------------------------------------------
+    def arrow(self, sql: str, params: Params = None) -> pa.Table:
+        """Run ``sql`` (with ``?`` or ``$name`` parameters) and return an Arrow table."""
+        try:
+            result = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
+            return result.fetch_arrow_table()
+        except duckdb.Error as exc:
+            raise StoreError(f"{self.layout.root}: query failed: {exc}") from exc
+
+    def query(self, sql: str, params: Params = None) -> list[dict[str, Any]]:
+        """Run ``sql`` and return rows as dicts (JSON columns stay JSON text)."""
+        try:
+            result = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
+            names = [d[0] for d in result.description or ()]
+            return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
+        except duckdb.Error as exc:
+            raise StoreError(f"{self.layout.root}: query failed: {exc}") from exc
+
+    def count(self) -> int:
+        """Number of spans visible in this snapshot."""
+        return int(self.con.execute("SELECT count(*) FROM spans").fetchone()[0])
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return COLUMN_NAMES
+
+    # -- lifetime ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Detach and release the shared lock; lets a waiting compactor proceed."""
+        try:
+            self.con.close()
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> StoreReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,191 @@
+"""The trace store's schema: one table of spans, its Arrow twin, and the views readers query.
+
+Everything that names a column lives here so the segment writer, the compactor and the reader
+cannot disagree. docs/store.md describes the same schema for people.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+# (column, DuckDB type, Arrow type). JSON columns travel as strings in Parquet segments and are
+# cast to DuckDB's JSON type when read.
+COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
+    ("trace_id", "VARCHAR", pa.string()),  # 32 lowercase hex digits
+    ("span_id", "VARCHAR", pa.string()),  # 16 lowercase hex digits
+    ("parent_span_id", "VARCHAR", pa.string()),  # NULL for a root span
+    ("trace_state", "VARCHAR", pa.string()),  # W3C tracestate header, NULL when empty
+    ("name", "VARCHAR", pa.string()),
+    ("kind", "VARCHAR", pa.string()),  # INTERNAL | SERVER | CLIENT | PRODUCER | CONSUMER
+    ("start_time_ns", "BIGINT", pa.int64()),  # Unix epoch nanoseconds
+    ("end_time_ns", "BIGINT", pa.int64()),
+    ("status_code", "VARCHAR", pa.string()),  # UNSET | OK | ERROR
+    ("status_message", "VARCHAR", pa.string()),
+    ("attributes", "JSON", pa.string()),  # {"key": value, ...}
+    ("events", "JSON", pa.string()),  # [{"name", "time_ns", "attributes"}, ...]
+    ("links", "JSON", pa.string()),  # [{"trace_id", "span_id", "trace_state", "attributes"}, ...]
+    ("resource", "JSON", pa.string()),  # resource attributes {"service.name": ..., ...}
+    ("scope_name", "VARCHAR", pa.string()),
+    ("scope_version", "VARCHAR", pa.string()),
+    ("session_id", "VARCHAR", pa.string()),  # promoted: gen_ai.conversation.id or prunegate.session.id
+    ("seq", "BIGINT", pa.int64()),  # promoted: prunegate.seq, the event index in its session
+)
+
+COLUMN_NAMES: tuple[str, ...] = tuple(c[0] for c in COLUMNS)
+JSON_COLUMNS: frozenset[str] = frozenset(c[0] for c in COLUMNS if c[1] == "JSON")
+ARROW_SCHEMA: pa.Schema = pa.schema(
+    [pa.field(name, arrow_type) for name, _, arrow_type in COLUMNS],
+    metadata={b"prunegate.schema_version": str(SCHEMA_VERSION).encode()},
+)
+
+SESSION_ATTRIBUTES = ("gen_ai.conversation.id", "prunegate.session.id")
+SEQ_ATTRIBUTE = "prunegate.seq"
+
+# Span names the views classify. The gate observer emits these (see DESIGN.md conventions).
+BUDGET_CHECK = "prunegate.budget_check"
+VIOLATION = "prunegate.violation"
+TRACER_STATS = "prunegate.tracer.stats"
+DECISION_NAMES = (
+    "prunegate.prune",
+    "prunegate.defer",
+    "prunegate.spill",
+    "prunegate.reinject",
+    "prunegate.fail",
+)
+
+MAIN_DDL = (
+    "CREATE TABLE IF NOT EXISTS spans ("
+    + ", ".join(f"{name} {sql_type}" for name, sql_type, _ in COLUMNS)
+    + ")",
+    # One row per segment file already moved into `spans`: readers skip those files, and a
+    # compactor that died between COMMIT and unlink does not insert them twice.
+    "CREATE TABLE IF NOT EXISTS compacted_segments ("
+    "name VARCHAR PRIMARY KEY, row_count BIGINT, compacted_at_ns BIGINT)",
+    "CREATE TABLE IF NOT EXISTS store_meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
+)
+
+
+def select_list(alias: str = "", *, cast_json: bool = False) -> str:
+    """The column list in schema order (optionally casting the JSON columns from strings)."""
+    prefix = f"{alias}." if alias else ""
+    parts = []
+    for name, sql_type, _ in COLUMNS:
+        if cast_json and sql_type == "JSON":
+            parts.append(f"CAST({prefix}{name} AS JSON) AS {name}")
+        elif cast_json:
+            parts.append(f"CAST({prefix}{name} AS {sql_type}) AS {name}")
+        else:
+            parts.append(f"{prefix}{name}")
+    return ", ".join(parts)
+
+
+def empty_select() -> str:
+    """A typed SELECT with no rows: stands in for a missing main table or an empty segment list."""
+    cols = ", ".join(f"CAST(NULL AS {sql_type}) AS {name}" for name, sql_type, _ in COLUMNS)
+    return f"SELECT {cols} WHERE false"
+
+
+def _names(names: tuple[str, ...]) -> str:
+    # Constants of this module, never user input.
+    return ", ".join("'" + n.replace("'", "''") + "'" for n in names)
+
+
+def _int(attr: str) -> str:
+    return f"TRY_CAST(attributes->>'{attr}' AS BIGINT)"
+
+
+# Views over the unified `spans` view. Each is a plain SELECT; the reader creates them as TEMP
+# views in its private in-memory database.
+VIEWS: tuple[tuple[str, str], ...] = (
+    (
+        "sessions",
+        f"""
+        SELECT session_id,
+               min(start_time_ns) AS start_time_ns,
+               max(end_time_ns) AS end_time_ns,
+               count(*) AS span_count,
+               count(DISTINCT trace_id) AS trace_count,
+               max(seq) AS max_seq,
+               count(*) FILTER (WHERE name = '{BUDGET_CHECK}') AS budget_checks,
+               count(*) FILTER (WHERE name IN ({_names(DECISION_NAMES)})
+                                OR attributes->>'prunegate.decision' IS NOT NULL) AS decisions,
+               count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
+               count(*) FILTER (WHERE status_code = 'ERROR') AS errors,
+               any_value(resource->>'service.name') AS service_name
+        FROM spans
+        WHERE session_id IS NOT NULL
+        GROUP BY session_id
+        """,
+    ),
+    (
+        "budget_checks",
+        f"""
+        SELECT session_id, seq, trace_id, span_id, parent_span_id, start_time_ns, end_time_ns,
+               {_int("prunegate.context.tokens")} AS context_tokens,
+               {_int("prunegate.budget.limit")} AS budget_limit,
+               {_int("prunegate.budget.ceiling")} AS budget_ceiling,
+               attributes->>'prunegate.decision' AS decision,
+               attributes->>'prunegate.policy' AS policy,
+               attributes
+        FROM spans
+        WHERE name = '{BUDGET_CHECK}'
+        """,
+    ),
+    (
+        "decisions",
+        f"""
+        SELECT session_id, seq, trace_id, span_id, parent_span_id, name, start_time_ns, end_time_ns,
+               coalesce(attributes->>'prunegate.decision', replace(name, 'prunegate.', '')) AS decision,
+               attributes->>'prunegate.policy' AS policy,
+               attributes->>'prunegate.reason' AS reason,
+               {_int("prunegate.prune.tokens")} AS tokens_freed,
+               status_code, attributes
+        FROM spans
+        WHERE name IN ({_names(DECISION_NAMES)})
+           OR (attributes->>'prunegate.decision' IS NOT NULL AND name <> '{BUDGET_CHECK}')
+        """,
+    ),
+    (
+        "violations",
+        f"""
+        SELECT session_id, seq, trace_id, span_id, parent_span_id, start_time_ns,
+               attributes->>'prunegate.violation.kind' AS kind,
+               coalesce(attributes->>'prunegate.violation.message', status_message) AS message,
+               links->0->>'trace_id' AS cause_trace_id,
+               links->0->>'span_id' AS cause_span_id,
+               attributes, links
+        FROM spans
+        WHERE name = '{VIOLATION}'
+        """,
+    ),
+    (
+        "span_events",
+        """
+        SELECT s.trace_id, s.span_id, s.session_id, s.seq, e.name AS event_name,
+               e.time_ns AS time_ns, e.attributes AS attributes
+        FROM spans s,
+             unnest(from_json(s.events,
+                    '[{"name":"VARCHAR","time_ns":"BIGINT","attributes":"JSON"}]')) AS t(e)
+        WHERE s.events IS NOT NULL AND s.events <> '[]'
+        """,
+    ),
+    (
+        "tracer_stats",
+        f"""
+        SELECT trace_id, span_id, start_time_ns AS time_ns,
+               TRY_CAST(attributes->>'process.pid' AS BIGINT) AS pid,
+               attributes->>'prunegate.tracer.sink' AS sink,
+               {_int("prunegate.tracer.received")} AS received,
+               {_int("prunegate.tracer.stored")} AS stored,
+               {_int("prunegate.tracer.spooled")} AS spooled,
+               {_int("prunegate.tracer.recovered")} AS recovered,
+               {_int("prunegate.tracer.failed")} AS failed,
+               {_int("prunegate.tracer.dropped")} AS dropped,
+               resource->>'service.name' AS service_name
+        FROM spans
+        WHERE name = '{TRACER_STATS}'
+        """,
+    ),
+)

@@ -1,0 +1,171 @@
+"""The store directory and its immutable segment files.
+
+A writer turns an Arrow table into a Parquet file under ``tmp/``, fsyncs it, and renames it into
+``segments/``. The rename is the commit point: a segment either exists whole or not at all, and a
+writer killed mid-write leaves only a ``*.tmp`` file that readers never look at and the compactor
+deletes later. Writers never open the DuckDB file, so they never wait for a lock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracer.store_locks import fsync_path, pid_alive
+from tracer.store_schema import ARROW_SCHEMA, SCHEMA_VERSION
+
+SEGMENT_SUFFIX = ".parquet"
+TMP_SUFFIX = ".tmp"
+MARKER = "prunegate-store.json"
+_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """The paths of a store directory."""
+
+    root: Path
+
+    @property
+    def segments(self) -> Path:
+        return self.root / "segments"
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def quarantine(self) -> Path:
+        return self.root / "quarantine"
+
+    @property
+    def main(self) -> Path:
+        return self.root / "spans.duckdb"
+
+    @property
+    def compact_lock(self) -> Path:
+        return self.root / "compact.lock"
+
+    @property
+    def readers_lock(self) -> Path:
+        return self.root / "readers.lock"
+
+    @property
+    def marker(self) -> Path:
+        return self.root / MARKER
+
+    def ensure(self) -> None:
+        """Create the directory tree (idempotent, safe to race with other processes)."""
+        self.segments.mkdir(parents=True, exist_ok=True)
+        self.tmp.mkdir(exist_ok=True)
+        if not self.marker.exists():
+            tmp = self.tmp / f"marker.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+            tmp.write_text(f'{{"format": "prunegate-store", "schema_version": {SCHEMA_VERSION}}}\n')
+            os.replace(tmp, self.marker)
+
+
+def new_segment_name(prefix: str = "") -> str:
+    """A unique, time-ordered segment name: ``<ns>-<pid>-<n>-<random>.parquet``."""
+    return f"{prefix}{time.time_ns():020d}-{os.getpid()}-{next(_counter):06d}-{secrets.token_hex(4)}{SEGMENT_SUFFIX}"
+
+
+def _tmp_path(layout: StoreLayout, name: str) -> Path:
+    return layout.tmp / f"{name}.{os.getpid()}{TMP_SUFFIX}"
+
+
+def _publish(layout: StoreLayout, tmp: Path, name: str, fsync: bool) -> Path:
+    final = layout.segments / name
+    if fsync:
+        fsync_path(tmp)
+    os.rename(tmp, final)  # the commit point
+    if fsync:
+        fsync_path(layout.segments)
+    return final
+
+
+def write_segment(
+    layout: StoreLayout, table: pa.Table, *, name: str | None = None, fsync: bool = True
+) -> Path:
+    """Write ``table`` as one new segment, atomically. Raises OSError on any filesystem failure."""
+    if table.schema != ARROW_SCHEMA:
+        table = table.cast(ARROW_SCHEMA)
+    name = name or new_segment_name()
+    tmp = _tmp_path(layout, name)
+    try:
+        pq.write_table(table, str(tmp), compression="snappy")
+        return _publish(layout, tmp, name, fsync)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+
+
+def ingest_file(layout: StoreLayout, source: Path, name: str, *, fsync: bool = True) -> Path:
+    """Copy an existing segment-format Parquet file (e.g. a spool file) in as segment ``name``.
+
+    The same ``name`` for the same source makes a retried ingest idempotent: the compactor's
+    ledger remembers names it has already absorbed.
+    """
+    tmp = _tmp_path(layout, name)
+    try:
+        shutil.copyfile(source, tmp)
+        return _publish(layout, tmp, name, fsync)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+
+
+def list_segments(layout: StoreLayout) -> list[Path]:
+    """Committed segments, oldest first (names start with a nanosecond timestamp)."""
+    try:
+        names = [e.name for e in os.scandir(layout.segments) if e.name.endswith(SEGMENT_SUFFIX)]
+    except FileNotFoundError:
+        return []
+    return [layout.segments / n for n in sorted(names)]
+
+
+def segment_rows(path: Path) -> int:
+    """Row count from the Parquet footer (no data read)."""
+    return pq.read_metadata(str(path)).num_rows
+
+
+def clean_tmp(layout: StoreLayout, *, min_age: float = 60.0, max_age: float = 86400.0) -> int:
+    """Delete temp files left by dead writers; returns how many were removed.
+
+    A temp file is removed when its writer's pid is gone and it is older than ``min_age`` seconds,
+    or whatever its pid when it is older than ``max_age`` (pids get reused).
+    """
+    removed = 0
+    now = time.time()
+    try:
+        entries = list(os.scandir(layout.tmp))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        if not entry.name.endswith(TMP_SUFFIX):
+            continue
+        try:
+            age = now - entry.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        pid_text = entry.name[: -len(TMP_SUFFIX)].rsplit(".", 1)[-1]
+        pid = int(pid_text) if pid_text.isdigit() else -1
+        if age > max_age or (age > min_age and not pid_alive(pid)):
+            if _unlink_quietly(Path(entry.path)):
+                removed += 1
+    return removed
+
+
+def _unlink_quietly(path: Path) -> bool:
+    try:
+        os.unlink(path)
+        return True
+    except OSError:
+        return False

@@ -1,0 +1,121 @@
+"""The pipeline's sink into the store: span batches -> Arrow -> one segment each.
+
+Also owns the spool for that store (spill when the store refuses a batch, recover later) and an
+optional background compaction so segments do not pile up in a long-running process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tracer.store import Store
+from tracer.store_rows import rows_to_table, spans_to_table
+from tracer.store_schema import TRACER_STATS
+from tracer.store_segments import list_segments
+from tracer.store_spool import Spool
+
+log = logging.getLogger(__name__)
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+class StoreSink:
+    """Writes span batches into a :class:`Store`; spills to a :class:`Spool` when it cannot."""
+
+    name = "store"
+
+    def __init__(
+        self,
+        store: Store | str | os.PathLike[str] | None = None,
+        *,
+        spool_dir: str | os.PathLike[str] | None = None,
+        fsync: bool = True,
+        auto_compact: bool = True,
+        compact_threshold: int = 64,
+    ) -> None:
+        self.store = store if isinstance(store, Store) else Store(store)
+        self.spool = Spool.for_store(self.store.path, Path(spool_dir) if spool_dir else None)
+        self.fsync = fsync
+        self.auto_compact = auto_compact
+        self.compact_threshold = compact_threshold
+        self._writes = 0
+        self._compactor: threading.Thread | None = None
+
+    # -- Sink protocol -----------------------------------------------------------------------------
+    def prepare(self, spans: Sequence[Any]) -> pa.Table:
+        """A chunk of spans -> Arrow (runs early, in the processor's background thread)."""
+        return spans_to_table(spans)
+
+    def write(self, prepared: list[pa.Table]) -> None:
+        """Append prepared chunks as ONE segment. Raises on any failure."""
+        self.store.write_table(_concat(prepared), fsync=self.fsync)
+        self._writes += 1
+        if self.auto_compact and self._writes % 8 == 0:
+            self._maybe_compact()
+
+    def spill(self, prepared: list[pa.Table]) -> bool:
+        """Persist prepared chunks in the spool for a later retry. Raises OSError when it refuses."""
+        self.spool.write_table(_concat(prepared))
+        return True
+
+    def has_spilled(self) -> bool:
+        return bool(self.spool.pending())
+
+    def recover(self) -> int:
+        """Move spooled batches into the store; returns spans moved (raises if the store refuses)."""
+        return self.spool.recover(self.store.layout)
+
+    def write_stats(self, stats: Mapping[str, Any], resource: Mapping[str, Any]) -> None:
+        """Record the pipeline's counters as one ``prunegate.tracer.stats`` row (spool on failure)."""
+        now = time.time_ns()
+        attrs = {f"prunegate.tracer.{k}": v for k, v in stats.items() if v is not None}
+        attrs["prunegate.tracer.sink"] = self.name
+        attrs["process.pid"] = os.getpid()
+        row = {
+            "trace_id": secrets.token_hex(16),
+            "span_id": secrets.token_hex(8),
+            "name": TRACER_STATS,
+            "start_time_ns": now,
+            "end_time_ns": now,
+            "attributes": attrs,
+            "resource": dict(resource),
+            "scope_name": "tracer.pipeline",
+        }
+        table = rows_to_table([row])
+        try:
+            self.store.write_table(table, fsync=self.fsync)
+        except OSError:
+            self.spool.write_table(table)
+
+    def close(self, timeout: float = 5.0) -> None:
+        thread = self._compactor
+        if thread is not None:
+            thread.join(timeout)
+
+    # -- background compaction -------------------------------------------------------------------
+    def _maybe_compact(self) -> None:
+        if self._compactor is not None and self._compactor.is_alive():
+            return
+        if len(list_segments(self.store.layout)) < self.compact_threshold:
+            return
+        self._compactor = threading.Thread(target=self._compact, name="prunegate-compact", daemon=True)
+        self._compactor.start()
+
+    def _compact(self) -> None:
+        try:
+            result = self.store.compact(timeout=2.0)
+            if result.busy:
+                log.debug("prunegate auto-compaction skipped: %s", result.busy)
+        except Exception as exc:  # never let maintenance hurt the agent
+            log.warning("prunegate auto-compaction of %s failed: %s", self.store.path, exc)

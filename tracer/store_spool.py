@@ -1,0 +1,125 @@
+"""The spool: where spans go when the store cannot take them, until it can.
+
+A spool is a local directory (by default outside the store, since the store may be the thing that
+is broken) of Parquet files in the segment format. Recovery claims a file by renaming it (so two
+processes never ingest the same file), copies it into the store as a segment with a name derived
+from the spool file's (so a retry after a crash is recognised by the compactor's ledger), and
+deletes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracer.store_locks import fsync_path, pid_alive
+from tracer.store_schema import ARROW_SCHEMA
+from tracer.store_segments import SEGMENT_SUFFIX, TMP_SUFFIX, StoreLayout, ingest_file, new_segment_name
+
+log = logging.getLogger(__name__)
+
+CLAIM = ".claimed-"
+
+
+def default_spool_dir(store_root: Path) -> Path:
+    """``$PRUNEGATE_SPOOL_DIR/<hash>`` or ``~/.cache/prunegate/spool/<hash>`` for this store path."""
+    digest = hashlib.sha256(str(Path(store_root).absolute()).encode()).hexdigest()[:16]
+    base = os.environ.get("PRUNEGATE_SPOOL_DIR")
+    if base:
+        return Path(base) / digest
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "prunegate" / "spool" / digest
+
+
+class Spool:
+    """A directory of spooled span tables for one store."""
+
+    def __init__(self, path: Path, store_root: Path | None = None) -> None:
+        self.path = Path(path)
+        self.store_root = store_root
+
+    @classmethod
+    def for_store(cls, store_root: Path, spool_dir: Path | None = None) -> Spool:
+        return cls(Path(spool_dir) if spool_dir else default_spool_dir(store_root), store_root)
+
+    def _ensure(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        note = self.path / "STORE"
+        if self.store_root is not None and not note.exists():
+            note.write_text(f"{Path(self.store_root).absolute()}\n")
+
+    def write_table(self, table: pa.Table) -> Path:
+        """Persist ``table`` atomically (tmp, fsync, rename). Raises OSError when the disk refuses."""
+        self._ensure()
+        name = new_segment_name()
+        tmp = self.path / f"{name}.{os.getpid()}{TMP_SUFFIX}"
+        try:
+            pq.write_table(table.cast(ARROW_SCHEMA) if table.schema != ARROW_SCHEMA else table, str(tmp))
+            fsync_path(tmp)
+            os.rename(tmp, self.path / name)
+            fsync_path(self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return self.path / name
+
+    def pending(self) -> list[Path]:
+        """Spool files waiting for the store, including ones claimed by processes that died."""
+        try:
+            entries = sorted(os.scandir(self.path), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out = []
+        for entry in entries:
+            if entry.name.endswith(SEGMENT_SUFFIX):
+                out.append(Path(entry.path))
+            elif CLAIM in entry.name:
+                pid = entry.name.rsplit(CLAIM, 1)[1]
+                if pid.isdigit() and not pid_alive(int(pid)):
+                    out.append(Path(entry.path))
+        return out
+
+    def pending_rows(self) -> int:
+        """Rows waiting in the spool (from Parquet footers)."""
+        total = 0
+        for path in self.pending():
+            try:
+                total += pq.read_metadata(str(path)).num_rows
+            except Exception:
+                continue
+        return total
+
+    def recover(self, layout: StoreLayout) -> int:
+        """Move spooled files into the store; returns rows moved. Raises OSError if the store
+        still refuses writes (the file is then left, unclaimed, for the next attempt)."""
+        moved = 0
+        for path in self.pending():
+            base = path.name.split(CLAIM, 1)[0]
+            claimed = self.path / f"{base}{CLAIM}{os.getpid()}"
+            try:
+                os.rename(path, claimed)
+            except FileNotFoundError:
+                continue  # another process claimed it first
+            try:
+                rows = pq.read_metadata(str(claimed)).num_rows
+            except Exception as exc:
+                log.warning("prunegate spool: unreadable spool file %s left in place: %s", claimed, exc)
+                os.rename(claimed, self.path / f"{base}.damaged")
+                continue
+            try:
+                layout.ensure()
+                ingest_file(layout, claimed, f"spool-{base}")
+            except BaseException:
+                os.rename(claimed, self.path / base)
+                raise
+            os.unlink(claimed)
+            moved += rows
+        return moved
