@@ -103,7 +103,7 @@ def block_dict(block: Block) -> dict[str, Any]:
     return d
 
 
-def message_content_json(message: Message, redact: Redactor | None) -> str:
+def message_content_json(message: Message, *, redact: Redactor | None = None) -> str:
     """JSON of one message's blocks after redaction (raises :class:`RedactionFailed`)."""
     return dumps(safe_redact([block_dict(b) for b in message.blocks], redact))
 
@@ -127,8 +127,8 @@ def genai_parts(blocks: Iterable[Block]) -> list[dict[str, Any]]:
     return parts
 
 
-def genai_messages_json(messages: Iterable[Message], redact: Redactor | None,
-                        finish_reason: str | None = None) -> str:
+def genai_messages_json(messages: Iterable[Message], finish_reason: str | None = None, *,
+                        redact: Redactor | None = None) -> str:
     """``gen_ai.input.messages`` / ``gen_ai.output.messages``: GenAI-convention JSON, redacted."""
     out = []
     for m in messages:

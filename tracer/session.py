@@ -104,6 +104,7 @@ class TracedSession:
         self._ran_calls: set[str] = set()
         self._ran_effects: dict[tuple[str, str], tuple[str, int]] = {}
         self.violations = 0
+        self.redaction_failures = 0  # contents left out because the redaction hook failed
         root_attrs = {
             "gen_ai.conversation.id": self.session_id,
             "prunegate.session.id": self.session_id,
@@ -166,13 +167,15 @@ class TracedSession:
         return span
 
     def content(self, render: Any, *args: Any) -> str | None:
-        """``render(*args, redact)`` when capture is on; None when off or when redaction failed."""
+        """``render(*args, redact=hook)`` when capture is on; None when off or when redaction failed."""
         if not self.capture:
             return None
         try:
-            return render(*args, self.redact)
+            return render(*args, redact=self.redact)
         except _redact.RedactionFailed as exc:
-            _redact.log.warning("prunegate: content not recorded: %s", exc)
+            self.redaction_failures += 1
+            if self.redaction_failures == 1:
+                _redact.log.warning("prunegate: content not recorded (warned once per session): %s", exc)
             return None
 
     # ------------------------------------------------------------------ evictions and their effects
