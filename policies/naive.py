@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from .context import Context
 from .decision import Decision, DecisionKind
-from .observer import Observer
+from .messages import Message
+from .observer import REWRITE, Observer
 from .policy import ContextView, Policy, Proposal
 
 
@@ -52,10 +53,12 @@ class NaiveRuntime:
         for rw in proposal.rewrites:
             if rw.message_id in ctx:
                 old = ctx.message(rw.message_id)
-                rw.replacement.id, rw.replacement.seq = old.id, old.seq
-                ctx.remove_messages([old.id], cause)
-                ctx._gone.pop(old.id, None)  # the id lives on in its rewritten form
-                ctx._admit(rw.replacement, seq=old.seq)
+                if sorted(old.call_ids) != sorted(rw.replacement.call_ids) or sorted(old.answered_ids) != sorted(
+                    rw.replacement.answered_ids
+                ):
+                    d.error = f"rewrite of '{old.id}' changes its tool ids; not applied"
+                    continue
+                _swap(ctx, old, rw.replacement, cause)  # in place, even mid-flight: that is the naive part
                 d.rewritten_ids.append(old.id)
         for s in proposal.summaries:
             ids = [m for u in s.unit_ids if u in ctx.units for m in ctx.units[u].message_ids]
@@ -67,3 +70,14 @@ class NaiveRuntime:
                 d.summary_id = s.message.id
         removed = ctx.remove_messages(proposal.evict_ids, cause)
         d.pruned_ids = [m.id for m in removed]
+
+
+def _swap(ctx: Context, old: Message, new: Message, cause: str) -> None:
+    """Replace a message's content in place, keeping its id, position and unit."""
+    new.id, new.seq, new.closed = old.id, old.seq, old.closed
+    new.tokens = ctx.counter.count(new)
+    ctx._messages[old.id] = new
+    delta = new.tokens - old.tokens
+    ctx.units[ctx._unit_of[old.id]].tokens += delta
+    ctx.tokens += delta
+    ctx._notify_message(new, REWRITE, cause=cause, tokens_before=old.tokens)
