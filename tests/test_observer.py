@@ -426,12 +426,36 @@ class Exploding(SpanProcessor):
         raise OSError("disk on fire")
 
 
-def test_an_observer_error_never_reaches_the_agent(rec):
+def test_a_broken_pipeline_never_reaches_the_agent(rec):
     rec.provider.add_span_processor(Exploding())
     session, ctx = traced(rec)
     history(ctx, turns=2)
     victim = ctx.messages[2].id
     d = Gate(Scripted(victim), budget=20).check(ctx)
     assert d.kind == DecisionKind.PRUNED and d.pruned_ids == [victim] and victim not in ctx
-    assert ctx.observer_errors.count > 0
-    assert isinstance(ctx.observer_errors.last, OSError)
+    session.violation("orphan_tool_result", "x")
+    with session.tool("t", "c"):
+        pass
+    session.chat("m").response({"usage": {}})
+    session.end()
+    assert session.tracer_errors > 0
+
+
+class BuggyObserver(SpanObserver):
+    """The real observer with a bug injected after it records each message."""
+
+    def on_message(self, ctx, message, event, **info):
+        super().on_message(ctx, message, event, **info)
+        raise KeyError("bug")
+
+
+def test_an_observer_error_is_counted_by_the_context_and_never_reaches_the_agent(rec):
+    session = TracedSession(rec.provider)
+    ctx = Context(observer=BuggyObserver(session))
+    history(ctx, turns=2)
+    victim = ctx.messages[2].id
+    d = Gate(Scripted(victim), budget=20).check(ctx)
+    assert d.pruned_ids == [victim] and victim not in ctx
+    assert ctx.observer_errors.count == len(ctx) + 1 + 1  # every append, and the removal
+    assert isinstance(ctx.observer_errors.last, KeyError)
+    assert rec.one("prunegate.prune")

@@ -137,7 +137,7 @@ class ChatCall:
     def end(self) -> None:
         if not self.ended:
             self.ended = True
-            self.span.end(end_time=self.session.clock())
+            self.session.end_span(self.span)
 
 
 class ToolCall:
@@ -180,7 +180,7 @@ class ToolCall:
         if exc is not None:
             self.span.set_attribute("error.type", type(exc).__name__)
             self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-        self.span.end(end_time=self.session.clock())
+        self.session.end_span(self.span)
 
 
 def _redact_json(value: Any, redact: _redact.Redactor | None) -> str:

@@ -277,6 +277,7 @@ class PruneGuard:
             "violations": self.session.violations,
             "errors": self.errors,
             "observer_errors": self.context.observer_errors.count,
+            "tracer_errors": self.session.tracer_errors,
         }
 
 

@@ -148,7 +148,7 @@ class SpanObserver(Observer):
             span = s.start_span(name, attrs, seq=d.seq, parent=check, start_time=t_decision)
             if d.kind == DecisionKind.FAILED:
                 span.set_status(Status(StatusCode.ERROR, d.error or "failed"))
-            span.end(end_time=s.clock())
+            s.end_span(span)
             gone = self._evicted(ctx, d)
             pairs = [(mid, self._removed.get(mid, [])) for mid in gone]
             if removed is not None:
@@ -156,7 +156,7 @@ class SpanObserver(Observer):
             if pairs:
                 s.note_eviction(span, pairs, check=d.check, decision=name)
             self.last_decision_span = span
-        check.end(end_time=s.clock())
+        s.end_span(check)
         self._removed.clear()
         return span
 

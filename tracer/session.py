@@ -105,6 +105,7 @@ class TracedSession:
         self._ran_effects: dict[tuple[str, str], tuple[str, int]] = {}
         self.violations = 0
         self.redaction_failures = 0  # contents left out because the redaction hook failed
+        self.tracer_errors = 0  # span starts/ends the tracing pipeline failed (never raised)
         root_attrs = {
             "gen_ai.conversation.id": self.session_id,
             "prunegate.session.id": self.session_id,
@@ -153,8 +154,26 @@ class TracedSession:
         ctx = self.root_context if parent is None else trace.set_span_in_context(parent)
         attrs = self.common(seq)
         attrs.update(clean(attributes))
-        return self.tracer.start_span(name, context=ctx, kind=kind, attributes=attrs, links=links,
-                                      start_time=start_time if start_time is not None else self.clock())
+        try:
+            return self.tracer.start_span(name, context=ctx, kind=kind, attributes=attrs, links=links,
+                                          start_time=start_time if start_time is not None else self.clock())
+        except Exception as exc:  # noqa: BLE001 - a broken span processor must not reach the agent
+            self._tracer_failed(exc)
+            return trace.INVALID_SPAN
+
+    def end_span(self, span: trace.Span, attributes: Mapping[str, Any] | None = None) -> None:
+        """End a span now; a failing span processor is counted (:attr:`tracer_errors`), never raised."""
+        try:
+            if attributes:
+                span.set_attributes(clean(attributes))
+            span.end(end_time=self.clock())
+        except Exception as exc:  # noqa: BLE001
+            self._tracer_failed(exc)
+
+    def _tracer_failed(self, exc: BaseException) -> None:
+        self.tracer_errors += 1
+        if self.tracer_errors == 1:
+            _redact.log.warning("prunegate: the tracing pipeline failed (counted, not raised): %r", exc)
 
     def emit(self, name: str, attributes: Mapping[str, Any], *, seq: int | None,
              parent: trace.Span | None = None, links: Sequence[Link] = (),
@@ -163,7 +182,7 @@ class TracedSession:
         span = self.start_span(name, attributes, seq=seq, parent=parent, links=links, start_time=start_time)
         if error is not None:
             span.set_status(Status(StatusCode.ERROR, error))
-        span.end(end_time=self.clock())
+        self.end_span(span)
         return span
 
     def content(self, render: Any, *args: Any) -> str | None:
@@ -279,8 +298,7 @@ class TracedSession:
             atexit.unregister(self._atexit)
         except Exception:  # noqa: BLE001 - interpreter shutting down
             pass
-        self.root.set_attributes(clean({"prunegate.violations": self.violations, **(attributes or {})}))
-        self.root.end(end_time=self.clock())
+        self.end_span(self.root, {"prunegate.violations": self.violations, **(attributes or {})})
 
     def __enter__(self) -> TracedSession:
         return self
