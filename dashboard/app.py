@@ -1,0 +1,46 @@
+"""Entry point of the dashboard: ``streamlit run dashboard/app.py`` (``prunegate dashboard`` does it).
+
+The store comes from ``$PRUNEGATE_STORE`` (else ``./prunegate-store``). Pages: Sessions, Replay,
+Violations, Compare, Live; each is a module in ``dashboard/views``.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+if find_spec("tracer") is None:  # run from a checkout without installing: the repo root is our parent
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import streamlit as st  # noqa: E402
+
+from dashboard.components import data  # noqa: E402
+from dashboard.components.safe import md  # noqa: E402
+
+st.set_page_config(page_title="prunegate", page_icon=":material/content_cut:", layout="wide")
+
+PAGES = [
+    st.Page("views/sessions.py", title="Sessions", icon=":material/table_rows:", url_path="sessions", default=True),
+    st.Page("views/replay.py", title="Replay", icon=":material/play_circle:", url_path="replay"),
+    st.Page("views/violations.py", title="Violations", icon=":material/warning:", url_path="violations"),
+    st.Page("views/compare.py", title="Compare", icon=":material/balance:", url_path="compare"),
+    st.Page("views/live.py", title="Live", icon=":material/sensors:", url_path="live"),
+]
+
+nav = st.navigation(PAGES)
+
+with st.sidebar:
+    st.caption("Trace store")
+    st.code(str(data.store_path()), language=None)
+    try:
+        totals = data.overview(data.key())
+        st.caption(f"{totals['sessions']:,} sessions · {totals['spans']:,} spans")
+        for warning in totals["warnings"]:
+            st.warning(md(warning))
+    except Exception as exc:  # noqa: BLE001 - show the store problem, keep the app up
+        st.error(f"Cannot read the store: {md(exc)}")
+    if st.button("Refresh now", help="Drop the few-second query caches and re-read the store"):
+        st.cache_data.clear()
+
+nav.run()

@@ -1,0 +1,74 @@
+"""Compare: policies side by side over the same recorded sessions.
+
+Every replay records its source session (``prunegate.session.source_id``), its policy and whether
+the gate was in charge. An *arm* is policy · gated/ungated. Pick the recorded sessions and the
+arms: the page shows each metric's mean per arm with a 95% confidence interval, the per-session
+values (distribution), and per-session differences against a baseline arm. A new comparison can
+be started from the page (it replays the picked recordings into the store, with a progress bar).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.components import charts, data
+from dashboard.components.run_compare import run_comparison_form
+from tracer import queries
+
+st.title("Compare policies")
+
+tab_results, tab_run = st.tabs(["Results in the store", "Run a comparison"])
+
+with tab_run:
+    run_comparison_form()
+
+with tab_results:
+    metrics_all: pd.DataFrame = data.run("session_metrics")
+    replays = metrics_all[metrics_all["source"] == "replay"]
+    if replays.empty:
+        st.info("No replays in the store yet. Start a comparison in the next tab, or run "
+                "`prunegate compare` / `prunegate replay`.")
+        st.stop()
+
+    sources = sorted({str(s) for s in replays["source_id"]})
+    names = (metrics_all.drop_duplicates("source_id").set_index("source_id")["label"].to_dict())
+    c1, c2 = st.columns(2)
+    picked_sources = c1.multiselect(
+        "Recorded sessions", sources, default=sources, key="compare_sources",
+        format_func=lambda s: f"{names.get(s) or s} · {s[:12]}" if names.get(s) else s,
+    )
+    arms = sorted({str(a) for a in replays["arm"]})
+    picked_arms = c2.multiselect("Arms (policy · gate)", arms, default=arms, key="compare_arms")
+    metric = st.selectbox("Metric", list(queries.METRICS), key="compare_metric")
+
+    chosen = replays[replays["source_id"].isin(picked_sources) & replays["arm"].isin(picked_arms)]
+    if chosen.empty:
+        st.warning("Pick at least one recorded session and one arm.")
+        st.stop()
+
+    st.subheader("Metrics side by side (mean per session)")
+    side = chosen.groupby("arm")[list(queries.METRICS)].mean().T
+    side.insert(0, "metric", side.index)
+    n = chosen.groupby("arm")["session_id"].count()
+    st.caption("Sessions per arm: " + ", ".join(f"{a}: {int(k)}" for a, k in n.items()))
+    st.dataframe(side, hide_index=True, width="stretch", key="compare_side")
+
+    summary = data.local("arm_summary", chosen, metric)
+    c1, c2 = st.columns(2)
+    with c1:
+        st.subheader(f"Mean {metric} with 95% CI")
+        st.plotly_chart(charts.arm_bars(summary, metric), width="stretch", key="compare_bars")
+        st.dataframe(summary, hide_index=True, width="stretch", key="compare_summary")
+    with c2:
+        st.subheader(f"Distribution of {metric} per session")
+        st.plotly_chart(charts.arm_distribution(chosen, metric), width="stretch", key="compare_dist")
+
+    st.subheader("Per-session differences")
+    baseline = st.selectbox("Baseline arm", sorted(chosen["arm"].unique()), key="compare_baseline")
+    diff = data.local("paired_differences", chosen, metric, baseline)
+    if diff.empty:
+        st.caption("No other arm replayed the same sessions as the baseline.")
+    else:
+        st.plotly_chart(charts.paired_bars(diff, metric, baseline), width="stretch", key="compare_diff_chart")
+        st.dataframe(diff, hide_index=True, width="stretch", key="compare_diff")

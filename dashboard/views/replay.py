@@ -1,0 +1,199 @@
+"""Replay: step through a session and watch its context window.
+
+``?session=ID`` (and optionally ``&step=K``) opens a session directly. At each step: the context
+as units (bar), the token count against budget and hard ceiling over the whole session (line,
+current step marked), the decision taken at this step, the event log around it and the messages
+in context. Jump buttons move to the next violation, prune or deferral; Play advances on a timer.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.components import charts, data
+from dashboard.components.safe import md
+from dashboard.components.widgets import session_label
+from tracer import queries
+
+STEP = "replay_step"
+PLAY = "replay_play"
+SESSION = "replay_session"
+NOTE = "replay_note"
+
+
+def _int_param(name: str) -> int | None:
+    value = st.query_params.get(name)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _set_step(value: int, lo: int, hi: int) -> None:
+    st.session_state[STEP] = max(lo, min(hi, int(value)))
+
+
+def _jump(session_id: str, target: str, lo: int, hi: int) -> None:
+    """Button callback: move to the next step holding a span of ``target``."""
+    cur = int(st.session_state.get(STEP, lo))
+    nxt = data.run("next_step", session_id, cur, target)
+    if nxt is None:
+        st.session_state[NOTE] = f"No {target} after step {cur}."
+    else:
+        _set_step(nxt, lo, hi)
+        st.session_state[NOTE] = f"Jumped to the next {target}: step {nxt}."
+
+
+def _move(delta: int, lo: int, hi: int) -> None:
+    _set_step(int(st.session_state.get(STEP, lo)) + delta, lo, hi)
+
+
+def _pick_session() -> str | None:
+    sessions = data.run("sessions", limit=2000)
+    wanted = st.query_params.get("session")
+    if sessions.empty and not wanted:
+        st.info("The store has no sessions yet.")
+        return None
+    ids = [str(s) for s in sessions["session_id"]]
+    labels = {str(r["session_id"]): session_label(r) for r in sessions.to_dict("records")}
+    if wanted and wanted not in ids:
+        ids.insert(0, wanted)
+    current = wanted if wanted else ids[0]
+    if st.session_state.get(SESSION) not in ids or (wanted and st.session_state.get(SESSION) != wanted
+                                                     and st.session_state.get("_replay_url") != wanted):
+        st.session_state[SESSION] = current
+    picked = st.selectbox("Session", ids, key=SESSION, format_func=lambda s: labels.get(s, s))
+    if picked != st.session_state.get("_replay_url"):
+        # a new session: start at the step the URL asks for, else at the first step
+        st.session_state["_replay_url"] = picked
+        st.session_state.pop(STEP, None)
+        st.session_state[PLAY] = False
+        if picked != wanted:
+            st.query_params.pop("step", None)
+    st.query_params["session"] = picked
+    return picked
+
+
+def _ticker(session_id: str, lo: int, hi: int, stride: int) -> None:
+    """While Play is on, advance ``stride`` steps per tick and rerun the page."""
+    if not st.session_state.get(PLAY):
+        return
+    cur = int(st.session_state.get(STEP, lo))
+    if cur >= hi:
+        st.session_state[PLAY] = False
+        return
+    _set_step(cur + stride, lo, hi)
+    st.rerun()
+
+
+st.title("Replay")
+session_id = _pick_session()
+if session_id is None:
+    st.stop()
+
+path = data.key()
+sess = data.replay_session(path, session_id)
+info, bounds = sess["info"], sess["bounds"]
+if info is None or bounds is None:
+    st.warning("This session has no spans in the store (yet). Recording sessions appear within seconds.")
+    st.stop()
+lo, hi = bounds
+budget = sess["budget"]["budget"]
+ceiling = sess["budget"]["hard_ceiling"]
+
+if STEP not in st.session_state:
+    start = _int_param("step")
+    st.session_state[STEP] = max(lo, min(hi, start)) if start is not None else lo
+
+st.caption(md(session_label(info)) + f" · source {md(info.get('source') or '?')} · steps {lo}–{hi}")
+
+# ---------------------------------------------------------------- controls
+c_prev, c_next, c_play, c_speed, c_v, c_p, c_d = st.columns([1, 1, 1.1, 1.3, 1.6, 1.5, 1.6])
+c_prev.button("step", icon=":material/chevron_left:", on_click=_move, args=(-1, lo, hi), width="stretch", key="replay_prev")
+c_next.button("step", icon=":material/chevron_right:", on_click=_move, args=(1, lo, hi), width="stretch", key="replay_next")
+c_play.toggle("Play", key=PLAY)
+stride = c_speed.selectbox("Steps per tick", [1, 5, 25, 100], key="replay_stride", label_visibility="collapsed",
+                           format_func=lambda n: f"{n} step{'s' if n > 1 else ''} / tick")
+c_v.button("Next violation", icon=":material/skip_next:", on_click=_jump, args=(session_id, "violation", lo, hi), width="stretch",
+           key="replay_jump_violation")
+c_p.button("Next prune", icon=":material/skip_next:", on_click=_jump, args=(session_id, "prune", lo, hi), width="stretch",
+           key="replay_jump_prune")
+c_d.button("Next deferral", icon=":material/skip_next:", on_click=_jump, args=(session_id, "deferral", lo, hi), width="stretch",
+           key="replay_jump_deferral")
+if hi > lo:
+    step = st.slider("Step", lo, hi, key=STEP)
+else:
+    step = lo
+    st.session_state[STEP] = lo
+if st.session_state.get(NOTE):
+    st.caption(st.session_state.pop(NOTE))
+st.query_params["step"] = str(step)
+
+if st.session_state.get(PLAY):
+    st.fragment(run_every=0.8)(_ticker)(session_id, lo, hi, int(stride))
+
+# ---------------------------------------------------------------- the step
+now = data.replay_step(path, session_id, int(step))
+units: pd.DataFrame = now["units"]
+messages: pd.DataFrame = now["messages"]
+in_context = int(units["tokens"].sum()) if not units.empty else 0
+
+k1, k2, k3, k4, k5, k6 = st.columns(6)
+k1.metric("Tokens in context", f"{in_context:,}",
+          delta=f"{in_context - budget:+,} vs budget" if budget else None, delta_color="inverse")
+k2.metric("Budget", f"{budget:,}" if budget else "—")
+k3.metric("Hard ceiling", f"{ceiling:,}" if ceiling else "—")
+k4.metric("Units · messages", f"{len(units):,} · {len(messages):,}")
+k5.metric("Pending calls", f"{int(messages['pending_calls'].map(len).sum()) if len(messages) else 0:,}")
+k6.metric("Open streams", f"{int(messages['open'].sum()) if len(messages) else 0:,}")
+
+st.subheader("Context window at this step")
+st.plotly_chart(charts.context_bar(units, budget=budget, hard_ceiling=ceiling), width="stretch",
+                key="replay_context_chart")
+
+st.subheader("Tokens over the session")
+st.plotly_chart(charts.token_timeline(sess["series"], sess["markers"], step=int(step), budget=budget,
+                                      hard_ceiling=ceiling), width="stretch", key="replay_token_chart")
+
+left, right = st.columns([3, 2])
+with left:
+    st.subheader("Event log")
+    events: pd.DataFrame = now["events"]
+    if events.empty:
+        st.caption("No events near this step.")
+    else:
+        log = events[["seq", "what", "subject", "role", "context_tokens", "detail", "policy", "name"]].copy()
+        log.insert(0, "now", ["▶" if s == step else "" for s in log["seq"]])
+        st.dataframe(log, hide_index=True, width="stretch", height=360, key="replay_events")
+with right:
+    st.subheader("Decision at this step")
+    check: pd.DataFrame = now["check"]
+    if check.empty:
+        st.caption("No budget check at this step.")
+    for rec in check.to_dict("records"):
+        attrs = json.loads(rec["attributes"]) if isinstance(rec["attributes"], str) else rec["attributes"]
+        st.text(rec["name"] + (f"  ({rec['status_code']})" if rec["status_code"] == "ERROR" else ""))
+        st.json(attrs, expanded=rec["name"] != queries.BUDGET_CHECK)
+
+st.subheader("Messages in context")
+if messages.empty:
+    st.caption("The context is empty at this step.")
+else:
+    table = messages[["position", "message_id", "role", "unit_id", "kind", "tokens", "open", "pending",
+                      "pinned", "pending_calls", "tool_names", "first_seq", "last_event"]]
+    st.dataframe(table, hide_index=True, width="stretch", height=300, key="replay_messages")
+    captured = messages[messages["content"].notna()] if "content" in messages else messages.iloc[0:0]
+    if captured.empty:
+        st.caption("Content was not captured for this session (structure only).")
+    else:
+        mid = st.selectbox("Show a message's recorded content", list(captured["message_id"]),
+                           key="replay_content_pick")
+        raw = captured.loc[captured["message_id"] == mid, "content"].iloc[0]
+        try:
+            body = json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+        except (TypeError, ValueError):
+            body = str(raw)
+        st.code(body, language=None)

@@ -1,0 +1,176 @@
+"""Violations: every structural violation traced to the eviction that caused it.
+
+A violation span links (``prunegate.link = caused_by``) to the prune span whose eviction caused
+it. For the violation picked (``?violation=SPAN_ID`` opens one directly) the page shows that
+prune: its policy and the score it gave the evicted unit, the partners it evicted (the messages
+the violation is about), its proposal, and the context just before and just after it.
+Below: repeated side-effecting calls (``execute_tool`` spans flagged ``prunegate.tool.retry``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.components import charts, data
+from dashboard.components.safe import md, short
+
+PICK = "violations_pick"
+
+
+def _attrs(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return {}
+    return dict(value or {})
+
+
+def _maybe_json(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _pretty(raw: Any) -> str:
+    try:
+        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(raw)
+
+
+st.title("Violations")
+
+scope = st.query_params.get("session")
+all_v = data.run("violations", session_id=scope)
+c1, c2 = st.columns([3, 1])
+if scope:
+    c1.caption("Violations of session " + md(scope))
+    if c2.button("Show all sessions", key="violations_all"):
+        st.query_params.pop("session", None)
+        st.query_params.pop("violation", None)
+        st.rerun()
+
+if all_v.empty:
+    st.success("No violations recorded" + (" in this session." if scope else "."))
+else:
+    codes = sorted({str(c) for c in all_v["code"].dropna()})
+    chosen = st.multiselect("Code", codes, key="violations_codes")
+    shown = all_v[all_v["code"].isin(chosen)] if chosen else all_v
+    table = pd.DataFrame({
+        "session": shown["session_id"],
+        "name": shown["label"],
+        "step": shown["seq"],
+        "code": shown["code"],
+        "caused by": [f"{str(n).replace('prunegate.', '')} @ step {int(s)}" if isinstance(n, str) else "— (no link)"
+                      for n, s in zip(shown["cause_name"], shown["prune_seq"].fillna(-1), strict=True)],
+        "policy": shown["policy"],
+        "gated": shown["prune_gated"],
+        "message": shown["message"],
+        "ids": shown["ids"],
+    })
+    event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+                         key="violations_table", height=min(400, 38 + 35 * len(table)))
+
+    ids = [str(s) for s in shown["span_id"]]
+    labels = {str(r["span_id"]): f"{short(r['session_id'], 30)} · step {r['seq']} · {r['code']}"
+              for r in shown.to_dict("records")}
+    wanted = st.query_params.get("violation")
+    rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
+    if rows:
+        st.session_state[PICK] = ids[rows[0]]
+    elif wanted in ids and st.session_state.get(PICK) not in ids:
+        st.session_state[PICK] = wanted
+    elif st.session_state.get(PICK) not in ids:
+        linked = [str(x) for x in shown.loc[shown["cause_span_id"].notna(), "span_id"]]
+        st.session_state[PICK] = linked[0] if linked else ids[0]  # prefer one whose cause is known
+    picked = st.selectbox("Violation", ids, key=PICK, format_func=lambda s: labels.get(s, s))
+    st.query_params["violation"] = picked
+
+    detail = data.violation_detail(data.key(), picked)
+    if detail is None:
+        st.warning("This violation is no longer in the store.")
+        st.stop()
+    v = _attrs(detail["violation"])
+    st.subheader("The violation")
+    st.text(f"{v.get('prunegate.violation.code', '?')} at step {detail['seq']} of session {detail['session_id']}")
+    st.code(str(v.get("prunegate.violation.message") or detail.get("status_message") or ""), language=None)
+    with st.expander("Violation span attributes"):
+        st.json(v)
+
+    st.subheader("Causal eviction")
+    if not detail.get("prune_span_id"):
+        st.warning("This violation carries no link to a prune: nothing the tracer saw evicted its partner "
+                   "(e.g. a malformed recording, or the message was never in context).")
+    else:
+        p = _attrs(detail["prune"])
+        chk = _attrs(detail.get("check_attributes"))
+        seq = int(detail["prune_seq"])
+        gated = p.get("prunegate.gated")
+        facts = pd.DataFrame({
+            "": ["decision span", "step", "budget check", "policy", "gated", "tokens before → after",
+                 "budget", "pruned units", "pruned message ids", "grown units", "shrunk units", "skipped units"],
+            "value": [
+                str(detail["prune_name"]), str(seq), str(chk.get("prunegate.check", "?")),
+                str(p.get("prunegate.policy", "?")), "yes" if gated else "no (naive runtime)" if gated is False else "?",
+                f"{p.get('prunegate.tokens.before', '?')} → {p.get('prunegate.tokens.after', '?')}",
+                str(chk.get("prunegate.budget", "?")),
+                ", ".join(map(str, p.get("prunegate.pruned.units") or [])),
+                ", ".join(map(str, p.get("prunegate.pruned.ids") or [])),
+                ", ".join(map(str, p.get("prunegate.grown.units") or [])),
+                ", ".join(map(str, p.get("prunegate.shrunk.units") or [])),
+                ", ".join(map(str, p.get("prunegate.skipped.units") or [])),
+            ],
+        })
+        c1, c2 = st.columns([2, 3])
+        with c1:
+            st.dataframe(facts, hide_index=True, width="stretch", key="violations_facts",
+                         height=38 + 35 * len(facts))
+            st.page_link("views/replay.py", label=f"Open in replay at step {seq} ▸",
+                         query_params={"session": str(detail["session_id"]), "step": str(seq)})
+        with c2:
+            st.markdown("**The partner it evicted** (the messages this violation is about) and the policy's score")
+            partners: pd.DataFrame = detail["partners"]
+            if partners.empty:
+                st.caption("No pruned message matches the violation's ids; all pruned units are outlined below.")
+            else:
+                st.dataframe(partners[["message_id", "role", "unit_id", "score", "tokens", "direct", "call_ids",
+                                       "answers", "cause"]], hide_index=True, width="stretch",
+                             key="violations_partners")
+                with_content = partners[partners["content"].notna()]
+                for rec in with_content.head(3).to_dict("records"):
+                    st.text(f"Evicted content of {rec['message_id']} ({rec['role']}):")
+                    st.code(_pretty(rec["content"]), language=None)
+            with st.expander("Proposal and scores"):
+                st.json({k: _maybe_json(p.get(k)) for k in ("prunegate.proposal", "prunegate.proposal.ids",
+                                                             "prunegate.scores") if k in p})
+        pruned_units = [str(u) for u in (p.get("prunegate.pruned.units") or [])]
+        if not partners.empty:
+            pruned_units = [*dict.fromkeys([*map(str, partners["unit_id"].dropna()), *pruned_units])]
+        budget = chk.get("prunegate.budget")
+        ceiling = chk.get("prunegate.hard_ceiling")
+        b1, b2 = st.columns(2)
+        b1.plotly_chart(charts.context_bar(detail["before"], budget=budget, hard_ceiling=ceiling,
+                                           highlight=pruned_units, title=f"before the prune (step {seq - 1})"),
+                        width="stretch", key="violations_before")
+        b2.plotly_chart(charts.context_bar(detail["after"], budget=budget, hard_ceiling=ceiling,
+                                           title=f"after the prune (step {seq})"),
+                        width="stretch", key="violations_after")
+
+st.subheader("Repeated side-effecting calls")
+retries = data.run("retries", session_id=scope)
+if retries.empty:
+    st.caption("No tool call was executed twice.")
+else:
+    st.dataframe(pd.DataFrame({
+        "session": retries["session_id"], "step": retries["seq"], "tool": retries["tool"],
+        "call id": retries["call_id"], "side effect": retries["side_effect"],
+        "first run at step": retries["first_seq"], "executions": retries["executions"],
+    }), hide_index=True, width="stretch", key="violations_retries")

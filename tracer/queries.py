@@ -1,0 +1,808 @@
+"""Every query the dashboard runs, against the store's ``spans`` view (docs/spans.md).
+
+Why a module of its own: the dashboard renders and never writes SQL, so the queries can be tested
+and benchmarked without a browser, and the span contract has exactly one reader-side translation.
+Rules: values travel as parameters (``$name``), never formatted into SQL; grouping, windowing and
+"which message is in context at step k" run in DuckDB, not in Python loops. Each function takes
+an open :class:`~tracer.store.StoreReader` (or a DuckDB connection that has a ``spans`` view)
+and returns a pandas DataFrame or a plain dict.
+
+A session's *steps* are its ``prunegate.seq`` values: the context's event counter. A message is in
+context after step ``k`` when its latest message event at or before ``k`` (ordered by seq, then
+start time) is not ``remove`` (``append``/``open``/``delta``/``close``/``rewrite``/``reinject``
+keep or bring it in; ``remove`` takes it out, whether pruned or spilled).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from tracer.store import StoreReader
+
+Source = StoreReader | duckdb.DuckDBPyConnection
+
+# Span names of the contract (docs/spans.md).
+SESSION = "prunegate.session"
+MESSAGE = "prunegate.message"
+UNIT_CLOSE = "prunegate.unit.close"
+BUDGET_CHECK = "prunegate.budget_check"
+PRUNE = "prunegate.prune"
+DEFER = "prunegate.defer"
+SPILL = "prunegate.spill"
+REINJECT = "prunegate.reinject"
+FAIL = "prunegate.fail"
+VIOLATION = "prunegate.violation"
+
+# What "jump to the next ..." can aim at: a label -> the span names that count.
+JUMP_TARGETS: dict[str, tuple[str, ...]] = {
+    "violation": (VIOLATION,),
+    "prune": (PRUNE,),
+    "deferral": (DEFER,),
+    "spill": (SPILL,),
+    "failure": (FAIL,),
+}
+
+# Per-session metrics that compare policies; all computed by session_metrics().
+METRICS: tuple[str, ...] = (
+    "violations",
+    "invalid_requests",
+    "retries",
+    "prunes",
+    "deferrals",
+    "spills",
+    "failures",
+    "peak_tokens",
+    "final_tokens",
+    "tokens_pruned",
+    "over_budget_checks",
+)
+
+
+def _con(src: Source) -> duckdb.DuckDBPyConnection:
+    return src.con if isinstance(src, StoreReader) else src
+
+
+def _df(src: Source, sql: str, params: dict[str, Any] | None = None) -> pd.DataFrame:
+    con = _con(src)
+    return con.execute(sql, params or {}).df()
+
+
+def _one(src: Source, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+    return _con(src).execute(sql, params).fetchone()
+
+
+def _on_frame(src: Source, frame: pd.DataFrame, sql: str, params: dict[str, Any]) -> pd.DataFrame:
+    """Run ``sql`` over ``frame`` registered as the table ``frame`` on this connection."""
+    con = _con(src)
+    con.register("frame", frame)
+    try:
+        return con.execute(sql, params).df()
+    finally:
+        con.unregister("frame")
+
+
+def _list(values: Sequence[Any] | None) -> list[Any]:
+    return [v for v in (values or []) if v is not None]
+
+
+# --------------------------------------------------------------------------- sessions
+_SESSION_SUMMARY = f"""
+WITH s AS (
+    SELECT session_id, name, seq, start_time_ns, end_time_ns, status_code, attributes AS a
+    FROM spans WHERE session_id IS NOT NULL
+),
+roots AS (
+    SELECT session_id,
+           any_value(a->>'prunegate.session.source') AS source,
+           any_value(a->>'prunegate.session.source_id') AS source_id,
+           any_value(a->>'prunegate.session.name') AS label,
+           any_value(a->>'prunegate.provider') AS provider,
+           any_value(a->>'prunegate.policy') AS policy,
+           any_value(a->>'prunegate.policy.params') AS policy_params,
+           any_value(TRY_CAST(a->>'prunegate.gated' AS BOOLEAN)) AS gated,
+           any_value(TRY_CAST(a->>'prunegate.budget' AS BIGINT)) AS budget,
+           any_value(TRY_CAST(a->>'prunegate.hard_ceiling' AS BIGINT)) AS hard_ceiling,
+           any_value(TRY_CAST(a->>'prunegate.content_captured' AS BOOLEAN)) AS content_captured
+    FROM s WHERE name = '{SESSION}' GROUP BY session_id
+),
+agg AS (
+    SELECT session_id,
+           count(DISTINCT a->>'prunegate.message.id')
+               FILTER (WHERE name = '{MESSAGE}' AND a->>'prunegate.event' IN ('append', 'open')
+                       AND (a->'prunegate.message.summary_of') IS NULL) AS messages,
+           greatest(
+               max(TRY_CAST(a->>'prunegate.context.tokens' AS BIGINT)) FILTER (WHERE name = '{MESSAGE}'),
+               max(TRY_CAST(a->>'prunegate.tokens.before' AS BIGINT)) FILTER (WHERE name = '{BUDGET_CHECK}')
+           ) AS peak_tokens,
+           arg_max(TRY_CAST(coalesce(a->>'prunegate.context.tokens', a->>'prunegate.tokens.after') AS BIGINT),
+                   (seq, start_time_ns))
+               FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS final_tokens,
+           count(*) FILTER (WHERE name = '{BUDGET_CHECK}') AS checks,
+           count(*) FILTER (WHERE name = '{BUDGET_CHECK}'
+                            AND TRY_CAST(a->>'prunegate.tokens.before' AS BIGINT)
+                                > TRY_CAST(a->>'prunegate.budget' AS BIGINT)) AS over_budget_checks,
+           count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
+           count(*) FILTER (WHERE name = '{PRUNE}') AS prunes,
+           CAST(coalesce(sum(TRY_CAST(a->>'prunegate.tokens.before' AS BIGINT)
+                             - TRY_CAST(a->>'prunegate.tokens.after' AS BIGINT))
+                         FILTER (WHERE name = '{PRUNE}'), 0) AS BIGINT) AS tokens_pruned,
+           count(*) FILTER (WHERE name = '{DEFER}') AS deferrals,
+           count(*) FILTER (WHERE name = '{SPILL}') AS spills,
+           count(*) FILTER (WHERE name = '{FAIL}') AS failures,
+           count(*) FILTER (WHERE a->>'gen_ai.operation.name' = 'execute_tool'
+                            AND TRY_CAST(a->>'prunegate.tool.retry' AS BOOLEAN)) AS retries,
+           count(*) FILTER (WHERE a->>'gen_ai.operation.name' = 'chat') AS model_calls,
+           count(*) FILTER (WHERE a->>'gen_ai.operation.name' = 'chat'
+                            AND TRY_CAST(a->>'prunegate.request.valid' AS BOOLEAN) = false) AS invalid_requests,
+           max(seq) AS max_seq,
+           count(*) AS spans,
+           min(start_time_ns) AS first_ns,
+           max(coalesce(end_time_ns, start_time_ns)) AS last_ns
+    FROM s GROUP BY session_id
+)
+SELECT agg.session_id, roots.label, roots.source, roots.source_id, roots.provider, roots.policy,
+       roots.policy_params, roots.gated, roots.budget, roots.hard_ceiling, roots.content_captured,
+       agg.* EXCLUDE (session_id)
+FROM agg LEFT JOIN roots USING (session_id)
+"""
+
+
+def sessions(
+    src: Source,
+    *,
+    sources: Sequence[str] | None = None,
+    policies: Sequence[str] | None = None,
+    gated: bool | None = None,
+    text: str | None = None,
+    only_with_violations: bool = False,
+    limit: int = 5000,
+) -> pd.DataFrame:
+    """One row per session (source, policy, gated, messages, peak tokens, violations, deferrals,
+    spills, failures, ...), newest activity first, filtered in DuckDB."""
+    sql = f"""
+    SELECT * FROM ({_SESSION_SUMMARY}) t
+    WHERE (len(CAST($sources AS VARCHAR[])) = 0
+           OR list_contains(CAST($sources AS VARCHAR[]), coalesce(source, '')))
+      AND (len(CAST($policies AS VARCHAR[])) = 0
+           OR list_contains(CAST($policies AS VARCHAR[]), coalesce(policy, '')))
+      AND (CAST($gated AS BOOLEAN) IS NULL OR gated = CAST($gated AS BOOLEAN))
+      AND (CAST($text AS VARCHAR) IS NULL OR contains(lower(session_id), lower(CAST($text AS VARCHAR)))
+           OR contains(lower(coalesce(label, '')), lower(CAST($text AS VARCHAR))))
+      AND (NOT $only_v OR violations > 0)
+    ORDER BY last_ns DESC NULLS LAST, session_id
+    LIMIT $limit
+    """
+    params = {
+        "sources": _list(sources),
+        "policies": _list(policies),
+        "gated": gated,
+        "text": text or None,
+        "only_v": bool(only_with_violations),
+        "limit": int(limit),
+    }
+    return _df(src, sql, params)
+
+
+def session_filter_options(src: Source) -> dict[str, list[str]]:
+    """Distinct sources and policies, for the filter widgets."""
+    rows = _con(src).execute(
+        f"""
+        SELECT list(DISTINCT attributes->>'prunegate.session.source') FILTER (WHERE attributes->>'prunegate.session.source' IS NOT NULL),
+               list(DISTINCT attributes->>'prunegate.policy') FILTER (WHERE attributes->>'prunegate.policy' IS NOT NULL)
+        FROM spans WHERE name = '{SESSION}'
+        """
+    ).fetchone()
+    return {"sources": sorted(rows[0] or []), "policies": sorted(rows[1] or [])}
+
+
+def session_info(src: Source, session_id: str) -> dict[str, Any] | None:
+    """The summary row of one session (as :func:`sessions`), or None when it has no spans."""
+    df = _df(src, f"SELECT * FROM ({_SESSION_SUMMARY}) t WHERE session_id = $sid", {"sid": session_id})
+    if df.empty:
+        return None
+    row = df.iloc[0].to_dict()
+    return {k: (None if _isna(v) else v) for k, v in row.items()}
+
+
+def _isna(v: Any) -> bool:
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def session_bounds(src: Source, session_id: str) -> tuple[int, int] | None:
+    """The first and last step (``prunegate.seq``) of a session, or None when it has none."""
+    row = _one(
+        src,
+        "SELECT min(seq), max(seq) FROM spans WHERE session_id = $sid AND seq IS NOT NULL",
+        {"sid": session_id},
+    )
+    if row is None or row[0] is None:
+        return None
+    return int(row[0]), int(row[1])
+
+
+# --------------------------------------------------------------------------- replay: context at a step
+def _context_sql(with_content: bool) -> str:
+    content = "attributes->>'prunegate.message.content'" if with_content else "NULL"
+    return f"""
+WITH m AS (
+    SELECT seq, start_time_ns AS t,
+           attributes->>'prunegate.message.id' AS message_id,
+           attributes->>'prunegate.event' AS event,
+           attributes->>'prunegate.message.role' AS role,
+           attributes->>'prunegate.unit.id' AS unit_id,
+           TRY_CAST(attributes->>'prunegate.message.tokens' AS BIGINT) AS tokens,
+           TRY_CAST(attributes->>'prunegate.message.closed' AS BOOLEAN) AS closed,
+           attributes->'prunegate.message.call_ids' AS call_ids_json,
+           attributes->'prunegate.message.answers' AS answers_json,
+           attributes->'prunegate.message.tool_names' AS tool_names_json,
+           {content} AS content
+    FROM spans
+    WHERE session_id = $sid AND name = '{MESSAGE}' AND seq <= $seq
+),
+latest AS (
+    SELECT * FROM m
+    QUALIFY row_number() OVER (PARTITION BY message_id ORDER BY seq DESC, t DESC) = 1
+),
+admitted AS (
+    SELECT message_id, min(seq) AS first_seq, min(t) AS first_t FROM m
+    WHERE event IN ('append', 'open') GROUP BY message_id
+),
+answered AS (
+    SELECT DISTINCT unnest(from_json(answers_json, '["VARCHAR"]')) AS call_id
+    FROM m WHERE answers_json IS NOT NULL
+),
+closes AS (
+    SELECT unnest(from_json(attributes->'prunegate.unit.message_ids', '["VARCHAR"]')) AS message_id,
+           attributes->>'prunegate.unit.id' AS unit_id,
+           attributes->>'prunegate.unit.kind' AS unit_kind,
+           seq, start_time_ns AS t
+    FROM spans
+    WHERE session_id = $sid AND name = '{UNIT_CLOSE}' AND seq <= $seq
+),
+last_close AS (
+    SELECT * FROM closes
+    QUALIFY row_number() OVER (PARTITION BY message_id ORDER BY seq DESC, t DESC) = 1
+),
+present AS (
+    SELECT l.message_id, l.role, l.tokens, l.closed, l.event AS last_event, l.seq AS last_seq,
+           coalesce(ad.first_seq, l.seq) AS first_seq, coalesce(ad.first_t, l.t) AS first_t,
+           CASE WHEN c.unit_id IS NOT NULL AND (c.seq > l.seq OR (c.seq = l.seq AND c.t >= l.t))
+                THEN c.unit_id ELSE coalesce(l.unit_id, l.message_id) END AS unit_id,
+           c.unit_kind,
+           coalesce(from_json(l.call_ids_json, '["VARCHAR"]'), []) AS call_ids,
+           coalesce(from_json(l.answers_json, '["VARCHAR"]'), []) AS answers,
+           coalesce(from_json(l.tool_names_json, '["VARCHAR"]'), []) AS tool_names,
+           l.content
+    FROM latest l
+    LEFT JOIN admitted ad USING (message_id)
+    LEFT JOIN last_close c USING (message_id)
+    WHERE l.event <> 'remove'
+),
+pending AS (
+    SELECT message_id, list(call_id ORDER BY call_id) AS pending_calls
+    FROM (SELECT message_id, unnest(call_ids) AS call_id FROM present) x
+    WHERE call_id NOT IN (SELECT call_id FROM answered WHERE call_id IS NOT NULL)
+    GROUP BY message_id
+),
+ordered AS (
+    SELECT p.*, coalesce(pd.pending_calls, []) AS pending_calls,
+           row_number() OVER (ORDER BY p.first_seq, p.first_t, p.message_id) - 1 AS position
+    FROM present p LEFT JOIN pending pd USING (message_id)
+),
+pins AS (
+    SELECT *,
+           role = 'system'
+           OR position = min(CASE WHEN role = 'user' THEN position END) OVER ()
+           OR position = max(CASE WHEN role = 'user' THEN position END) OVER ()
+           OR position = max(position) OVER () AS pinned_message
+    FROM ordered
+)
+SELECT position, message_id, role, unit_id,
+       coalesce(unit_kind, CASE WHEN count(*) OVER (PARTITION BY unit_id) > 1 THEN 'batch' ELSE role END)
+           AS kind,
+       tokens, closed, NOT coalesce(closed, true) AS open,
+       len(pending_calls) > 0 AS pending, pending_calls,
+       coalesce(bool_or(pinned_message) OVER (PARTITION BY unit_id), false) AS pinned,
+       call_ids, answers, tool_names, first_seq, last_seq, last_event, content
+FROM pins
+ORDER BY position
+"""
+
+
+def context_at(src: Source, session_id: str, seq: int, *, with_content: bool = False) -> pd.DataFrame:
+    """The messages in context after step ``seq``, in context order, one row each, with unit,
+    kind, tokens and the flags the replay marks: ``open`` (streaming), ``pending`` (issues a call
+    with no result yet), ``pinned`` (the gate never prunes it: system units, the first user
+    message, the last user message and the last message; explicit ``Context.pin`` calls are not
+    recorded in spans)."""
+    return _df(src, _context_sql(with_content), {"sid": session_id, "seq": int(seq)})
+
+
+def units_at(src: Source, session_id: str, seq: int) -> pd.DataFrame:
+    """The context after step ``seq`` as units (the replay's bar): tokens per unit, its kind,
+    its messages and whether any of them is open, pending or pinned; in context order, with the
+    token offset where each unit starts."""
+    sql = f"""
+    WITH msgs AS ({_context_sql(False)})
+    SELECT unit_id, any_value(kind) AS kind, min(position) AS position,
+           CAST(sum(coalesce(tokens, 0)) AS BIGINT) AS tokens, count(*) AS messages,
+           list(message_id ORDER BY position) AS message_ids,
+           list(DISTINCT role) AS roles,
+           bool_or(open) AS open, bool_or(pending) AS pending, bool_or(pinned) AS pinned,
+           flatten(list(pending_calls)) AS pending_calls,
+           flatten(list(tool_names)) AS tool_names
+    FROM msgs GROUP BY unit_id
+    """
+    sql = f"""
+    SELECT *, CAST(coalesce(sum(tokens) OVER (ORDER BY position ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+                   AS BIGINT) AS offset
+    FROM ({sql}) u ORDER BY position
+    """
+    return _df(src, sql, {"sid": session_id, "seq": int(seq)})
+
+
+def token_series(src: Source, session_id: str, *, max_points: int = 2000) -> pd.DataFrame:
+    """Context tokens over the session's steps: after every message event, and before/after every
+    budget check. Longer series are bucketed by step in DuckDB, keeping each bucket's peak (what
+    matters against the budget) and its last value."""
+    sql = f"""
+    WITH pts AS (
+        SELECT seq, start_time_ns AS t,
+               TRY_CAST(attributes->>'prunegate.context.tokens' AS BIGINT) AS tokens
+        FROM spans WHERE session_id = $sid AND name = '{MESSAGE}' AND seq IS NOT NULL
+        UNION ALL
+        SELECT seq, start_time_ns - 1, TRY_CAST(attributes->>'prunegate.tokens.before' AS BIGINT)
+        FROM spans WHERE session_id = $sid AND name = '{BUDGET_CHECK}' AND seq IS NOT NULL
+        UNION ALL
+        SELECT seq, coalesce(end_time_ns, start_time_ns), TRY_CAST(attributes->>'prunegate.tokens.after' AS BIGINT)
+        FROM spans WHERE session_id = $sid AND name = '{BUDGET_CHECK}' AND seq IS NOT NULL
+    ),
+    clean AS (SELECT * FROM pts WHERE tokens IS NOT NULL),
+    bounds AS (SELECT min(seq) AS lo, max(seq) AS hi, count(*) AS n FROM clean),
+    bucketed AS (
+        SELECT c.*, CASE WHEN b.n <= $max_points THEN c.seq
+                         ELSE b.lo + CAST(floor((c.seq - b.lo) * ($max_points / 2) / (b.hi - b.lo + 1)) AS BIGINT)
+                         END AS bucket
+        FROM clean c, bounds b
+    )
+    SELECT min(seq) AS seq, max(seq) AS seq_end, max(tokens) AS peak_tokens,
+           arg_max(tokens, (seq, t)) AS tokens, count(*) AS points
+    FROM bucketed GROUP BY bucket ORDER BY 1
+    """
+    return _df(src, sql, {"sid": session_id, "max_points": int(max_points)})
+
+
+def check_at(src: Source, session_id: str, seq: int) -> pd.DataFrame:
+    """The budget check and its decision span at step ``seq`` (0, 1 or 2 rows), attributes as JSON."""
+    sql = f"""
+    SELECT name, span_id, parent_span_id, status_code, status_message, attributes
+    FROM spans
+    WHERE session_id = $sid AND seq = $seq
+      AND name IN ('{BUDGET_CHECK}', '{PRUNE}', '{DEFER}', '{SPILL}', '{REINJECT}', '{FAIL}')
+    ORDER BY start_time_ns, name
+    """
+    return _df(src, sql, {"sid": session_id, "seq": int(seq)})
+
+
+def budget_at(src: Source, session_id: str) -> dict[str, int | None]:
+    """The session's budget and hard ceiling (root span, else its latest budget check)."""
+    row = _one(
+        src,
+        f"""
+        SELECT coalesce(any_value(TRY_CAST(attributes->>'prunegate.budget' AS BIGINT)) FILTER (WHERE name = '{SESSION}'),
+                        max(TRY_CAST(attributes->>'prunegate.budget' AS BIGINT)) FILTER (WHERE name = '{BUDGET_CHECK}')),
+               coalesce(any_value(TRY_CAST(attributes->>'prunegate.hard_ceiling' AS BIGINT)) FILTER (WHERE name = '{SESSION}'),
+                        max(TRY_CAST(attributes->>'prunegate.hard_ceiling' AS BIGINT)) FILTER (WHERE name = '{BUDGET_CHECK}'))
+        FROM spans WHERE session_id = $sid AND name IN ('{SESSION}', '{BUDGET_CHECK}')
+        """,
+        {"sid": session_id},
+    )
+    return {"budget": row[0] if row else None, "hard_ceiling": row[1] if row else None}
+
+
+_EVENT_COLUMNS = f"""
+    seq, start_time_ns, name, span_id, status_code,
+    CASE WHEN name = '{MESSAGE}' THEN attributes->>'prunegate.event'
+         WHEN name = '{BUDGET_CHECK}' THEN attributes->>'prunegate.decision'
+         WHEN name = '{VIOLATION}' THEN attributes->>'prunegate.violation.code'
+         WHEN attributes->>'gen_ai.operation.name' IS NOT NULL THEN attributes->>'gen_ai.operation.name'
+         ELSE replace(name, 'prunegate.', '') END AS what,
+    coalesce(attributes->>'prunegate.message.id', attributes->>'prunegate.unit.id',
+             attributes->>'gen_ai.tool.call.id', array_to_string(from_json(attributes->'prunegate.pruned.units', '["VARCHAR"]'), ', '),
+             array_to_string(from_json(attributes->'prunegate.blocking.units', '["VARCHAR"]'), ', '),
+             array_to_string(from_json(attributes->'prunegate.violation.ids', '["VARCHAR"]'), ', ')) AS subject,
+    attributes->>'prunegate.message.role' AS role,
+    coalesce(TRY_CAST(attributes->>'prunegate.context.tokens' AS BIGINT),
+             TRY_CAST(attributes->>'prunegate.tokens.after' AS BIGINT)) AS context_tokens,
+    coalesce(attributes->>'prunegate.message.cause', attributes->>'prunegate.violation.message',
+             attributes->>'prunegate.error', attributes->>'prunegate.reason', status_message) AS detail,
+    attributes->>'prunegate.policy' AS policy
+"""
+
+
+def event_log(src: Source, session_id: str, seq: int, *, before: int = 12, after: int = 12) -> pd.DataFrame:
+    """The session's spans from step ``seq - before`` to ``seq + after`` as an event log, one row
+    per span, in event order (the root and spans without a step are left out)."""
+    sql = f"""
+    SELECT {_EVENT_COLUMNS}
+    FROM spans
+    WHERE session_id = $sid AND seq BETWEEN $lo AND $hi AND name <> '{SESSION}'
+    ORDER BY seq, start_time_ns, span_id
+    """
+    return _df(src, sql, {"sid": session_id, "lo": int(seq) - before, "hi": int(seq) + after})
+
+
+def next_step(src: Source, session_id: str, seq: int, target: str, *, backwards: bool = False) -> int | None:
+    """The next (or previous) step after ``seq`` holding a span of ``target`` (a key of
+    :data:`JUMP_TARGETS`), or None when there is none."""
+    if target not in JUMP_TARGETS:
+        raise ValueError(f"unknown jump target {target!r}; expected one of {sorted(JUMP_TARGETS)}")
+    agg, cmp = ("max", "<") if backwards else ("min", ">")
+    row = _one(
+        src,
+        f"SELECT {agg}(seq) FROM spans WHERE session_id = $sid AND seq {cmp} $seq "
+        "AND list_contains(CAST($names AS VARCHAR[]), name)",
+        {"sid": session_id, "seq": int(seq), "names": list(JUMP_TARGETS[target])},
+    )
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def markers(src: Source, session_id: str) -> pd.DataFrame:
+    """Steps of every prune, deferral, spill, failure and violation (for the timeline)."""
+    sql = f"""
+    SELECT seq, replace(name, 'prunegate.', '') AS kind, count(*) AS n
+    FROM spans
+    WHERE session_id = $sid AND seq IS NOT NULL
+      AND name IN ('{PRUNE}', '{DEFER}', '{SPILL}', '{FAIL}', '{VIOLATION}', '{REINJECT}')
+    GROUP BY ALL ORDER BY seq
+    """
+    return _df(src, sql, {"sid": session_id})
+
+
+def message_detail(src: Source, session_id: str, message_id: str) -> pd.DataFrame:
+    """Every event of one message (its history), with the recorded content when captured."""
+    sql = f"""
+    SELECT seq, attributes->>'prunegate.event' AS event, attributes->>'prunegate.unit.id' AS unit_id,
+           TRY_CAST(attributes->>'prunegate.message.tokens' AS BIGINT) AS tokens,
+           attributes->>'prunegate.message.cause' AS cause,
+           attributes->>'prunegate.message.content' AS content,
+           attributes->>'prunegate.delta.text' AS delta_text
+    FROM spans
+    WHERE session_id = $sid AND name = '{MESSAGE}' AND attributes->>'prunegate.message.id' = $mid
+    ORDER BY seq, start_time_ns
+    """
+    return _df(src, sql, {"sid": session_id, "mid": message_id})
+
+
+# --------------------------------------------------------------------------- violations
+_LINK_TYPE = '[{"trace_id":"VARCHAR","span_id":"VARCHAR","attributes":"JSON"}]'
+
+
+def violations(src: Source, *, session_id: str | None = None, limit: int = 2000) -> pd.DataFrame:
+    """Every violation with the prune that caused it (followed through the violation's span link
+    whose ``prunegate.link`` is ``caused_by``; the first link when none says so): the prune's
+    step, policy, pruned units and ids, and whether that prune was gated."""
+    sql = f"""
+    WITH v AS (
+        SELECT session_id, seq, trace_id, span_id, start_time_ns,
+               attributes->>'prunegate.violation.code' AS code,
+               coalesce(attributes->>'prunegate.violation.message', status_message) AS message,
+               coalesce(from_json(attributes->'prunegate.violation.ids', '["VARCHAR"]'), []) AS ids,
+               coalesce(from_json(attributes->'prunegate.violation.message_ids', '["VARCHAR"]'), []) AS message_ids,
+               attributes->>'prunegate.violation.evicted_id' AS evicted_id,
+               TRY_CAST(attributes->>'prunegate.violation.index' AS BIGINT) AS request_index,
+               links
+        FROM spans
+        WHERE name = '{VIOLATION}' AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR))
+    ),
+    l AS (
+        SELECT v.span_id AS violation_span_id, v.trace_id AS violation_trace_id,
+               unnest(coalesce(from_json(v.links, '{_LINK_TYPE}'), [])) AS link
+        FROM v
+    ),
+    cause AS (
+        SELECT violation_span_id, violation_trace_id,
+               arg_min(link.span_id, CASE WHEN link.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END)
+                   AS cause_span_id,
+               arg_min(link.trace_id, CASE WHEN link.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END)
+                   AS cause_trace_id
+        FROM l GROUP BY ALL
+    ),
+    roots AS (
+        SELECT session_id, any_value(attributes->>'prunegate.session.name') AS label
+        FROM spans WHERE name = '{SESSION}' AND session_id IN (SELECT session_id FROM v)
+        GROUP BY session_id
+    )
+    SELECT v.session_id, roots.label, v.seq, v.span_id, v.trace_id, v.code, v.message, v.ids, v.message_ids,
+           v.evicted_id, v.request_index,
+           c.cause_span_id, c.cause_trace_id,
+           p.seq AS prune_seq, p.name AS cause_name,
+           p.attributes->>'prunegate.policy' AS policy,
+           TRY_CAST(p.attributes->>'prunegate.gated' AS BOOLEAN) AS prune_gated,
+           coalesce(from_json(p.attributes->'prunegate.pruned.units', '["VARCHAR"]'), []) AS pruned_units,
+           coalesce(from_json(p.attributes->'prunegate.pruned.ids', '["VARCHAR"]'), []) AS pruned_ids,
+           TRY_CAST(p.attributes->>'prunegate.tokens.before' AS BIGINT) AS prune_tokens_before,
+           TRY_CAST(p.attributes->>'prunegate.tokens.after' AS BIGINT) AS prune_tokens_after
+    FROM v
+    LEFT JOIN cause c ON c.violation_span_id = v.span_id AND c.violation_trace_id = v.trace_id
+    LEFT JOIN spans p ON p.span_id = c.cause_span_id AND p.trace_id = c.cause_trace_id
+    LEFT JOIN roots ON roots.session_id = v.session_id
+    ORDER BY v.start_time_ns DESC, v.session_id, v.seq
+    LIMIT $limit
+    """
+    return _df(src, sql, {"sid": session_id, "limit": int(limit)})
+
+
+def causal_eviction(src: Source, violation_span_id: str) -> dict[str, Any] | None:
+    """Everything the Violations page shows about one violation: the violation, the prune span it
+    links to (policy, proposal, scores, grown/shrunk/skipped units), the *partners* (evicted
+    messages whose id, tool call ids or answered ids the violation names, with the score the
+    policy gave their unit), and the steps to draw the context before and after the prune."""
+    sql = f"""
+    WITH v AS (
+        SELECT * FROM spans WHERE span_id = $vid AND name = '{VIOLATION}' LIMIT 1
+    ),
+    link AS (
+        SELECT unnest(coalesce(from_json(v.links, '{_LINK_TYPE}'), [])) AS l FROM v
+    ),
+    cause AS (
+        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
+               arg_min(l.trace_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS tid
+        FROM link
+    )
+    SELECT v.session_id, v.seq, v.span_id, v.status_message, v.attributes AS violation,
+           p.span_id AS prune_span_id, p.seq AS prune_seq, p.name AS prune_name, p.attributes AS prune,
+           chk.attributes AS check_attributes
+    FROM v
+    LEFT JOIN cause ON true
+    LEFT JOIN spans p ON p.span_id = cause.sid AND p.trace_id = cause.tid
+    LEFT JOIN spans chk ON chk.span_id = p.parent_span_id AND chk.trace_id = p.trace_id
+    """
+    df = _df(src, sql, {"vid": violation_span_id})
+    if df.empty:
+        return None
+    row = {k: (None if _isna(v) else v) for k, v in df.iloc[0].to_dict().items()}
+    row["partners"] = (
+        partners(src, violation_span_id) if row.get("prune_span_id") else pd.DataFrame()
+    )
+    return row
+
+
+def partners(src: Source, violation_span_id: str) -> pd.DataFrame:
+    """The messages the causing prune evicted that the violation is about: a pruned message whose
+    id is named by the violation, or whose tool calls / answers share an id with it, or whose unit
+    holds such a message. With the message's role, unit, tokens, the policy's score for its unit and
+    its last recorded content (when captured)."""
+    sql = f"""
+    WITH v AS (
+        SELECT session_id, trace_id, links,
+               list_concat(coalesce(from_json(attributes->'prunegate.violation.ids', '["VARCHAR"]'), []),
+                           coalesce(from_json(attributes->'prunegate.violation.message_ids', '["VARCHAR"]'), []),
+                           list_filter([attributes->>'prunegate.violation.evicted_id'], lambda x: x IS NOT NULL)) AS ids
+        FROM spans WHERE span_id = $vid AND name = '{VIOLATION}' LIMIT 1
+    ),
+    link AS (SELECT unnest(coalesce(from_json(links, '{_LINK_TYPE}'), [])) AS l FROM v),
+    cause AS (
+        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
+               arg_min(l.trace_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS tid
+        FROM link
+    ),
+    p AS (
+        SELECT spans.session_id, spans.seq, TRY_CAST(spans.attributes->>'prunegate.scores' AS JSON) AS scores,
+               coalesce(from_json(spans.attributes->'prunegate.pruned.ids', '["VARCHAR"]'), []) AS pruned_ids
+        FROM spans, cause WHERE spans.span_id = cause.sid AND spans.trace_id = cause.tid
+    ),
+    removed AS (
+        SELECT s.attributes->>'prunegate.message.id' AS message_id,
+               s.attributes->>'prunegate.unit.id' AS unit_id,
+               s.attributes->>'prunegate.message.role' AS role,
+               TRY_CAST(s.attributes->>'prunegate.message.tokens' AS BIGINT) AS tokens,
+               coalesce(from_json(s.attributes->'prunegate.message.call_ids', '["VARCHAR"]'), []) AS call_ids,
+               coalesce(from_json(s.attributes->'prunegate.message.answers', '["VARCHAR"]'), []) AS answers,
+               s.attributes->>'prunegate.message.cause' AS cause,
+               p.scores
+        FROM spans s, p
+        WHERE s.session_id = p.session_id AND s.name = '{MESSAGE}' AND s.seq = p.seq
+          AND s.attributes->>'prunegate.event' = 'remove'
+          AND list_contains(p.pruned_ids, s.attributes->>'prunegate.message.id')
+    ),
+    contents AS (
+        SELECT s.attributes->>'prunegate.message.id' AS message_id,
+               arg_max(s.attributes->>'prunegate.message.content', (s.seq, s.start_time_ns)) AS content
+        FROM spans s, p
+        WHERE s.session_id = p.session_id AND s.name = '{MESSAGE}' AND s.seq <= p.seq
+          AND s.attributes->>'prunegate.message.content' IS NOT NULL
+          AND list_contains(p.pruned_ids, s.attributes->>'prunegate.message.id')
+        GROUP BY 1
+    ),
+    named AS (
+        SELECT r.*, (list_contains(v.ids, r.message_id)
+                     OR len(list_intersect(r.call_ids, v.ids)) > 0
+                     OR len(list_intersect(r.answers, v.ids)) > 0) AS direct
+        FROM removed r, v
+    )
+    SELECT n.message_id, n.unit_id, n.role, n.tokens, n.call_ids, n.answers, n.cause, n.direct,
+           TRY_CAST(json_extract_string(n.scores, n.unit_id) AS DOUBLE) AS score, c.content
+    FROM named n LEFT JOIN contents c USING (message_id)
+    WHERE n.direct OR n.unit_id IN (SELECT unit_id FROM named WHERE direct)
+    ORDER BY direct DESC, message_id
+    """
+    return _df(src, sql, {"vid": violation_span_id})
+
+
+def retries(src: Source, *, session_id: str | None = None) -> pd.DataFrame:
+    """Repeated side-effecting calls: ``execute_tool`` spans flagged ``prunegate.tool.retry``, with
+    the step of the first execution of the same call id (the one the retry repeats)."""
+    sql = """
+    WITH t AS (
+        SELECT session_id, seq, start_time_ns, span_id,
+               attributes->>'gen_ai.tool.name' AS tool,
+               attributes->>'gen_ai.tool.call.id' AS call_id,
+               TRY_CAST(attributes->>'prunegate.tool.side_effect' AS BOOLEAN) AS side_effect,
+               coalesce(TRY_CAST(attributes->>'prunegate.tool.retry' AS BOOLEAN), false) AS retry
+        FROM spans
+        WHERE attributes->>'gen_ai.operation.name' = 'execute_tool'
+          AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR))
+    )
+    SELECT r.session_id, r.seq, r.tool, r.call_id, r.side_effect, r.span_id,
+           (SELECT min(o.seq) FROM t o WHERE o.session_id = r.session_id AND o.call_id = r.call_id
+                                        AND NOT o.retry) AS first_seq,
+           (SELECT count(*) FROM t o WHERE o.session_id = r.session_id AND o.call_id = r.call_id) AS executions
+    FROM t r WHERE r.retry
+    ORDER BY r.start_time_ns DESC
+    """
+    return _df(src, sql, {"sid": session_id})
+
+
+# --------------------------------------------------------------------------- compare
+def session_metrics(
+    src: Source,
+    *,
+    session_ids: Sequence[str] | None = None,
+    source_ids: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Per-session metrics (:data:`METRICS`) with the session's policy, gated flag and the session
+    it replays (``source_id``: a recorded session is its own source; a replay of a conversation that
+    was never recorded pairs by name). Filter by the sessions themselves and/or by their sources."""
+    cols = ", ".join(METRICS)
+    sql = f"""
+    SELECT session_id, coalesce(source_id, CASE WHEN source = 'replay' THEN label END, session_id) AS source_id,
+           label, source,
+           coalesce(policy, '(recorded)') AS policy, gated,
+           CASE WHEN policy IS NULL THEN '(recorded)'
+                WHEN gated THEN policy || ' · gated'
+                WHEN gated = false THEN policy || ' · ungated'
+                ELSE policy END AS arm,
+           budget, {cols}
+    FROM ({_SESSION_SUMMARY}) t
+    WHERE (len(CAST($sids AS VARCHAR[])) = 0 OR list_contains(CAST($sids AS VARCHAR[]), session_id))
+      AND (len(CAST($srcs AS VARCHAR[])) = 0
+           OR list_contains(CAST($srcs AS VARCHAR[]),
+                            coalesce(source_id, CASE WHEN source = 'replay' THEN label END, session_id)))
+    ORDER BY source_id, arm
+    """
+    return _df(src, sql, {"sids": _list(session_ids), "srcs": _list(source_ids)})
+
+
+def arm_summary(src: Source, metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Mean of ``metric`` per arm (policy · gated) with a 95% confidence interval (Student t for
+    small n, normal beyond 30), computed in DuckDB over the per-session rows."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
+    out = _on_frame(
+        src,
+        metrics[["arm", metric]].rename(columns={metric: "value"}),
+        """
+        SELECT arm, count(value) AS n, avg(value) AS mean, stddev_samp(value) AS sd,
+               min(value) AS min, max(value) AS max, sum(value) AS total
+        FROM frame GROUP BY arm ORDER BY arm
+        """,
+        {},
+    )
+    half = [
+        _t95(int(n)) * sd / math.sqrt(n) if n > 1 and not _isna(sd) else float("nan")
+        for n, sd in zip(out["n"], out["sd"], strict=True)
+    ]
+    out["ci_low"] = out["mean"] - pd.Series(half)
+    out["ci_high"] = out["mean"] + pd.Series(half)
+    return out
+
+
+def paired_differences(src: Source, metrics: pd.DataFrame, metric: str, baseline: str) -> pd.DataFrame:
+    """Per source session: each arm's ``metric`` minus the baseline arm's, for sessions both ran."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {list(METRICS)}")
+    return _on_frame(
+        src,
+        metrics[["source_id", "label", "arm", metric]].rename(columns={metric: "value"}),
+        """
+        WITH per AS (SELECT source_id, any_value(label) AS label, arm, avg(value) AS value
+                     FROM frame GROUP BY source_id, arm)
+        SELECT a.source_id, b.label, a.arm, b.value AS baseline, a.value, a.value - b.value AS difference
+        FROM per a JOIN per b ON a.source_id = b.source_id AND b.arm = $base AND a.arm <> $base
+        ORDER BY a.arm, a.source_id
+        """,
+        {"base": baseline},
+    )
+
+
+def _t95(n: int) -> float:
+    """Two-sided 95% Student t quantile for n-1 degrees of freedom (table; normal beyond 30)."""
+    table = {
+        1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+        10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+        18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
+        26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042,
+    }  # fmt: skip
+    return table.get(n - 1, 1.96)
+
+
+# --------------------------------------------------------------------------- live
+def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFrame:
+    """Sessions with spans that started at or after ``since_ns`` (Unix ns), most recent first,
+    with their latest context tokens and last decision."""
+    sql = f"""
+    WITH recent AS (
+        SELECT session_id FROM spans
+        WHERE session_id IS NOT NULL AND start_time_ns >= $since
+        GROUP BY session_id
+    ),
+    s AS (SELECT sp.* FROM spans sp JOIN recent USING (session_id))
+    SELECT session_id,
+           any_value(attributes->>'prunegate.session.source') FILTER (WHERE name = '{SESSION}') AS source,
+           any_value(attributes->>'prunegate.policy') FILTER (WHERE name = '{SESSION}') AS policy,
+           any_value(attributes->>'prunegate.session.name') FILTER (WHERE name = '{SESSION}') AS label,
+           count(*) AS spans,
+           max(seq) AS last_seq,
+           arg_max(TRY_CAST(coalesce(attributes->>'prunegate.context.tokens', attributes->>'prunegate.tokens.after')
+                            AS BIGINT), (seq, start_time_ns))
+               FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS tokens,
+           arg_max(attributes->>'prunegate.decision', (seq, start_time_ns))
+               FILTER (WHERE name = '{BUDGET_CHECK}') AS last_decision,
+           count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
+           max(coalesce(end_time_ns, start_time_ns)) AS last_ns
+    FROM s GROUP BY session_id
+    ORDER BY last_ns DESC LIMIT $limit
+    """
+    return _df(src, sql, {"since": int(since_ns), "limit": int(limit)})
+
+
+def store_totals(src: Source) -> dict[str, int]:
+    """Span and session counts, and the newest span time (Unix ns; 0 when empty)."""
+    row = _con(src).execute(
+        "SELECT count(*), count(DISTINCT session_id), coalesce(max(start_time_ns), 0) FROM spans"
+    ).fetchone()
+    return {"spans": int(row[0]), "sessions": int(row[1]), "last_ns": int(row[2])}
+
+
+def policy_choices(src: Source) -> list[str]:
+    """Policy names a comparison can run: the registry's built-ins and any seen in the store."""
+    from policies.registry import available
+
+    row = _con(src).execute(
+        f"SELECT list(DISTINCT attributes->>'prunegate.policy') FROM spans WHERE name = '{SESSION}'"
+    ).fetchone()
+    seen = {p for p in (row[0] or []) if p}
+    return sorted(set(available()) | {p.split("@", 1)[0] for p in seen})
+
+
+def recorded_sessions(src: Source, *, limit: int = 2000) -> pd.DataFrame:
+    """Sessions a comparison can replay (every source but ``replay``), newest first."""
+    sql = f"""
+    SELECT session_id, any_value(attributes->>'prunegate.session.name') AS label,
+           any_value(attributes->>'prunegate.session.source') AS source,
+           any_value(attributes->>'prunegate.provider') AS provider,
+           min(start_time_ns) AS start_time_ns
+    FROM spans
+    WHERE name = '{SESSION}' AND coalesce(attributes->>'prunegate.session.source', '') <> 'replay'
+    GROUP BY session_id ORDER BY start_time_ns DESC LIMIT $limit
+    """
+    return _df(src, sql, {"limit": int(limit)})
