@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 TRAFFIC = Path(__file__).resolve().parents[2] / "shared" / "traffic"
 CASSETTES = TRAFFIC / "pydantic-ai-cassettes" / "tests" / "models" / "cassettes"
@@ -39,6 +42,12 @@ class Script:
             if present_ids & set(call_ids(resp, self.provider)):
                 nxt = i + 1
         return nxt
+
+
+@cache
+def interactions(path: Path) -> list[dict[str, Any]]:
+    """The recorded interactions of one cassette file (parsed once per process)."""
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader).get("interactions", [])
 
 
 def provider_of(uri: str) -> str | None:
@@ -108,8 +117,7 @@ def load_scripts(files: Iterable[str] | None = None, root: Path = CASSETTES) -> 
     out: dict[str, dict[str, Script]] = {ANTHROPIC: {}, OPENAI: {}}
     paths = sorted(root.rglob("*.yaml")) if files is None else [root / f for f in files]
     for path in paths:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        for it in data.get("interactions", []):
+        for it in interactions(path):
             req, resp = it.get("request", {}), it.get("response", {})
             provider = provider_of(req.get("uri", ""))
             body, answer = req.get("parsed_body"), resp.get("parsed_body")
@@ -178,7 +186,7 @@ def recorded_tools(files: Iterable[str] | None = None, root: Path = CASSETTES) -
     tools = RecordedTools(scripts)
     paths = sorted(root.rglob("*.yaml")) if files is None else [root / f for f in files]
     for path in paths:
-        for it in yaml.safe_load(path.read_text(encoding="utf-8")).get("interactions", []):
+        for it in interactions(path):
             provider = provider_of(it["request"].get("uri", ""))
             body = it["request"].get("parsed_body")
             if provider and isinstance(body, dict):

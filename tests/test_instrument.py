@@ -171,8 +171,10 @@ def test_the_naive_runtime_sends_an_invalid_body_that_is_traced_as_such(rec):
     assert chat.attributes["error.type"] == "invalid_request_error"
     prune = rec.one("prunegate.prune")
     assert prune.attributes["prunegate.gated"] is False and "m4" in prune.attributes["prunegate.pruned.ids"]
-    link = rec.one("prunegate.violation").links[0]
-    assert link.context.span_id == prune.context.span_id
+    violation = rec.one("prunegate.violation")
+    assert violation.links[0].context.span_id == prune.context.span_id
+    assert list(violation.attributes["prunegate.violation.message_ids"]) == ["m5"]  # the orphaned result
+    assert violation.attributes["prunegate.violation.evicted_id"] == "m4"
 
 
 def test_the_gate_never_sends_that_invalid_body(rec):

@@ -67,8 +67,9 @@ class PruneGuard:
     """The gate, a context and a traced session for one conversation of a production agent.
 
     ``policy`` is a policy name (``policy_params`` are its parameters) or a policy object.
-    ``store`` is a trace store directory (spans go there through the store pipeline); or pass a
-    ``tracer_provider`` of your own (with OTLP, say); neither: the global tracer provider.
+    ``store`` is a trace store directory (spans go there through the store pipeline) and
+    ``otlp_endpoint`` an OTLP/HTTP collector (either or both); or pass a ``tracer_provider`` of
+    your own; none of them: the global tracer provider.
     ``gated=False`` runs the naive runtime instead of the gate (to measure what the gate prevents).
     ``side_effects`` names the tools (or a predicate) whose repetition is a duplicated side effect.
     """
@@ -82,6 +83,7 @@ class PruneGuard:
         provider: str = convert.ANTHROPIC,
         store: str | Path | None = None,
         tracer_provider: trace.TracerProvider | None = None,
+        otlp_endpoint: str | None = None,
         policy_params: Mapping[str, Any] | None = None,
         mode: str = "grow",
         gated: bool = True,
@@ -110,7 +112,7 @@ class PruneGuard:
         self.session_name = session_name
         self.token_counter = token_counter
         self._side_effects = side_effects
-        self.tracer_provider, self._owns_provider = _tracer_provider(store, tracer_provider)
+        self.tracer_provider, self._owns_provider = _tracer_provider(store, tracer_provider, otlp_endpoint)
         self._lock = threading.Lock()
         self._chat: ChatCall | None = None
         self.errors = 0  # bodies passed through unchanged because the guard could not handle them
@@ -220,16 +222,9 @@ class PruneGuard:
             ctx.observer_errors.call(_raise, exc)
 
     def _message_ids_of(self, call_ids: Collection[str]) -> list[str]:
-        out: list[str] = []
-        for cid in call_ids:
-            unit = self.context.unit_of_call(cid)
-            if unit is None:
-                continue
-            for mid in unit.message_ids:
-                m = self.context.message(mid)
-                if (cid in m.call_ids or cid in m.answered_ids) and mid not in out:
-                    out.append(mid)
-        return out
+        """Context messages issuing or answering these calls (a scan: only run for violations)."""
+        wanted = set(call_ids)
+        return [m.id for m in self.context.iter_messages() if wanted & {*m.call_ids, *m.answered_ids}]
 
     def record_response(self, response: Any = None, *, error: BaseException | Mapping[str, Any] | None = None) -> None:
         """Finish the model call opened by :meth:`gate`: the response (dict or SDK object), or the error."""
@@ -366,13 +361,27 @@ def _raise(exc: BaseException) -> None:
     raise exc
 
 
-def _tracer_provider(store: str | Path | None,
-                     tracer_provider: trace.TracerProvider | None) -> tuple[trace.TracerProvider, bool]:
-    """The provider to trace into, and whether the guard created it (and so flushes it)."""
+_SHARED: dict[tuple[str, str | None], Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _tracer_provider(store: str | Path | None, tracer_provider: trace.TracerProvider | None,
+                     otlp_endpoint: str | None = None) -> tuple[trace.TracerProvider, bool]:
+    """The provider to trace into, and whether the guard set it up (and so flushes it on close).
+
+    Guards given the same store (and OTLP endpoint) share one pipeline for the whole process: a
+    guard per conversation costs no extra threads. The pipeline flushes at exit.
+    """
     if tracer_provider is not None:
         return tracer_provider, False
-    if store is not None:
-        from .setup import configure  # noqa: PLC0415 - the store pipeline is only needed with a store
+    if store is None and otlp_endpoint is None:
+        return trace.get_tracer_provider(), False
+    from .setup import setup_tracing  # noqa: PLC0415 - the store pipeline is only needed with a store
 
-        return configure(store=store), True
-    return trace.get_tracer_provider(), False
+    key = (str(Path(store).resolve()) if store is not None else "", otlp_endpoint)
+    with _SHARED_LOCK:
+        tracing = _SHARED.get(key)
+        if tracing is None:
+            tracing = _SHARED[key] = setup_tracing(store if store is not None else False,
+                                                   otlp_endpoint if otlp_endpoint is not None else False)
+    return tracing.provider, True

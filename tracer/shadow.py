@@ -75,6 +75,7 @@ class ShadowGuard:
         budget: int | None = None,
         store: str | Path | None = None,
         tracer_provider: trace.TracerProvider | None = None,
+        otlp_endpoint: str | None = None,
         capture_content: bool | None = None,
         redact: Redactor | None = None,
         session_id: str | None = None,
@@ -85,7 +86,7 @@ class ShadowGuard:
         self.trimmer = trimmer
         self.budget = budget
         self.counter = token_counter or DEFAULT_COUNTER
-        self.tracer_provider, self._owns_provider = _tracer_provider(store, tracer_provider)
+        self.tracer_provider, self._owns_provider = _tracer_provider(store, tracer_provider, otlp_endpoint)
         self.session = TracedSession(
             self.tracer_provider, session_id=session_id, source="shadow", name=session_name, provider=provider,
             policy=trimmer, gated=False, budget=budget, capture_content=capture_content, redact=redact,
