@@ -207,7 +207,7 @@ def travel(rng: random.Random, provider: str) -> Transcript:
             venues.extend(found)
             calls.append(c)
             results.append((c.id, _j({"city": city, "cuisine": cuisine, "results": found})))
-    museums = [ids.code("MU-", 4) for _ in range(rng.randint(4, 8))]
+    museums = [ids.code("MU-", 4) for _ in range(rng.randint(5, 9))]
     for m in museums:
         c = Call(ids.call(), "get_opening_hours", {"venue_id": m})
         calls.append(c)
@@ -303,7 +303,7 @@ def coding(rng: random.Random, provider: str) -> Transcript:
             call("read_file", {"path": p}, source(p, rng.randint(4, 10)), streamed=True)
         else:
             call("run_tests", {"path": f"tests/test_{mod}.py::{failing}"}, test_log(0, [failing]), streamed=True)
-        if step % 4 == 3:
+        if step % 6 == 5:
             t.assistant(f"Still investigating: the failure comes from src/{mod}/core.py line {line_no}.")
             t.user("Keep going.")
     patch = f"src/{mod}/core.py"

@@ -285,21 +285,26 @@ def compare(
     budget: int | None = None,
     hard_ceiling: int | None = None,
     stream_results: int = 0,
-    seed: int = 0,
+    seed: int | None = None,
+    bootstrap_seed: int = 0,
     workers: int = 1,
     store_path: str | os.PathLike[str] | None = None,
     capture_content: bool = False,
     progress: Progress | None = None,
     resamples: int = 2000,
 ) -> Comparison:
-    """Replay ``conversations`` under every policy × gating and compare them (see module docstring)."""
+    """Replay ``conversations`` under every policy × gating and compare them (see module docstring).
+
+    ``seed`` shuffles each batch's result order (None: recorded order); ``bootstrap_seed`` seeds the
+    confidence intervals.
+    """
     if isinstance(policies, str):
         policies = parse_policies(policies)
     specs = arms(policies, gated, budget=budget, hard_ceiling=hard_ceiling, stream_results=stream_results,
                  seed=seed)
     results = run_replays(conversations, specs, workers=workers, store_path=store_path,
                           capture_content=capture_content, progress=progress)
-    return Comparison(specs, aggregate(specs, results), paired_differences(specs, results, seed=seed,
+    return Comparison(specs, aggregate(specs, results), paired_differences(specs, results, seed=bootstrap_seed,
                                                                            resamples=resamples), results)
 
 

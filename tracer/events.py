@@ -259,21 +259,16 @@ def _stream(msg: Message, text: str, chunks: int) -> list[Event]:
 
 # ------------------------------------------------------------------------------- references
 _TOKEN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-.@/:]*[A-Za-z0-9]|[0-9]")
+_DIGIT_RE = re.compile(r"[0-9]")
 MIN_WORD = 6  # letters-only tokens shorter than this are never references
 MAX_WORD_HOLDERS = 2  # a word is rare when at most this many messages hold it
 
 
 def tokens_of(text: str) -> set[str]:
-    """The candidate reference tokens of a text, lower-cased: ids, numbers and words."""
-    out = set()
-    for tok in _TOKEN_RE.findall(text):
-        tok = tok.lower()
-        if any(c.isdigit() for c in tok):
-            if len(tok) >= 3:
-                out.add(tok)
-        elif len(tok) >= MIN_WORD:
-            out.add(tok)
-    return out
+    """The candidate reference tokens of a text, lower-cased: ids and numbers (a digit, 3+
+    characters) and words (6+ characters)."""
+    found = set(_TOKEN_RE.findall(text.lower()))
+    return {t for t in found if len(t) >= MIN_WORD or (len(t) >= 3 and _DIGIT_RE.search(t))}
 
 
 def _referable_text(msg: Message) -> str:

@@ -226,8 +226,9 @@ def load_conversations(store: Store | str | os.PathLike[str] | None = None, sess
                        *, sources: Iterable[str] = SOURCE_SESSIONS) -> list[Conversation]:
     """Rebuild recorded sessions as conversations, oldest first.
 
-    ``session_ids`` selects sessions by id or by name (any source); otherwise every session whose
-    source is in ``sources`` (replays are left out: they are derived data).
+    ``session_ids`` selects sessions by id (any source) or by name (sources in ``sources`` only: a
+    replay carries its source's name); otherwise every session whose source is in ``sources``
+    (replays are left out: they are derived data).
     """
     store = store if isinstance(store, Store) else Store(store)
     if not store.path.exists():
@@ -243,10 +244,11 @@ def load_conversations(store: Store | str | os.PathLike[str] | None = None, sess
             sid = row["session_id"]
             if sid in picked:
                 continue
+            source_ok = attrs.get("prunegate.session.source") in allowed
             if wanted is not None:
-                if sid in wanted or attrs.get("prunegate.session.name") in wanted:
+                if sid in wanted or (source_ok and attrs.get("prunegate.session.name") in wanted):
                     picked[sid] = attrs
-            elif attrs.get("prunegate.session.source") in allowed:
+            elif source_ok:
                 picked[sid] = attrs
         if not picked:
             return []
@@ -374,3 +376,48 @@ def _json(value: Any) -> dict[str, Any]:
 def store_path_arg(value: str | None) -> Store:
     """``--store``: the given path, else ``$PRUNEGATE_STORE``, else ``./prunegate-store``."""
     return Store(Path(value) if value else None)
+
+
+# ------------------------------------------------------------------------------------- listing
+_LIST_SQL = """
+WITH roots AS (
+    SELECT session_id, arg_min(attributes, start_time_ns) AS a, min(start_time_ns) AS t
+    FROM spans WHERE name = 'prunegate.session' GROUP BY session_id
+),
+msgs AS (
+    SELECT session_id,
+           count(*) FILTER (WHERE attributes->>'prunegate.event' IN ('append', 'open')
+                            AND (attributes->'prunegate.message.summary_of') IS NULL) AS messages,
+           coalesce(sum(json_array_length(attributes->'prunegate.message.call_ids'))
+                    FILTER (WHERE attributes->>'prunegate.event' IN ('append', 'open')
+                            AND (attributes->'prunegate.message.summary_of') IS NULL), 0) AS tool_calls,
+           max(TRY_CAST(attributes->>'prunegate.context.tokens' AS BIGINT)) AS peak_tokens
+    FROM spans WHERE name = 'prunegate.message' GROUP BY session_id
+),
+viol AS (
+    SELECT session_id, count(*) AS violations FROM spans WHERE name = 'prunegate.violation' GROUP BY session_id
+)
+SELECT roots.session_id AS id,
+       roots.a->>'prunegate.session.name' AS name,
+       roots.a->>'prunegate.session.source' AS source,
+       roots.a->>'prunegate.provider' AS provider,
+       roots.a->>'prunegate.policy' AS policy,
+       TRY_CAST(roots.a->>'prunegate.gated' AS BOOLEAN) AS gated,
+       coalesce(msgs.messages, 0) AS messages,
+       coalesce(msgs.tool_calls, 0) AS tool_calls,
+       msgs.peak_tokens AS peak_tokens,
+       coalesce(viol.violations, 0) AS violations
+FROM roots LEFT JOIN msgs USING (session_id) LEFT JOIN viol USING (session_id)
+WHERE len(CAST(? AS VARCHAR[])) = 0 OR list_contains(CAST(? AS VARCHAR[]), roots.a->>'prunegate.session.source')
+ORDER BY roots.t, roots.session_id
+"""
+
+
+def list_sessions(store: Store | str | os.PathLike[str] | None = None,
+                  sources: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """One row per session: id, name, source, provider, policy, gated, messages, tool_calls,
+    peak_tokens, violations (messages and tool calls count arrivals, not re-injections or summaries)."""
+    store = store if isinstance(store, Store) else Store(store)
+    wanted = list(sources or [])
+    return [{k: (int(v) if k in ("messages", "tool_calls", "peak_tokens", "violations") and v is not None else v)
+             for k, v in row.items()} for row in store.query(_LIST_SQL, [wanted, wanted])]

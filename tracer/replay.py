@@ -16,6 +16,7 @@ counted here either way (:class:`SessionResult`), so comparisons do not need to 
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -208,7 +209,7 @@ class _Run:
                 r.events += 1
                 kind = ev.kind
                 if kind == APPEND or kind == OPEN:
-                    msg = ev.message.copy()  # type: ignore[union-attr]
+                    msg = _fresh(ev.message, deep=kind == OPEN)  # type: ignore[arg-type]
                     ctx.append(msg, closed=kind == APPEND)
                     self.appended[msg.id] = msg
                     self._check()
@@ -362,6 +363,16 @@ class _Run:
             if sid in ctx and _holds(ctx.message(sid), ref.tokens):
                 return True
         return False
+
+
+def _fresh(template: Message, *, deep: bool) -> Message:
+    """A message to append: a new object (the context sets its seq and tokens) sharing the template's
+    blocks when it arrives closed (nothing writes into a closed message's blocks), copying them when
+    it arrives open (deltas write into them)."""
+    msg = copy.copy(template)
+    msg.blocks = [b.copy() for b in template.blocks] if deep else list(template.blocks)
+    msg.extra = dict(template.extra)
+    return msg
 
 
 def _holds(msg: Message, tokens: tuple[str, ...]) -> bool:
