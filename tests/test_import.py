@@ -257,3 +257,57 @@ def test_the_cassettes_last_requests_import(tmp_path):
 def test_reading_the_traffic_directory_yields_no_refusal():
     items = list(read_paths([TAU.parent.parent]))
     assert not [i for i in items if isinstance(i, Refusal)]
+
+
+# ---------------------------------------------------------------------------------- OTLP JSON
+def test_prunegate_traces_exported_as_otlp_json_import_back_as_the_same_sessions(tmp_path):
+    from tracer.otlp_json import write_otlp_json
+    from tracer.store import Store
+
+    src = tmp_path / "trip.json"
+    src.write_text(json.dumps(ANTHROPIC_BODY))
+    [sid] = import_paths([src], tmp_path / "a").session_ids
+    write_otlp_json(Store(tmp_path / "a").spans(sid), tmp_path / "export.jsonl")
+    report = import_paths([tmp_path / "export.jsonl"], tmp_path / "b")
+    assert (report.sessions, report.messages, report.tool_calls, report.otlp_files) == (1, 5, 2, 1)
+    assert list_sessions(tmp_path / "b") == list_sessions(tmp_path / "a")
+    assert import_paths([tmp_path / "export.jsonl"], tmp_path / "b").sessions == 0  # already there
+
+
+def test_another_instrumentations_genai_chat_spans_become_a_session(tmp_path):
+    from tracer.otlp_json import write_otlp_json
+
+    history = [
+        {"role": "user", "parts": [{"type": "text", "content": "Weather in Paris and Rome?"}]},
+        {"role": "assistant", "parts": [
+            {"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}},
+            {"type": "tool_call", "id": "c2", "name": "get_weather", "arguments": '{"city": "Rome"}'}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "sunny"}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c2", "response": {"celsius": 21}}]},
+    ]
+    reply = [{"role": "assistant", "parts": [{"type": "text", "content": "Paris is sunny, Rome 21C."}]}]
+
+    def chat(n: int, messages: list, **extra: str) -> dict:
+        return {"trace_id": "ab" * 16, "span_id": f"{n:016x}", "name": "chat gpt-4o", "kind": "CLIENT",
+                "start_time_ns": n * 100, "end_time_ns": n * 100 + 5, "resource": {"service.name": "agent"},
+                "attributes": {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+                               "gen_ai.request.model": "gpt-4o", "gen_ai.conversation.id": "conv-9",
+                               "gen_ai.input.messages": json.dumps(messages), **extra}}
+
+    write_otlp_json([chat(1, history[:1]), chat(2, history, **{"gen_ai.output.messages": json.dumps(reply)})],
+                    tmp_path / "spans.json")
+    report = import_paths([tmp_path / "spans.json"], tmp_path / "s")
+    assert (report.sessions, report.messages, report.tool_calls, report.otlp_spans) == (1, 5, 2, 2)
+    [conv] = load_conversations(tmp_path / "s")
+    assert conv.name == "spans:conv-9" and conv.provider == "openai"
+    assert [m.role for m in conv.messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert conv.messages[1].blocks[1].input == {"city": "Rome"}
+
+
+def test_a_malformed_otlp_line_is_refused_with_its_line_and_nothing_of_that_file_is_written(tmp_path, capsys):
+    good = {"resourceSpans": []}
+    src = write_jsonl(tmp_path / "spans.jsonl", [good, '{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": 1}]}]}]}'])
+    code, out = run_json(capsys, "import", str(src), "--store", str(tmp_path / "s"))
+    assert code == 1 and out["sessions"] == 0 and out["otlp_files"] == 0
+    [refused] = out["refused"]
+    assert refused["file"] == str(src) and refused["line"] == 2

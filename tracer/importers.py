@@ -400,6 +400,100 @@ def _tau_item(name: str, line: int | None, index: int, item: dict[str, Any]) -> 
         return Refusal(name, line, f"item {index} ({label}): {exc}")
 
 
+# ------------------------------------------------------------------------------ OTLP GenAI spans
+GENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str) -> list[Conversation | Refusal]:
+    """Conversations held by another instrumentation's GenAI ``chat`` spans (decoded span rows).
+
+    Spans are grouped by ``gen_ai.conversation.id`` (else by trace); the latest chat span of a
+    group with ``gen_ai.input.messages`` holds the conversation so far, and its
+    ``gen_ai.output.messages`` the reply. Messages follow the GenAI semantic conventions (role +
+    parts: ``text``, ``tool_call``, ``tool_call_response``; ``reasoning`` parts are left out).
+    """
+    latest: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        a = row.get("attributes") or {}
+        if a.get("gen_ai.operation.name") != "chat" or not isinstance(a.get("gen_ai.input.messages"), str):
+            continue
+        key = str(a.get("gen_ai.conversation.id") or row.get("trace_id"))
+        if key not in latest or (row.get("start_time_ns") or 0) >= (latest[key].get("start_time_ns") or 0):
+            latest[key] = row
+    out: list[Conversation | Refusal] = []
+    for key, row in latest.items():
+        a = row["attributes"]
+        name = f"{Path(file).stem}:{key}"
+        try:
+            msgs = _genai_messages(a.get("gen_ai.system_instructions"), "system instructions", system=True)
+            msgs += _genai_messages(a["gen_ai.input.messages"], "gen_ai.input.messages")
+            if isinstance(a.get("gen_ai.output.messages"), str):
+                msgs += _genai_messages(a["gen_ai.output.messages"], "gen_ai.output.messages")[:1]
+            if not msgs:
+                raise _Refused("chat span without messages")
+            provider = _genai_provider(a)
+            for i, m in enumerate(msgs):
+                m.id = f"t{i}"
+                m.origin = None
+            renamed = unique_call_ids(msgs)
+            _dry_run(msgs, provider)
+            extra = {"model": a["gen_ai.request.model"]} if isinstance(a.get("gen_ai.request.model"), str) else {}
+            out.append(Conversation(name=name, provider=provider, messages=msgs, request_extra=extra, file=file,
+                                    line=None, format="otlp-genai", renamed=renamed))
+        except _Refused as exc:
+            out.append(Refusal(file, None, f"span {row.get('span_id')} ({key}): {exc}"))
+    return out
+
+
+def _genai_provider(a: dict[str, Any]) -> str:
+    name = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or "").lower()
+    return convert.ANTHROPIC if "anthropic" in name or "claude" in str(a.get("gen_ai.request.model", "")) else convert.OPENAI
+
+
+def _genai_messages(text: Any, where: str, *, system: bool = False) -> list[Message]:
+    from policies.messages import TEXT, TOOL_RESULT, TOOL_USE, Block
+
+    if text is None:
+        return []
+    try:
+        value = json.loads(text) if isinstance(text, str) else text
+    except json.JSONDecodeError as exc:
+        raise _Refused(f"{where}: malformed JSON ({exc.msg})") from None
+    if system:  # a list of parts
+        parts = value if isinstance(value, list) else []
+        texts = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+        return [Message(id="", role="system", blocks=[Block(TEXT, text="\n".join(map(str, texts)))], form="str")] if texts else []
+    if not isinstance(value, list):
+        raise _Refused(f"{where}: expected a list of messages")
+    out = []
+    for i, m in enumerate(value):
+        if not isinstance(m, dict) or m.get("role") not in GENAI_ROLES:
+            raise _Refused(f"{where}[{i}]: expected a message with a role")
+        blocks = []
+        for part in m.get("parts") or []:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text":
+                blocks.append(Block(TEXT, text=str(part.get("content") or "")))
+            elif kind == "tool_call":
+                args = part.get("arguments")
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args)
+                    except json.JSONDecodeError:
+                        args = {"_raw_arguments": args}
+                blocks.append(Block(TOOL_USE, id=str(part.get("id") or ""), name=str(part.get("name") or ""),
+                                    input=args if args is not None else {}))
+            elif kind == "tool_call_response":
+                resp = part.get("response")
+                blocks.append(Block(TOOL_RESULT, tool_use_id=str(part.get("id") or ""),
+                                    content=resp if isinstance(resp, (str, list)) or resp is None else json.dumps(resp)))
+        if any(b.type == TOOL_USE and not b.id or b.type == TOOL_RESULT and not b.tool_use_id for b in blocks):
+            raise _Refused(f"{where}[{i}]: a tool call or response without an id")
+        if blocks:
+            out.append(Message(id="", role=m["role"], blocks=blocks, form="list"))
+    return out
+
+
 # ------------------------------------------------------------------------------------- cassettes
 def provider_of_uri(uri: str) -> str | None:
     """The provider a recorded HTTP request went to (Anthropic Messages or an OpenAI-style Chat Completions)."""

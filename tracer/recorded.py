@@ -26,7 +26,7 @@ from policies import Context
 from policies.messages import REDACTED_THINKING, TEXT, TOOL_RESULT, TOOL_USE, Block, Message
 from policies.tokens import DEFAULT_COUNTER
 
-from .importers import Conversation, OtlpFile, Refusal, read_paths
+from .importers import Conversation, OtlpFile, Refusal, conversations_from_genai_rows, read_paths
 from .store import Store
 
 SOURCE_SESSIONS = ("import", "live", "shadow", "synthetic")  # what replay reads unless told otherwise
@@ -35,20 +35,14 @@ ARRIVALS = ("append", "open")
 
 # ------------------------------------------------------------------------------------ providers
 def store_tracer_provider(store: Store | str | os.PathLike[str]) -> Any:
-    """A tracer provider whose spans go into ``store`` (a private one: the global provider is left alone).
+    """A tracer provider whose spans go into ``store`` (and to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    is set), built by :func:`tracer.setup.setup_tracing`; the global provider is left alone.
 
     Flush or shut it down when done (:func:`close_provider`).
     """
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
+    from .setup import setup_tracing
 
-    from .pipeline import ReliableSpanProcessor
-    from .store_sink import StoreSink
-
-    provider = TracerProvider(resource=Resource.create({"service.name": "prunegate"}))
-    provider.add_span_processor(ReliableSpanProcessor(StoreSink(store if isinstance(store, Store) else Store(store)),
-                                                      schedule_delay=0.5))
-    return provider
+    return setup_tracing(store if isinstance(store, Store) else Store(store)).provider
 
 
 def close_provider(provider: Any) -> None:
@@ -175,43 +169,61 @@ def import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | o
             if isinstance(item, Refusal):
                 report.refused.append(item)
             elif isinstance(item, OtlpFile):
-                _import_otlp(store, item, report)
+                _import_otlp(store, item, report, existing, provider, capture_content)
             else:
-                sid = session_id_for(item)
-                if sid in existing:
-                    report.skipped.append(sid)
-                    continue
-                record_conversation(item, provider, session_id=sid, capture_content=capture_content)
-                existing.add(sid)
-                report.session_ids.append(sid)
-                report.sessions += 1
-                report.messages += len(item.messages)
-                report.tool_calls += item.tool_calls
-                report.renamed.extend({"session": item.name, "message": r.message_id, "old": r.old, "new": r.new}
-                                      for r in item.renamed)
+                _record(item, report, existing, provider, capture_content)
     finally:
         if own:
             close_provider(provider)
     return report
 
 
-def _import_otlp(store: Store, item: OtlpFile, report: ImportReport) -> None:
-    try:
-        from .otlp_json import import_otlp_json
-    except ImportError:
-        report.refused.append(Refusal(str(item.path), None, "OTLP JSON import is not available in this build"))
-        return
+def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: set[str], provider: Any,
+                 capture_content: bool) -> None:
+    """An OTLP JSON file: its spans go in as they are (all or nothing). prunegate's own sessions are
+    then sessions already; another instrumentation's GenAI chat spans become import sessions."""
+    from .otlp_json import OtlpJsonError, import_otlp_json, read_otlp_json
+
     try:
         result = import_otlp_json(store, item.path)
-    except Exception as exc:  # noqa: BLE001 - reported with the file, never raised past the import
-        report.refused.append(Refusal(str(item.path), getattr(exc, "line", None), f"OTLP JSON: {exc}"))
+        rows = list(read_otlp_json(item.path))
+    except OtlpJsonError as exc:
+        report.refused.append(Refusal(str(item.path), exc.line or None, str(exc).split(": ", 1)[-1]))
         return
     report.otlp_files += 1
-    spans = getattr(result, "spans", result)
-    if isinstance(spans, int):
-        report.otlp_spans += spans
-    for refusal in getattr(result, "refused", None) or ():
-        report.refused.append(Refusal(str(item.path), getattr(refusal, "line", None), str(getattr(refusal, "reason", refusal))))
+    report.otlp_spans += result.imported
+    own = {r["session_id"] for r in rows if r["name"] == "prunegate.session" and r.get("session_id")}
+    if own:
+        for sid in sorted(own - existing):
+            mine = [r["attributes"] for r in rows if r["session_id"] == sid and r["name"] == "prunegate.message"
+                    and r["attributes"].get("prunegate.event") in ARRIVALS
+                    and not r["attributes"].get("prunegate.message.summary_of")]
+            report.sessions += 1
+            report.messages += len(mine)
+            report.tool_calls += sum(len(a.get("prunegate.message.call_ids") or []) for a in mine)
+            report.session_ids.append(sid)
+        existing |= own
+        return
+    for conv in conversations_from_genai_rows(rows, str(item.path)):
+        if isinstance(conv, Refusal):
+            report.refused.append(conv)
+        else:
+            _record(conv, report, existing, provider, capture_content)
+
+
+def _record(conv: Conversation, report: ImportReport, existing: set[str], provider: Any, capture_content: bool) -> None:
+    sid = session_id_for(conv)
+    if sid in existing:
+        report.skipped.append(sid)
+        return
+    record_conversation(conv, provider, session_id=sid, capture_content=capture_content)
+    existing.add(sid)
+    report.session_ids.append(sid)
+    report.sessions += 1
+    report.messages += len(conv.messages)
+    report.tool_calls += conv.tool_calls
+    report.renamed.extend({"session": conv.name, "message": r.message_id, "old": r.old, "new": r.new}
+                          for r in conv.renamed)
 
 
 def _existing_ids(store: Store) -> set[str]:
