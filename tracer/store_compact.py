@@ -53,8 +53,12 @@ class CompactResult:
 
 
 def is_lock_error(exc: BaseException) -> bool:
-    """Whether a DuckDB error means "another process holds a conflicting lock on the file"."""
-    return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
+    """Whether a DuckDB error means "someone holds the file in a conflicting mode": another
+    process (a file lock) or another connection of this process (read-only vs read-write)."""
+    if isinstance(exc, duckdb.IOException):
+        return "lock" in str(exc).lower()
+    resource_in_use = getattr(duckdb, "ResourceInUseException", None)
+    return resource_in_use is not None and isinstance(exc, resource_in_use)
 
 
 def open_main_rw(main: Path, deadline: float) -> duckdb.DuckDBPyConnection | None:

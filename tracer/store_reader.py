@@ -128,8 +128,7 @@ class StoreReader:
     def arrow(self, sql: str, params: Params = None) -> pa.Table:
         """Run ``sql`` (with ``?`` or ``$name`` parameters) and return an Arrow table."""
         try:
-            result = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
-            return result.fetch_arrow_table()
+            return self.con.sql(sql, params=params).to_arrow_table()
         except duckdb.Error as exc:
             raise StoreError(f"{self.layout.root}: query failed: {exc}") from exc
 

@@ -43,7 +43,8 @@ ARROW_SCHEMA: pa.Schema = pa.schema(
 SESSION_ATTRIBUTES = ("gen_ai.conversation.id", "prunegate.session.id")
 SEQ_ATTRIBUTE = "prunegate.seq"
 
-# Span names the views classify. The gate observer emits these (see DESIGN.md conventions).
+# Span names the views classify (the span contract: docs/spans.md).
+SESSION_ROOT = "prunegate.session"
 BUDGET_CHECK = "prunegate.budget_check"
 VIOLATION = "prunegate.violation"
 TRACER_STATS = "prunegate.tracer.stats"
@@ -96,8 +97,16 @@ def _int(attr: str) -> str:
     return f"TRY_CAST(attributes->>'{attr}' AS BIGINT)"
 
 
-# Views over the unified `spans` view. Each is a plain SELECT; the reader creates them as TEMP
-# views in its private in-memory database.
+def _bool(attr: str) -> str:
+    return f"TRY_CAST(attributes->>'{attr}' AS BOOLEAN)"
+
+
+def _str(attr: str) -> str:
+    return f"attributes->>'{attr}'"
+
+
+# Views over the unified `spans` view, following the span contract in docs/spans.md. Each is a
+# plain SELECT; the reader creates them as TEMP views in its private in-memory database.
 VIEWS: tuple[tuple[str, str], ...] = (
     (
         "sessions",
@@ -108,9 +117,12 @@ VIEWS: tuple[tuple[str, str], ...] = (
                count(*) AS span_count,
                count(DISTINCT trace_id) AS trace_count,
                max(seq) AS max_seq,
+               any_value({_str("prunegate.session.name")}) FILTER (WHERE name = '{SESSION_ROOT}') AS name,
+               any_value({_str("prunegate.session.source")}) FILTER (WHERE name = '{SESSION_ROOT}') AS source,
+               any_value({_str("prunegate.policy")}) FILTER (WHERE name = '{SESSION_ROOT}') AS policy,
+               any_value({_bool("prunegate.gated")}) FILTER (WHERE name = '{SESSION_ROOT}') AS gated,
                count(*) FILTER (WHERE name = '{BUDGET_CHECK}') AS budget_checks,
-               count(*) FILTER (WHERE name IN ({_names(DECISION_NAMES)})
-                                OR attributes->>'prunegate.decision' IS NOT NULL) AS decisions,
+               count(*) FILTER (WHERE name IN ({_names(DECISION_NAMES)})) AS decisions,
                count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
                count(*) FILTER (WHERE status_code = 'ERROR') AS errors,
                any_value(resource->>'service.name') AS service_name
@@ -123,11 +135,16 @@ VIEWS: tuple[tuple[str, str], ...] = (
         "budget_checks",
         f"""
         SELECT session_id, seq, trace_id, span_id, parent_span_id, start_time_ns, end_time_ns,
-               {_int("prunegate.context.tokens")} AS context_tokens,
-               {_int("prunegate.budget.limit")} AS budget_limit,
-               {_int("prunegate.budget.ceiling")} AS budget_ceiling,
-               attributes->>'prunegate.decision' AS decision,
-               attributes->>'prunegate.policy' AS policy,
+               {_int("prunegate.check")} AS check_index,
+               {_str("prunegate.decision")} AS decision,
+               {_str("prunegate.reason")} AS reason,
+               {_int("prunegate.tokens.before")} AS tokens_before,
+               {_int("prunegate.tokens.after")} AS tokens_after,
+               {_int("prunegate.budget")} AS budget,
+               {_int("prunegate.hard_ceiling")} AS hard_ceiling,
+               {_int("prunegate.pending_calls")} AS pending_calls,
+               {_int("prunegate.open_messages")} AS open_messages,
+               {_bool("prunegate.gated")} AS gated,
                attributes
         FROM spans
         WHERE name = '{BUDGET_CHECK}'
@@ -136,23 +153,27 @@ VIEWS: tuple[tuple[str, str], ...] = (
     (
         "decisions",
         f"""
-        SELECT session_id, seq, trace_id, span_id, parent_span_id, name, start_time_ns, end_time_ns,
-               coalesce(attributes->>'prunegate.decision', replace(name, 'prunegate.', '')) AS decision,
-               attributes->>'prunegate.policy' AS policy,
-               attributes->>'prunegate.reason' AS reason,
-               {_int("prunegate.prune.tokens")} AS tokens_freed,
+        SELECT session_id, seq, trace_id, span_id, parent_span_id AS budget_check_span_id, name,
+               start_time_ns, end_time_ns,
+               replace(name, 'prunegate.', '') AS decision,
+               {_str("prunegate.policy")} AS policy,
+               {_str("prunegate.reason")} AS reason,
+               {_int("prunegate.tokens.before")} AS tokens_before,
+               {_int("prunegate.tokens.after")} AS tokens_after,
+               {_bool("prunegate.budget_met")} AS budget_met,
+               {_bool("prunegate.gated")} AS gated,
                status_code, attributes
         FROM spans
         WHERE name IN ({_names(DECISION_NAMES)})
-           OR (attributes->>'prunegate.decision' IS NOT NULL AND name <> '{BUDGET_CHECK}')
         """,
     ),
     (
         "violations",
         f"""
         SELECT session_id, seq, trace_id, span_id, parent_span_id, start_time_ns,
-               attributes->>'prunegate.violation.kind' AS kind,
-               coalesce(attributes->>'prunegate.violation.message', status_message) AS message,
+               {_str("prunegate.violation.code")} AS code,
+               coalesce({_str("prunegate.violation.message")}, status_message) AS message,
+               {_int("prunegate.violation.index")} AS message_index,
                links->0->>'trace_id' AS cause_trace_id,
                links->0->>'span_id' AS cause_span_id,
                attributes, links
@@ -175,14 +196,15 @@ VIEWS: tuple[tuple[str, str], ...] = (
         "tracer_stats",
         f"""
         SELECT trace_id, span_id, start_time_ns AS time_ns,
-               TRY_CAST(attributes->>'process.pid' AS BIGINT) AS pid,
-               attributes->>'prunegate.tracer.sink' AS sink,
+               {_int("process.pid")} AS pid,
+               {_str("prunegate.tracer.sink")} AS sink,
                {_int("prunegate.tracer.received")} AS received,
                {_int("prunegate.tracer.stored")} AS stored,
                {_int("prunegate.tracer.spooled")} AS spooled,
                {_int("prunegate.tracer.recovered")} AS recovered,
                {_int("prunegate.tracer.failed")} AS failed,
                {_int("prunegate.tracer.dropped")} AS dropped,
+               {_str("prunegate.tracer.last_error")} AS last_error,
                resource->>'service.name' AS service_name
         FROM spans
         WHERE name = '{TRACER_STATS}'

@@ -1,0 +1,470 @@
+"""OTLP JSON files <-> span rows.
+
+The format is what the OpenTelemetry Collector's file exporter writes: one
+``{"resourceSpans": [...]}`` object (an ExportTraceServiceRequest) per line; trace and span ids
+as hex strings; times as (string) integer nanoseconds; enums as integers (names are accepted too);
+attribute values as AnyValue objects (``{"stringValue": ...}``, ``{"intValue": "42"}``, ...).
+A file holding a single pretty-printed request is accepted as well.
+
+- :func:`read_otlp_json` yields span rows (the decoded row form of :mod:`tracer.store_rows`);
+  bad input raises :class:`OtlpJsonError` naming the file, the line and the span.
+- :func:`write_otlp_json` writes span rows back as OTLP JSON lines (round trips are tested).
+- :func:`import_otlp_json` reads a file into a store, all or nothing, skipping spans the store
+  (or the file) already has.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from tracer.store_rows import SpanRow, complete_row, dumps, rows_to_table
+
+KINDS = ("INTERNAL", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")  # index = OTLP enum
+STATUS_CODES = ("UNSET", "OK", "ERROR")
+
+
+class OtlpJsonError(ValueError):
+    """Bad OTLP JSON input; ``path``, ``line`` and ``where`` say exactly where."""
+
+    def __init__(self, path: str | os.PathLike[str], line: int, where: str, message: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.where = where
+        location = f"{self.path}:{line}" + (f": {where}" if where else "")
+        super().__init__(f"{location}: {message}")
+
+
+class _Bad(Exception):
+    """Internal: a problem at a JSON path, turned into OtlpJsonError with file and line."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(message)
+        self.where = where
+        self.message = message
+
+
+# -- reading --------------------------------------------------------------------------------------
+def _get(obj: Mapping[str, Any], camel: str, default: Any = None) -> Any:
+    """Field by its OTLP JSON (lowerCamelCase) name, or its proto (snake_case) name."""
+    if camel in obj:
+        return obj[camel]
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in camel)
+    return obj.get(snake, default)
+
+
+def _id(value: Any, nbytes: int, where: str, *, required: bool = True) -> str | None:
+    """A trace/span id: hex (the OTLP JSON rule) or base64 (protobuf JSON), as lowercase hex."""
+    if value in (None, ""):
+        if required:
+            raise _Bad(where, "missing id")
+        return None
+    if not isinstance(value, str):
+        raise _Bad(where, f"id must be a string, got {type(value).__name__}")
+    raw: bytes | None = None
+    if len(value) == 2 * nbytes:
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            raw = None
+    if raw is None:
+        try:
+            decoded = base64.b64decode(value, validate=True)
+            raw = decoded if len(decoded) == nbytes else None
+        except (binascii.Error, ValueError):
+            raw = None
+    if raw is None:
+        raise _Bad(where, f"{value!r} is not a {2 * nbytes}-hex-digit id")
+    if not any(raw):
+        if required:
+            raise _Bad(where, "id is all zeros (invalid)")
+        return None
+    return raw.hex()
+
+
+def _int(value: Any, where: str, *, required: bool = True) -> int | None:
+    if value is None or value == "":
+        if required:
+            raise _Bad(where, "missing")
+        return None
+    if isinstance(value, bool):
+        raise _Bad(where, f"expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise _Bad(where, f"expected an integer (or a string of one), got {value!r}")
+
+
+def _enum(value: Any, names: tuple[str, ...], prefix: str, where: str) -> str:
+    if value is None:
+        return names[0]
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names):
+        return names[value]
+    if isinstance(value, str):
+        name = value.upper().removeprefix(prefix)
+        if name == "UNSPECIFIED" and names is KINDS:
+            return "INTERNAL"
+        if name in names:
+            return name
+    raise _Bad(where, f"unknown value {value!r}")
+
+
+def any_value(value: Any, where: str) -> Any:
+    """An OTLP AnyValue object -> a plain Python value (bytes stay base64 text)."""
+    if not isinstance(value, Mapping):
+        raise _Bad(where, f"AnyValue must be an object, got {type(value).__name__}")
+    if not value:
+        return None
+    if len(value) != 1:
+        raise _Bad(where, f"AnyValue must have exactly one field, got {sorted(value)}")
+    kind, inner = next(iter(value.items()))
+    if kind in ("stringValue", "string_value"):
+        if not isinstance(inner, str):
+            raise _Bad(where, "stringValue must be a string")
+        return inner
+    if kind in ("boolValue", "bool_value"):
+        if not isinstance(inner, bool):
+            raise _Bad(where, "boolValue must be true or false")
+        return inner
+    if kind in ("intValue", "int_value"):
+        return _int(inner, where)
+    if kind in ("doubleValue", "double_value"):
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return float(inner)
+        if isinstance(inner, str):
+            try:
+                return float(inner)  # "NaN", "Infinity", "-Infinity", or a number in a string
+            except ValueError:
+                pass
+        raise _Bad(where, f"doubleValue must be a number, got {inner!r}")
+    if kind in ("bytesValue", "bytes_value"):
+        if not isinstance(inner, str):
+            raise _Bad(where, "bytesValue must be a base64 string")
+        return inner
+    if kind in ("arrayValue", "array_value"):
+        values = _get(inner, "values", []) if isinstance(inner, Mapping) else None
+        if not isinstance(values, list):
+            raise _Bad(where, 'arrayValue must be {"values": [...]}')
+        return [any_value(v, f"{where}[{i}]") for i, v in enumerate(values)]
+    if kind in ("kvlistValue", "kvlist_value"):
+        values = _get(inner, "values", []) if isinstance(inner, Mapping) else None
+        if not isinstance(values, list):
+            raise _Bad(where, 'kvlistValue must be {"values": [...]}')
+        return _attributes(values, where)
+    raise _Bad(where, f"unknown AnyValue field {kind!r}")
+
+
+def _attributes(items: Any, where: str) -> dict[str, Any]:
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise _Bad(where, "attributes must be a list of {key, value}")
+    out: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
+            raise _Bad(f"{where}[{i}]", "attribute needs a string 'key'")
+        out[item["key"]] = any_value(item.get("value") or {}, f"{where}[{i}] ({item['key']})")
+    return out
+
+
+def _list(obj: Mapping[str, Any], camel: str, where: str) -> list[Any]:
+    value = _get(obj, camel, [])
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Bad(f"{where}.{camel}", "must be a list")
+    return value
+
+
+def _span_row(span: Any, resource: dict[str, Any], scope: Mapping[str, Any], where: str) -> SpanRow:
+    if not isinstance(span, Mapping):
+        raise _Bad(where, "span must be an object")
+    name = span.get("name", "")
+    if not isinstance(name, str):
+        raise _Bad(f"{where}.name", "must be a string")
+    status = span.get("status") or {}
+    events = []
+    for i, ev in enumerate(_list(span, "events", where)):
+        w = f"{where}.events[{i}]"
+        if not isinstance(ev, Mapping):
+            raise _Bad(w, "event must be an object")
+        events.append(
+            {
+                "name": ev.get("name", ""),
+                "time_ns": _int(_get(ev, "timeUnixNano"), f"{w}.timeUnixNano"),
+                "attributes": _attributes(ev.get("attributes"), f"{w}.attributes"),
+            }
+        )
+    links = []
+    for i, lk in enumerate(_list(span, "links", where)):
+        w = f"{where}.links[{i}]"
+        if not isinstance(lk, Mapping):
+            raise _Bad(w, "link must be an object")
+        links.append(
+            {
+                "trace_id": _id(_get(lk, "traceId"), 16, f"{w}.traceId"),
+                "span_id": _id(_get(lk, "spanId"), 8, f"{w}.spanId"),
+                "trace_state": _get(lk, "traceState") or None,
+                "attributes": _attributes(lk.get("attributes"), f"{w}.attributes"),
+            }
+        )
+    start = _int(_get(span, "startTimeUnixNano"), f"{where}.startTimeUnixNano")
+    end = _int(_get(span, "endTimeUnixNano"), f"{where}.endTimeUnixNano")
+    return complete_row(
+        {
+            "trace_id": _id(_get(span, "traceId"), 16, f"{where}.traceId"),
+            "span_id": _id(_get(span, "spanId"), 8, f"{where}.spanId"),
+            "parent_span_id": _id(_get(span, "parentSpanId"), 8, f"{where}.parentSpanId", required=False),
+            "trace_state": _get(span, "traceState") or None,
+            "name": name,
+            "kind": _enum(span.get("kind"), KINDS, "SPAN_KIND_", f"{where}.kind"),
+            "start_time_ns": start,
+            "end_time_ns": end,
+            "status_code": _enum(status.get("code"), STATUS_CODES, "STATUS_CODE_", f"{where}.status.code"),
+            "status_message": status.get("message") or None,
+            "attributes": _attributes(span.get("attributes"), f"{where}.attributes"),
+            "events": events,
+            "links": links,
+            "resource": resource,
+            "scope_name": scope.get("name") or None,
+            "scope_version": scope.get("version") or None,
+        }
+    )
+
+
+def rows_from_request(request: Any) -> Iterator[SpanRow]:
+    """Span rows of one ExportTraceServiceRequest object (raises ``_Bad`` with a JSON path)."""
+    if not isinstance(request, Mapping):
+        raise _Bad("", f"expected an object with resourceSpans, got {type(request).__name__}")
+    if "resourceSpans" not in request and "resource_spans" not in request:
+        raise _Bad("", f"no resourceSpans key (keys: {sorted(request)[:5]})")
+    for r, rs in enumerate(_list(request, "resourceSpans", "")):
+        w = f"resourceSpans[{r}]"
+        if not isinstance(rs, Mapping):
+            raise _Bad(w, "must be an object")
+        resource = _attributes((rs.get("resource") or {}).get("attributes"), f"{w}.resource.attributes")
+        for s, ss in enumerate(_list(rs, "scopeSpans", w)):
+            ws = f"{w}.scopeSpans[{s}]"
+            if not isinstance(ss, Mapping):
+                raise _Bad(ws, "must be an object")
+            scope = ss.get("scope") or {}
+            for k, span in enumerate(_list(ss, "spans", ws)):
+                yield _span_row(span, resource, scope, f"{ws}.spans[{k}]")
+
+
+def read_otlp_json(path: str | os.PathLike[str]) -> Iterator[SpanRow]:
+    """Span rows from an OTLP JSON file, in file order. Raises :class:`OtlpJsonError`."""
+    path = Path(path)
+    try:
+        handle = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise OtlpJsonError(path, 0, "", f"cannot open: {exc.strerror or exc}") from exc
+    with handle:
+        for lineno, text in enumerate(handle, 1):
+            if not text.strip():
+                continue
+            try:
+                request = json.loads(text)
+            except json.JSONDecodeError as exc:
+                if lineno == 1:
+                    whole = _whole_file(path)
+                    if whole is not None:
+                        yield from _rows(path, 1, whole)
+                        return
+                raise OtlpJsonError(
+                    path, lineno, "", f"invalid JSON: {exc.msg} (column {exc.colno})"
+                ) from None
+            except UnicodeDecodeError as exc:
+                raise OtlpJsonError(path, lineno, "", f"not UTF-8 text: {exc.reason}") from None
+            yield from _rows(path, lineno, request)
+
+
+def _whole_file(path: Path) -> Any:
+    """A file holding one pretty-printed request, or None."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return None
+    return value if isinstance(value, Mapping) else None
+
+
+def _rows(path: Path, lineno: int, request: Any) -> Iterator[SpanRow]:
+    try:
+        yield from rows_from_request(request)
+    except _Bad as bad:
+        raise OtlpJsonError(path, lineno, bad.where, bad.message) from None
+
+
+# -- writing --------------------------------------------------------------------------------------
+def to_any_value(value: Any) -> dict[str, Any]:
+    """A plain Python value -> an OTLP AnyValue object."""
+    if value is None:
+        return {}
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return {"doubleValue": value}
+        return {"doubleValue": "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")}
+    if isinstance(value, str):
+        return {"stringValue": value}
+    if isinstance(value, Mapping):
+        return {"kvlistValue": {"values": _kv(value)}}
+    if isinstance(value, (list, tuple)):
+        return {"arrayValue": {"values": [to_any_value(v) for v in value]}}
+    return {"stringValue": str(value)}
+
+
+def _kv(attributes: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    return [{"key": k, "value": to_any_value(v)} for k, v in (attributes or {}).items()]
+
+
+def _otlp_span(row: SpanRow) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "traceId": row["trace_id"],
+        "spanId": row["span_id"],
+        "parentSpanId": row.get("parent_span_id") or "",
+        "name": row["name"],
+        "kind": KINDS.index(row.get("kind") or "INTERNAL", 1),
+        "startTimeUnixNano": str(row["start_time_ns"]),
+        "endTimeUnixNano": str(row["end_time_ns"]),
+        "attributes": _kv(row.get("attributes")),
+        "status": {"code": STATUS_CODES.index(row.get("status_code") or "UNSET")},
+    }
+    if row.get("trace_state"):
+        out["traceState"] = row["trace_state"]
+    if row.get("status_message"):
+        out["status"]["message"] = row["status_message"]
+    if row.get("events"):
+        out["events"] = [
+            {"timeUnixNano": str(e["time_ns"]), "name": e["name"], "attributes": _kv(e.get("attributes"))}
+            for e in row["events"]
+        ]
+    if row.get("links"):
+        out["links"] = [
+            {
+                "traceId": lk["trace_id"],
+                "spanId": lk["span_id"],
+                **({"traceState": lk["trace_state"]} if lk.get("trace_state") else {}),
+                "attributes": _kv(lk.get("attributes")),
+            }
+            for lk in row["links"]
+        ]
+    return out
+
+
+def write_otlp_json(
+    rows: Iterable[SpanRow], out: str | os.PathLike[str] | IO[str], *, spans_per_line: int = 512
+) -> int:
+    """Write span rows as OTLP JSON lines (one request per run of rows sharing resource and scope,
+    at most ``spans_per_line`` spans each). Returns the number of spans written."""
+    if isinstance(out, (str, os.PathLike)):
+        with open(out, "w", encoding="utf-8") as handle:
+            return write_otlp_json(rows, handle, spans_per_line=spans_per_line)
+    written = 0
+    group: list[SpanRow] = []
+    key: tuple[str, Any, Any] | None = None
+
+    def emit() -> None:
+        first = group[0]
+        request = {
+            "resourceSpans": [
+                {
+                    "resource": {"attributes": _kv(first.get("resource"))},
+                    "scopeSpans": [
+                        {
+                            "scope": {
+                                k: v
+                                for k, v in (
+                                    ("name", first.get("scope_name")),
+                                    ("version", first.get("scope_version")),
+                                )
+                                if v
+                            },
+                            "spans": [_otlp_span(r) for r in group],
+                        }
+                    ],
+                }
+            ]
+        }
+        out.write(json.dumps(request, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+    for row in rows:
+        row_key = (dumps(row.get("resource") or {}), row.get("scope_name"), row.get("scope_version"))
+        if group and (row_key != key or len(group) >= spans_per_line):
+            emit()
+            group = []
+        key = row_key
+        group.append(row)
+        written += 1
+    if group:
+        emit()
+    return written
+
+
+# -- importing into a store -----------------------------------------------------------------------
+@dataclass
+class OtlpImportResult:
+    """What :func:`import_otlp_json` did with one file."""
+
+    path: str
+    spans: int = 0  # spans read from the file
+    imported: int = 0  # new spans written to the store
+    duplicates: int = 0  # spans already in the store or repeated in the file
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def import_otlp_json(
+    store: Any, path: str | os.PathLike[str], *, chunk_rows: int = 50_000
+) -> OtlpImportResult:
+    """Read an OTLP JSON file into ``store`` (a :class:`tracer.store.Store` or a path).
+
+    All or nothing: the whole file is parsed before anything is written, so a bad line leaves the
+    store untouched (the :class:`OtlpJsonError` names the file and line). Spans whose
+    ``(trace_id, span_id)`` the store already holds are skipped, so importing twice is harmless.
+    """
+    from tracer.store import Store
+
+    store = store if isinstance(store, Store) else Store(store)
+    result = OtlpImportResult(str(path))
+    rows = list(read_otlp_json(path))
+    result.spans = len(rows)
+    existing = _existing_keys(store, {r["trace_id"] for r in rows})
+    fresh = []
+    for row in rows:
+        key = (row["trace_id"], row["span_id"])
+        if key in existing:
+            result.duplicates += 1
+            continue
+        existing.add(key)
+        fresh.append(row)
+    for start in range(0, len(fresh), chunk_rows):
+        store.write_table(rows_to_table(fresh[start : start + chunk_rows]))
+    result.imported = len(fresh)
+    return result
+
+
+def _existing_keys(store: Any, trace_ids: set[str]) -> set[tuple[str, str]]:
+    if not trace_ids or not store.path.exists():
+        return set()
+    with store.reader() as reader:
+        found = reader.query(
+            "SELECT trace_id, span_id FROM spans WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))",
+            [sorted(trace_ids)],
+        )
+    return {(r["trace_id"], r["span_id"]) for r in found}
