@@ -15,12 +15,14 @@ keep or bring it in; ``remove`` takes it out, whether pruned or spilled).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from tracer.store import StoreReader
 
@@ -73,7 +75,8 @@ def _df(src: Source, sql: str, params: dict[str, Any] | None = None) -> pd.DataF
 
 
 def _one(src: Source, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-    return _con(src).execute(sql, params).fetchone()
+    rows = _con(src).execute(sql, params).fetchall()  # fetch to the end: DuckDB 2 keeps a half-read result busy
+    return rows[0] if rows else None
 
 
 def _on_frame(src: Source, frame: pd.DataFrame, sql: str, params: dict[str, Any]) -> pd.DataFrame:
@@ -91,54 +94,64 @@ def _list(values: Sequence[Any] | None) -> list[Any]:
 
 
 # --------------------------------------------------------------------------- sessions
-_SESSION_SUMMARY = f"""
+_SUMMARY_FIELDS = {
+    "prunegate.session.source": "VARCHAR", "prunegate.session.source_id": "VARCHAR",
+    "prunegate.session.name": "VARCHAR", "prunegate.provider": "VARCHAR", "prunegate.policy": "VARCHAR",
+    "prunegate.policy.params": "VARCHAR", "prunegate.gated": "BOOLEAN", "prunegate.budget": "BIGINT",
+    "prunegate.hard_ceiling": "BIGINT", "prunegate.content_captured": "BOOLEAN",
+    "prunegate.message.id": "VARCHAR", "prunegate.event": "VARCHAR", "prunegate.message.summary_of": ["VARCHAR"],
+    "prunegate.context.tokens": "BIGINT", "prunegate.tokens.before": "BIGINT", "prunegate.tokens.after": "BIGINT",
+    "gen_ai.operation.name": "VARCHAR", "prunegate.tool.retry": "BOOLEAN", "prunegate.request.valid": "BOOLEAN",
+}
+
+
+def _summary_sql(where: str) -> str:
+    """The per-session summary; ``where`` is a constant filter on spans (e.g. ``session_id = $sid``)."""
+    fields = json.dumps(_SUMMARY_FIELDS).replace("'", "''")
+    return f"""
 WITH s AS (
-    SELECT session_id, name, seq, start_time_ns, end_time_ns, status_code, attributes AS a
-    FROM spans WHERE session_id IS NOT NULL
+    SELECT session_id, name, seq, start_time_ns, end_time_ns, from_json(attributes, '{fields}') AS a
+    FROM spans WHERE session_id IS NOT NULL AND {where}
 ),
 roots AS (
     SELECT session_id,
-           any_value(a->>'prunegate.session.source') AS source,
-           any_value(a->>'prunegate.session.source_id') AS source_id,
-           any_value(a->>'prunegate.session.name') AS label,
-           any_value(a->>'prunegate.provider') AS provider,
-           any_value(a->>'prunegate.policy') AS policy,
-           any_value(a->>'prunegate.policy.params') AS policy_params,
-           any_value(TRY_CAST(a->>'prunegate.gated' AS BOOLEAN)) AS gated,
-           any_value(TRY_CAST(a->>'prunegate.budget' AS BIGINT)) AS budget,
-           any_value(TRY_CAST(a->>'prunegate.hard_ceiling' AS BIGINT)) AS hard_ceiling,
-           any_value(TRY_CAST(a->>'prunegate.content_captured' AS BOOLEAN)) AS content_captured
+           any_value(a."prunegate.session.source") AS source,
+           any_value(a."prunegate.session.source_id") AS source_id,
+           any_value(a."prunegate.session.name") AS label,
+           any_value(a."prunegate.provider") AS provider,
+           any_value(a."prunegate.policy") AS policy,
+           any_value(a."prunegate.policy.params") AS policy_params,
+           any_value(a."prunegate.gated") AS gated,
+           any_value(a."prunegate.budget") AS budget,
+           any_value(a."prunegate.hard_ceiling") AS hard_ceiling,
+           any_value(a."prunegate.content_captured") AS content_captured
     FROM s WHERE name = '{SESSION}' GROUP BY session_id
 ),
 agg AS (
     SELECT session_id,
-           count(DISTINCT a->>'prunegate.message.id')
-               FILTER (WHERE name = '{MESSAGE}' AND a->>'prunegate.event' IN ('append', 'open')
-                       AND (a->'prunegate.message.summary_of') IS NULL) AS messages,
+           count(DISTINCT a."prunegate.message.id")
+               FILTER (WHERE name = '{MESSAGE}' AND a."prunegate.event" IN ('append', 'open')
+                       AND a."prunegate.message.summary_of" IS NULL) AS messages,
            greatest(
-               max(TRY_CAST(a->>'prunegate.context.tokens' AS BIGINT)) FILTER (WHERE name = '{MESSAGE}'),
-               max(TRY_CAST(a->>'prunegate.tokens.before' AS BIGINT)) FILTER (WHERE name = '{BUDGET_CHECK}')
+               max(a."prunegate.context.tokens") FILTER (WHERE name = '{MESSAGE}'),
+               max(a."prunegate.tokens.before") FILTER (WHERE name = '{BUDGET_CHECK}')
            ) AS peak_tokens,
-           arg_max(TRY_CAST(coalesce(a->>'prunegate.context.tokens', a->>'prunegate.tokens.after') AS BIGINT),
-                   (seq, start_time_ns))
+           arg_max(coalesce(a."prunegate.context.tokens", a."prunegate.tokens.after"), (seq, start_time_ns))
                FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS final_tokens,
            count(*) FILTER (WHERE name = '{BUDGET_CHECK}') AS checks,
            count(*) FILTER (WHERE name = '{BUDGET_CHECK}'
-                            AND TRY_CAST(a->>'prunegate.tokens.before' AS BIGINT)
-                                > TRY_CAST(a->>'prunegate.budget' AS BIGINT)) AS over_budget_checks,
+                            AND a."prunegate.tokens.before" > a."prunegate.budget") AS over_budget_checks,
            count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
            count(*) FILTER (WHERE name = '{PRUNE}') AS prunes,
-           CAST(coalesce(sum(TRY_CAST(a->>'prunegate.tokens.before' AS BIGINT)
-                             - TRY_CAST(a->>'prunegate.tokens.after' AS BIGINT))
+           CAST(coalesce(sum(a."prunegate.tokens.before" - a."prunegate.tokens.after")
                          FILTER (WHERE name = '{PRUNE}'), 0) AS BIGINT) AS tokens_pruned,
            count(*) FILTER (WHERE name = '{DEFER}') AS deferrals,
            count(*) FILTER (WHERE name = '{SPILL}') AS spills,
            count(*) FILTER (WHERE name = '{FAIL}') AS failures,
-           count(*) FILTER (WHERE a->>'gen_ai.operation.name' = 'execute_tool'
-                            AND TRY_CAST(a->>'prunegate.tool.retry' AS BOOLEAN)) AS retries,
-           count(*) FILTER (WHERE a->>'gen_ai.operation.name' = 'chat') AS model_calls,
-           count(*) FILTER (WHERE a->>'gen_ai.operation.name' = 'chat'
-                            AND TRY_CAST(a->>'prunegate.request.valid' AS BOOLEAN) = false) AS invalid_requests,
+           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'execute_tool' AND a."prunegate.tool.retry") AS retries,
+           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'chat') AS model_calls,
+           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'chat'
+                            AND a."prunegate.request.valid" = false) AS invalid_requests,
            max(seq) AS max_seq,
            count(*) AS spans,
            min(start_time_ns) AS first_ns,
@@ -150,6 +163,10 @@ SELECT agg.session_id, roots.label, roots.source, roots.source_id, roots.provide
        agg.* EXCLUDE (session_id)
 FROM agg LEFT JOIN roots USING (session_id)
 """
+
+
+_SESSION_SUMMARY = _summary_sql("true")
+_ONE_SESSION_SUMMARY = _summary_sql("session_id = $sid")
 
 
 def sessions(
@@ -190,19 +207,21 @@ def sessions(
 
 def session_filter_options(src: Source) -> dict[str, list[str]]:
     """Distinct sources and policies, for the filter widgets."""
-    rows = _con(src).execute(
+    rows = _one(
+        src,
         f"""
         SELECT list(DISTINCT attributes->>'prunegate.session.source') FILTER (WHERE attributes->>'prunegate.session.source' IS NOT NULL),
                list(DISTINCT attributes->>'prunegate.policy') FILTER (WHERE attributes->>'prunegate.policy' IS NOT NULL)
         FROM spans WHERE name = '{SESSION}'
-        """
-    ).fetchone()
+        """,
+        {},
+    )
     return {"sources": sorted(rows[0] or []), "policies": sorted(rows[1] or [])}
 
 
 def session_info(src: Source, session_id: str) -> dict[str, Any] | None:
     """The summary row of one session (as :func:`sessions`), or None when it has no spans."""
-    df = _df(src, f"SELECT * FROM ({_SESSION_SUMMARY}) t WHERE session_id = $sid", {"sid": session_id})
+    df = _df(src, _ONE_SESSION_SUMMARY, {"sid": session_id})
     if df.empty:
         return None
     row = df.iloc[0].to_dict()
@@ -229,60 +248,72 @@ def session_bounds(src: Source, session_id: str) -> tuple[int, int] | None:
 
 
 # --------------------------------------------------------------------------- replay: context at a step
-def _context_sql(with_content: bool) -> str:
-    content = "attributes->>'prunegate.message.content'" if with_content else "NULL"
-    return f"""
-WITH m AS (
-    SELECT seq, start_time_ns AS t,
-           attributes->>'prunegate.message.id' AS message_id,
-           attributes->>'prunegate.event' AS event,
-           attributes->>'prunegate.message.role' AS role,
-           attributes->>'prunegate.unit.id' AS unit_id,
-           TRY_CAST(attributes->>'prunegate.message.tokens' AS BIGINT) AS tokens,
-           TRY_CAST(attributes->>'prunegate.message.closed' AS BOOLEAN) AS closed,
-           attributes->'prunegate.message.call_ids' AS call_ids_json,
-           attributes->'prunegate.message.answers' AS answers_json,
-           attributes->'prunegate.message.tool_names' AS tool_names_json,
-           {content} AS content
-    FROM spans
-    WHERE session_id = $sid AND name = '{MESSAGE}' AND seq <= $seq
-),
+def _struct(fields: dict[str, Any]) -> str:
+    """A ``from_json`` structure for these attribute keys: one JSON parse per span, not one per key."""
+    return json.dumps(fields).replace("'", "''")
+
+
+_MSG_FIELDS = _struct({
+    "prunegate.message.id": "VARCHAR", "prunegate.event": "VARCHAR", "prunegate.message.role": "VARCHAR",
+    "prunegate.unit.id": "VARCHAR", "prunegate.message.tokens": "BIGINT", "prunegate.message.closed": "BOOLEAN",
+    "prunegate.message.call_ids": ["VARCHAR"], "prunegate.message.answers": ["VARCHAR"],
+    "prunegate.message.tool_names": ["VARCHAR"], "prunegate.message.content": "VARCHAR",
+    "prunegate.context.tokens": "BIGINT",
+})
+_CLOSE_FIELDS = _struct({
+    "prunegate.unit.id": "VARCHAR", "prunegate.unit.kind": "VARCHAR", "prunegate.unit.message_ids": ["VARCHAR"],
+})
+
+# A session's message events with their attributes extracted (every step at once).
+_MSG_EVENTS_SQL = f"""
+SELECT seq, start_time_ns AS t,
+       j."prunegate.message.id" AS message_id, j."prunegate.event" AS event,
+       j."prunegate.message.role" AS role, j."prunegate.unit.id" AS unit_id,
+       j."prunegate.message.tokens" AS tokens, j."prunegate.message.closed" AS closed,
+       coalesce(j."prunegate.message.call_ids", []) AS call_ids,
+       coalesce(j."prunegate.message.answers", []) AS answers,
+       coalesce(j."prunegate.message.tool_names", []) AS tool_names,
+       j."prunegate.message.content" AS content,
+       j."prunegate.context.tokens" AS context_tokens
+FROM (SELECT seq, start_time_ns, from_json(attributes, '{_MSG_FIELDS}') AS j
+      FROM spans WHERE session_id = $sid AND name = '{MESSAGE}' AND seq IS NOT NULL) x
+"""
+# A session's unit closures, one row per member message.
+_CLOSES_SQL = f"""
+SELECT seq, t, unnest(message_ids) AS message_id, unit_id, unit_kind
+FROM (SELECT seq, start_time_ns AS t, j."prunegate.unit.id" AS unit_id, j."prunegate.unit.kind" AS unit_kind,
+             coalesce(j."prunegate.unit.message_ids", []) AS message_ids
+      FROM (SELECT seq, start_time_ns, from_json(attributes, '{_CLOSE_FIELDS}') AS j
+            FROM spans WHERE session_id = $sid AND name = '{UNIT_CLOSE}' AND seq IS NOT NULL) x) y
+"""
+
+# The messages in context after step $seq, from the relations msg_events and unit_closes.
+_STEP_SQL = """
+WITH m AS (SELECT * FROM msg_events WHERE seq <= $seq),
 latest AS (
-    SELECT * FROM m
+    SELECT * EXCLUDE (content) FROM m
     QUALIFY row_number() OVER (PARTITION BY message_id ORDER BY seq DESC, t DESC) = 1
 ),
-admitted AS (
-    SELECT message_id, min(seq) AS first_seq, min(t) AS first_t FROM m
-    WHERE event IN ('append', 'open') GROUP BY message_id
+firsts AS (
+    SELECT message_id,
+           min(seq) FILTER (WHERE event IN ('append', 'open')) AS first_seq,
+           min(t) FILTER (WHERE event IN ('append', 'open')) AS first_t,
+           arg_max(content, (seq, t)) FILTER (WHERE content IS NOT NULL) AS content
+    FROM m GROUP BY message_id
 ),
-answered AS (
-    SELECT DISTINCT unnest(from_json(answers_json, '["VARCHAR"]')) AS call_id
-    FROM m WHERE answers_json IS NOT NULL
-),
-closes AS (
-    SELECT unnest(from_json(attributes->'prunegate.unit.message_ids', '["VARCHAR"]')) AS message_id,
-           attributes->>'prunegate.unit.id' AS unit_id,
-           attributes->>'prunegate.unit.kind' AS unit_kind,
-           seq, start_time_ns AS t
-    FROM spans
-    WHERE session_id = $sid AND name = '{UNIT_CLOSE}' AND seq <= $seq
-),
+answered AS (SELECT DISTINCT unnest(answers) AS call_id FROM m),
 last_close AS (
-    SELECT * FROM closes
+    SELECT * FROM unit_closes WHERE seq <= $seq
     QUALIFY row_number() OVER (PARTITION BY message_id ORDER BY seq DESC, t DESC) = 1
 ),
 present AS (
     SELECT l.message_id, l.role, l.tokens, l.closed, l.event AS last_event, l.seq AS last_seq,
-           coalesce(ad.first_seq, l.seq) AS first_seq, coalesce(ad.first_t, l.t) AS first_t,
+           coalesce(f.first_seq, l.seq) AS first_seq, coalesce(f.first_t, l.t) AS first_t,
            CASE WHEN c.unit_id IS NOT NULL AND (c.seq > l.seq OR (c.seq = l.seq AND c.t >= l.t))
                 THEN c.unit_id ELSE coalesce(l.unit_id, l.message_id) END AS unit_id,
-           c.unit_kind,
-           coalesce(from_json(l.call_ids_json, '["VARCHAR"]'), []) AS call_ids,
-           coalesce(from_json(l.answers_json, '["VARCHAR"]'), []) AS answers,
-           coalesce(from_json(l.tool_names_json, '["VARCHAR"]'), []) AS tool_names,
-           l.content
+           c.unit_kind, l.call_ids, l.answers, l.tool_names, f.content
     FROM latest l
-    LEFT JOIN admitted ad USING (message_id)
+    LEFT JOIN firsts f USING (message_id)
     LEFT JOIN last_close c USING (message_id)
     WHERE l.event <> 'remove'
 ),
@@ -313,25 +344,13 @@ SELECT position, message_id, role, unit_id,
        coalesce(bool_or(pinned_message) OVER (PARTITION BY unit_id), false) AS pinned,
        call_ids, answers, tool_names, first_seq, last_seq, last_event, content
 FROM pins
-ORDER BY position
 """
 
-
-def context_at(src: Source, session_id: str, seq: int, *, with_content: bool = False) -> pd.DataFrame:
-    """The messages in context after step ``seq``, in context order, one row each, with unit,
-    kind, tokens and the flags the replay marks: ``open`` (streaming), ``pending`` (issues a call
-    with no result yet), ``pinned`` (the gate never prunes it: system units, the first user
-    message, the last user message and the last message; explicit ``Context.pin`` calls are not
-    recorded in spans)."""
-    return _df(src, _context_sql(with_content), {"sid": session_id, "seq": int(seq)})
-
-
-def units_at(src: Source, session_id: str, seq: int) -> pd.DataFrame:
-    """The context after step ``seq`` as units (the replay's bar): tokens per unit, its kind,
-    its messages and whether any of them is open, pending or pinned; in context order, with the
-    token offset where each unit starts."""
-    sql = f"""
-    WITH msgs AS ({_context_sql(False)})
+# The context as units, from the step_ctx table the step query filled.
+_UNITS_SQL = """
+SELECT *, CAST(coalesce(sum(tokens) OVER (ORDER BY position ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+               AS BIGINT) AS offset
+FROM (
     SELECT unit_id, any_value(kind) AS kind, min(position) AS position,
            CAST(sum(coalesce(tokens, 0)) AS BIGINT) AS tokens, count(*) AS messages,
            list(message_id ORDER BY position) AS message_ids,
@@ -339,14 +358,55 @@ def units_at(src: Source, session_id: str, seq: int) -> pd.DataFrame:
            bool_or(open) AS open, bool_or(pending) AS pending, bool_or(pinned) AS pinned,
            flatten(list(pending_calls)) AS pending_calls,
            flatten(list(tool_names)) AS tool_names
-    FROM msgs GROUP BY unit_id
-    """
-    sql = f"""
-    SELECT *, CAST(coalesce(sum(tokens) OVER (ORDER BY position ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
-                   AS BIGINT) AS offset
-    FROM ({sql}) u ORDER BY position
-    """
-    return _df(src, sql, {"sid": session_id, "seq": int(seq)})
+    FROM step_ctx GROUP BY unit_id
+) u
+ORDER BY position
+"""
+
+
+def session_tables(src: Source, session_id: str) -> dict[str, pa.Table]:
+    """A session's message events and unit closures with their attributes extracted, as Arrow
+    tables (``msg_events``, ``unit_closes``): what :func:`step_from_tables` needs for any step.
+    Extracting once and stepping many times is what keeps a long session's replay fast."""
+    con = _con(src)
+    params = {"sid": session_id}
+    return {
+        "msg_events": con.sql(_MSG_EVENTS_SQL, params=params).to_arrow_table(),
+        "unit_closes": con.sql(_CLOSES_SQL, params=params).to_arrow_table(),
+    }
+
+
+def step_from_tables(tables: dict[str, pa.Table], seq: int, *, with_content: bool = True) -> dict[str, pd.DataFrame]:
+    """The context after step ``seq`` from :func:`session_tables`: ``messages`` (one row per message
+    in context order, see :func:`context_at`) and ``units`` (see :func:`units_at`), both computed
+    by DuckDB over the Arrow tables."""
+    con = duckdb.connect(":memory:")
+    try:
+        for name, table in tables.items():
+            con.register(name, table)
+        con.execute(f"CREATE TEMP TABLE step_ctx AS {_STEP_SQL}", {"seq": int(seq)})
+        messages = con.execute("SELECT * FROM step_ctx ORDER BY position").df()
+        if not with_content:
+            messages = messages.drop(columns=["content"])
+        return {"messages": messages, "units": con.execute(_UNITS_SQL).df()}
+    finally:
+        con.close()
+
+
+def context_at(src: Source, session_id: str, seq: int, *, with_content: bool = False) -> pd.DataFrame:
+    """The messages in context after step ``seq``, in context order, one row each, with unit,
+    kind, tokens and the flags the replay marks: ``open`` (streaming), ``pending`` (issues a call
+    with no result yet), ``pinned`` (the gate never prunes it: system units, the first user
+    message, the last user message and the last message; explicit ``Context.pin`` calls are not
+    recorded in spans). ``content`` (with ``with_content``) is the latest recorded content."""
+    return step_from_tables(session_tables(src, session_id), seq, with_content=with_content)["messages"]
+
+
+def units_at(src: Source, session_id: str, seq: int) -> pd.DataFrame:
+    """The context after step ``seq`` as units (the replay's bar): tokens per unit, its kind,
+    its messages and whether any of them is open, pending or pinned; in context order, with the
+    token offset where each unit starts."""
+    return step_from_tables(session_tables(src, session_id), seq, with_content=False)["units"]
 
 
 def token_series(src: Source, session_id: str, *, max_points: int = 2000) -> pd.DataFrame:
@@ -777,9 +837,7 @@ def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFram
 
 def store_totals(src: Source) -> dict[str, int]:
     """Span and session counts, and the newest span time (Unix ns; 0 when empty)."""
-    row = _con(src).execute(
-        "SELECT count(*), count(DISTINCT session_id), coalesce(max(start_time_ns), 0) FROM spans"
-    ).fetchone()
+    row = _one(src, "SELECT count(*), count(DISTINCT session_id), coalesce(max(start_time_ns), 0) FROM spans", {})
     return {"spans": int(row[0]), "sessions": int(row[1]), "last_ns": int(row[2])}
 
 
@@ -787,9 +845,7 @@ def policy_choices(src: Source) -> list[str]:
     """Policy names a comparison can run: the registry's built-ins and any seen in the store."""
     from policies.registry import available
 
-    row = _con(src).execute(
-        f"SELECT list(DISTINCT attributes->>'prunegate.policy') FROM spans WHERE name = '{SESSION}'"
-    ).fetchone()
+    row = _one(src, f"SELECT list(DISTINCT attributes->>'prunegate.policy') FROM spans WHERE name = '{SESSION}'", {})
     seen = {p for p in (row[0] or []) if p}
     return sorted(set(available()) | {p.split("@", 1)[0] for p in seen})
 
@@ -804,5 +860,33 @@ def recorded_sessions(src: Source, *, limit: int = 2000) -> pd.DataFrame:
     FROM spans
     WHERE name = '{SESSION}' AND coalesce(attributes->>'prunegate.session.source', '') <> 'replay'
     GROUP BY session_id ORDER BY start_time_ns DESC LIMIT $limit
+    """
+    return _df(src, sql, {"limit": int(limit)})
+
+
+def session_list(src: Source, *, limit: int = 5000) -> pd.DataFrame:
+    """Session roots only (id, name, source, policy, gated), newest first: a cheap list for pickers.
+    A session still recording has no root span yet; it is listed from its other spans."""
+    fields = json.dumps({k: _SUMMARY_FIELDS[k] for k in (
+        "prunegate.session.name", "prunegate.session.source", "prunegate.policy", "prunegate.gated")})
+    sql = f"""
+    WITH roots AS (
+        SELECT session_id, start_time_ns, from_json(attributes, '{fields}') AS a
+        FROM spans WHERE name = '{SESSION}' AND session_id IS NOT NULL
+    ),
+    listed AS (
+        SELECT session_id, any_value(a."prunegate.session.name") AS label,
+               any_value(a."prunegate.session.source") AS source, any_value(a."prunegate.policy") AS policy,
+               any_value(a."prunegate.gated") AS gated, min(start_time_ns) AS start_time_ns
+        FROM roots GROUP BY session_id
+    ),
+    open_sessions AS (
+        SELECT session_id, NULL AS label, NULL AS source, NULL AS policy, CAST(NULL AS BOOLEAN) AS gated,
+               min(start_time_ns) AS start_time_ns
+        FROM spans WHERE session_id IS NOT NULL AND session_id NOT IN (SELECT session_id FROM listed)
+        GROUP BY session_id
+    )
+    SELECT * FROM listed UNION ALL SELECT * FROM open_sessions
+    ORDER BY start_time_ns DESC, session_id LIMIT $limit
     """
     return _df(src, sql, {"limit": int(limit)})

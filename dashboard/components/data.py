@@ -1,13 +1,15 @@
 """Store access for the pages: one short-lived reader per bundle of queries, short TTL caches.
 
 A :class:`~tracer.store.StoreReader` is a snapshot; holding one open makes compaction wait, so
-every call here opens one, runs its queries and closes it. Results are cached for a few seconds
-only (``FAST_TTL`` for the Live page, ``TTL`` elsewhere): sessions recorded while the dashboard
-runs show up on the next rerun after that, never hidden by a cache.
+every call here opens one, runs its queries and closes it. Cached results are keyed by the store's
+:func:`fingerprint` (segment names and the database file's mtime/size, a directory listing): a
+segment written by a recording agent changes it, so new data shows on the next rerun and no cache
+ever hides it. TTLs only bound memory (``FAST_TTL`` for the Live page).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -19,8 +21,9 @@ import streamlit as st
 
 from tracer import queries
 from tracer.store import ENV_STORE, Store, default_store_path
+from tracer.store_segments import StoreLayout, list_segments
 
-TTL = 5.0  # seconds
+TTL = 30.0  # seconds; keys also carry the store's fingerprint, so new data shows at once
 FAST_TTL = 1.0
 
 
@@ -40,8 +43,10 @@ def _key() -> str:
 
 
 def run(name: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``tracer.queries.<name>(reader, *args, **kwargs)`` on a fresh snapshot, cached TTL s."""
-    return _cached(_key(), name, args, tuple(sorted(kwargs.items())))
+    """Call ``tracer.queries.<name>(reader, *args, **kwargs)`` on a fresh snapshot. Cached until the
+    store changes (and at most ``TTL`` seconds)."""
+    path = _key()
+    return _cached(path, fingerprint(path), name, args, tuple(sorted(kwargs.items())))
 
 
 def run_fresh(name: str, *args: Any, **kwargs: Any) -> Any:
@@ -65,7 +70,7 @@ def _call(path: str, name: str, args: tuple, kwargs: tuple) -> Any:
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=512)
-def _cached(path: str, name: str, args: tuple, kwargs: tuple) -> Any:
+def _cached(path: str, fp: str, name: str, args: tuple, kwargs: tuple) -> Any:
     return _call(path, name, args, kwargs)
 
 
@@ -74,21 +79,49 @@ def _cached_fast(path: str, name: str, args: tuple, kwargs: tuple) -> Any:
     return _call(path, name, args, kwargs)
 
 
-@st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
-def replay_step(path: str, session_id: str, seq: int) -> dict[str, Any]:
-    """Everything the replay page draws for one step, from one snapshot."""
+def fingerprint(path: str) -> str:
+    """Changes whenever the store does (a segment written or compacted away, the database rewritten):
+    caches keyed by it are exact, never stale. Only stats the directory; reads no data."""
+    layout = StoreLayout(Path(path))
+    names = [p.name for p in list_segments(layout)]
+    try:
+        stat = layout.main.stat()
+        main = f"{stat.st_mtime_ns}:{stat.st_size}"
+    except OSError:
+        main = "-"
+    return hashlib.sha1("\n".join([main, *names]).encode()).hexdigest()
+
+
+@st.cache_resource(ttl=600, max_entries=8, show_spinner=False)
+def _session_tables(path: str, fp: str, session_id: str) -> dict[str, Any]:
+    # Arrow tables are immutable: shared as they are (cache_resource), not copied per rerun.
     with Store(path).reader() as r:
-        return {
-            "units": queries.units_at(r, session_id, seq),
-            "messages": queries.context_at(r, session_id, seq, with_content=True),
-            "events": queries.event_log(r, session_id, seq),
-            "check": queries.check_at(r, session_id, seq),
-        }
+        return queries.session_tables(r, session_id)
 
 
-@st.cache_data(ttl=TTL, show_spinner=False, max_entries=64)
+@st.cache_data(ttl=600, show_spinner=False, max_entries=256)
+def _replay_step(path: str, fp: str, session_id: str, seq: int) -> dict[str, Any]:
+    step = queries.step_from_tables(_session_tables(path, fp, session_id), seq)
+    with Store(path).reader() as r:
+        step["events"] = queries.event_log(r, session_id, seq)
+        step["check"] = queries.check_at(r, session_id, seq)
+    return step
+
+
+def replay_step(path: str, session_id: str, seq: int) -> dict[str, Any]:
+    """Everything the replay page draws for one step: ``units``, ``messages`` (computed by DuckDB
+    over the session's extracted message events, cached until the store changes), ``events`` and
+    ``check`` (from a fresh snapshot)."""
+    return _replay_step(path, fingerprint(path), session_id, int(seq))
+
+
 def replay_session(path: str, session_id: str) -> dict[str, Any]:
     """What does not change from step to step: the summary, token series, markers and bounds."""
+    return _replay_session(path, fingerprint(path), session_id)
+
+
+@st.cache_data(ttl=600, show_spinner=False, max_entries=64)
+def _replay_session(path: str, fp: str, session_id: str) -> dict[str, Any]:
     with Store(path).reader() as r:
         return {
             "info": queries.session_info(r, session_id),
@@ -99,18 +132,22 @@ def replay_session(path: str, session_id: str) -> dict[str, Any]:
         }
 
 
-@st.cache_data(ttl=TTL, show_spinner=False, max_entries=128)
 def violation_detail(path: str, violation_span_id: str) -> dict[str, Any] | None:
     """A violation, its causal prune, the partners and the context just before and after it."""
+    return _violation_detail(path, fingerprint(path), violation_span_id)
+
+
+@st.cache_data(ttl=600, show_spinner=False, max_entries=128)
+def _violation_detail(path: str, fp: str, violation_span_id: str) -> dict[str, Any] | None:
     with Store(path).reader() as r:
         detail = queries.causal_eviction(r, violation_span_id)
         if detail is None:
             return None
         seq = detail.get("prune_seq")
         if seq is not None:
-            sid = detail["session_id"]
-            detail["before"] = queries.units_at(r, sid, int(seq) - 1)
-            detail["after"] = queries.units_at(r, sid, int(seq))
+            tables = queries.session_tables(r, detail["session_id"])
+            detail["before"] = queries.step_from_tables(tables, int(seq) - 1, with_content=False)["units"]
+            detail["after"] = queries.step_from_tables(tables, int(seq), with_content=False)["units"]
         else:
             detail["before"] = detail["after"] = pd.DataFrame()
         return detail

@@ -52,7 +52,7 @@ def _move(delta: int, lo: int, hi: int) -> None:
 
 
 def _pick_session() -> str | None:
-    sessions = data.run("sessions", limit=2000)
+    sessions = data.run("session_list", limit=2000)
     wanted = st.query_params.get("session")
     if sessions.empty and not wanted:
         st.info("The store has no sessions yet.")

@@ -1,0 +1,231 @@
+"""How fast does the dashboard show one replay step of a large session?
+
+Generates a session of about 5,000 messages and 50,000 spans (a synthetic agent run of 1,000 turns
+with parallel tool calls whose results stream in 6 deltas, replayed under the gate with a small
+budget so it prunes and defers throughout) into a temporary store through the real replay engine,
+observer and store pipeline. Then, side by side in this run, it times:
+
+- the queries of one replay step (context as units, messages in context, event log, decision),
+  each repetition on a fresh store snapshot: cold (the session's message events extracted first,
+  as on the first step the page shows) and warm (extracted events cached, as on the next steps);
+- "which messages are in context at step k" in DuckDB over the extracted events, next to a
+  Python loop over the session's message spans computing only the ids, as a baseline;
+- the once-per-session queries (summary, token series, markers, bounds);
+- one AppTest run of the replay page at that step (cold Streamlit caches), end to end;
+all at a middle and at the last step (the most events to scan), on the uncompacted store (Parquet
+segments) and again after compaction into spans.duckdb. The target is 1.5 s per step.
+
+    .venv/bin/python bench/bench_dashboard.py [--turns 1000] [--stream 6] [--repeat 5] [--store DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tracer import queries  # noqa: E402
+from tracer.importers import conversation_from_body  # noqa: E402
+from tracer.recorded import close_provider, store_tracer_provider  # noqa: E402
+from tracer.replay import ReplaySpec, replay_session  # noqa: E402
+from tracer.store import ENV_STORE, Store  # noqa: E402
+
+TARGET_S = 1.5
+WORDS = "flight hotel Lisbon Porto museum ticket price seat window aisle breakfast river tram castle".split()
+
+
+def long_body(turns: int, seed: int = 0) -> dict[str, Any]:
+    """An Anthropic request body of ``turns`` user/assistant turns, 1-3 parallel calls each."""
+    rng = random.Random(seed)
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(n))
+
+    msgs: list[dict[str, Any]] = []
+    for t in range(turns):
+        msgs.append({"role": "user", "content": f"turn {t}: " + text(30)})
+        calls = [{"type": "tool_use", "id": f"toolu_{t}_{j}", "name": rng.choice(["search_flights", "get_weather",
+                                                                                   "book_hotel"]),
+                  "input": {"q": text(3)}} for j in range(rng.randint(1, 3))]
+        msgs.append({"role": "assistant", "content": [{"type": "text", "text": text(10)}, *calls]})
+        msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": c["id"], "content": text(50)}
+                                                 for c in calls]})
+        msgs.append({"role": "assistant", "content": [{"type": "text", "text": text(20)}]})
+    return {"model": "claude-bench", "max_tokens": 1024, "system": "You are a bench agent.", "messages": msgs}
+
+
+def generate(store: Path, turns: int, stream: int) -> str:
+    """Replay the long conversation into ``store``; returns the replay's session id."""
+    conv = conversation_from_body(long_body(turns), "anthropic", name=f"bench-{turns}-turns", file="bench")
+    provider = store_tracer_provider(store)
+    try:
+        result = replay_session(conv, ReplaySpec("recency", gated=True, stream_results=stream, budget=6000),
+                                tracer_provider=provider, capture_content=True)
+    finally:
+        close_provider(provider)
+    assert result.replay_id is not None
+    return result.replay_id
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """Median seconds of ``repeat`` calls (after one warm-up), and the last result."""
+    out = fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def step_cold(store: Store, sid: str, seq: int) -> dict[str, Any]:
+    """One replay step from nothing: extract the session's message events, then what the page
+    queries for the step (context as messages and units, event log, decision)."""
+    with store.reader() as r:
+        step = queries.step_from_tables(queries.session_tables(r, sid), seq)
+        step["events"] = queries.event_log(r, sid, seq)
+        step["check"] = queries.check_at(r, sid, seq)
+    return step
+
+
+def step_warm(store: Store, tables: dict[str, Any], sid: str, seq: int) -> dict[str, Any]:
+    """One replay step when the session's extracted events are cached (the page's next steps)."""
+    step = queries.step_from_tables(tables, seq)
+    with store.reader() as r:
+        step["events"] = queries.event_log(r, sid, seq)
+        step["check"] = queries.check_at(r, sid, seq)
+    return step
+
+
+def session_queries(store: Store, sid: str) -> dict[str, Any]:
+    with store.reader() as r:
+        return {"info": queries.session_info(r, sid), "bounds": queries.session_bounds(r, sid),
+                "series": queries.token_series(r, sid), "markers": queries.markers(r, sid),
+                "budget": queries.budget_at(r, sid)}
+
+
+def python_loop_context(store: Store, sid: str, seq: int) -> set[str]:
+    """Baseline: fetch the session's message spans up to ``seq`` and replay them in Python."""
+    with store.reader() as r:
+        rows = r.con.execute(
+            "SELECT attributes FROM spans WHERE session_id = $sid AND name = 'prunegate.message' AND seq <= $seq "
+            "ORDER BY seq, start_time_ns", {"sid": sid, "seq": seq}).fetchall()
+    present: set[str] = set()
+    for (attrs,) in rows:
+        a = json.loads(attrs)
+        if a["prunegate.event"] == "remove":
+            present.discard(a["prunegate.message.id"])
+        else:
+            present.add(a["prunegate.message.id"])
+    return present
+
+
+def apptest_step(store: Path, sid: str, seq: int) -> float:
+    """One cold AppTest run of the replay page at ``seq``; seconds."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    os.environ[ENV_STORE] = str(store)
+    at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=120)
+    at.run()  # registers the pages
+    at.switch_page("views/replay.py")
+    at.query_params["session"] = sid
+    at.query_params["step"] = str(seq)
+    st.cache_data.clear()
+    t0 = time.perf_counter()
+    at.run()
+    elapsed = time.perf_counter() - t0
+    if at.exception:
+        raise RuntimeError(f"the replay page failed: {at.exception[0].value}")
+    return elapsed
+
+
+def measure(store_dir: Path, sid: str, repeat: int, label: str) -> list[tuple[str, float]]:
+    store = Store(store_dir)
+    with store.reader() as r:
+        bounds = queries.session_bounds(r, sid)
+        tables = queries.session_tables(r, sid)
+    assert bounds is not None
+    lo, hi = bounds
+    rows = []
+    for name, seq in (("middle", (lo + hi) // 2), ("last", hi)):
+        cold_s, out = timed(lambda seq=seq: step_cold(store, sid, seq), repeat)
+        warm_s, _ = timed(lambda seq=seq: step_warm(store, tables, sid, seq), repeat)
+        ctx_s, ctx = timed(lambda seq=seq: queries.step_from_tables(tables, seq)["messages"], repeat)
+        py_s, present = timed(lambda seq=seq: python_loop_context(store, sid, seq), repeat)
+        assert present == set(ctx["message_id"]), "DuckDB and the Python loop disagree"
+        app_s = apptest_step(store_dir, sid, seq)
+        print(f"  [{label}] step {seq} ({name}): {len(out['messages']):,} messages / {len(out['units']):,} units "
+              f"in context")
+        rows += [
+            (f"{label}: step queries, cold (session extracted first), {name}", cold_s),
+            (f"{label}: step queries, warm (extracted events cached), {name}", warm_s),
+            (f"{label}: context in DuckDB over extracted events, {name}", ctx_s),
+            (f"{label}: context ids by a Python loop over spans, {name}", py_s),
+            (f"{label}: AppTest replay page run, cold caches, {name}", app_s),
+        ]
+    s_s, _ = timed(lambda: session_queries(store, sid), repeat)
+    rows.append((f"{label}: once-per-session queries (summary, series)", s_s))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--turns", type=int, default=1000)
+    ap.add_argument("--stream", type=int, default=6, help="deltas per streamed tool result")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--store", help="keep the generated store here (default: a temporary directory)")
+    args = ap.parse_args(argv)
+
+    tmp = None
+    if args.store:
+        store_dir = Path(args.store)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="bench-dashboard-")
+        store_dir = Path(tmp.name) / "store"
+    t0 = time.perf_counter()
+    sid = generate(store_dir, args.turns, args.stream)
+    gen_s = time.perf_counter() - t0
+    store = Store(store_dir)
+    with store.reader() as r:
+        info = queries.session_info(r, sid)
+    assert info is not None
+    print(f"generated session {sid}: {info['messages']:,} messages, {info['spans']:,} spans, "
+          f"{info['prunes']} prunes, {info['deferrals']} deferrals, {len(store.pending_segments())} segments "
+          f"in {gen_s:.1f}s")
+
+    rows = measure(store_dir, sid, args.repeat, "segments")
+    result = store.compact()
+    print(f"compacted: {result.rows_inserted:,} rows from {result.segments_compacted} segments")
+    rows += measure(store_dir, sid, args.repeat, "compacted")
+
+    print()
+    print(f"{'measurement':70} {'seconds':>9} {'÷ 1.5 s target':>15}")
+    for name, secs in rows:
+        print(f"{name:70} {secs:9.3f} {secs / TARGET_S:15.2f}")
+    worst = max(secs for name, secs in rows if "AppTest" in name or "cold" in name)
+    print(f"\nslowest step (cold queries or AppTest page run): {worst:.3f} s = {worst / TARGET_S:.2f} × target")
+    by_name = dict(rows)
+    for label in ("segments", "compacted"):
+        for pos in ("middle", "last"):
+            duck = by_name[f"{label}: context in DuckDB over extracted events, {pos}"]
+            py = by_name[f"{label}: context ids by a Python loop over spans, {pos}"]
+            print(f"{label}, {pos}: DuckDB context (with units, pins, pending) / Python-loop ids only = {duck / py:.2f}")
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
