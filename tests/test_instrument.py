@@ -104,6 +104,27 @@ def test_a_rewritten_history_starts_a_new_session(rec):
     assert new.attributes["prunegate.session.previous"] == first
 
 
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_changed_system_prompt_is_rewritten_in_place(rec, provider):
+    pg = PruneGuard(Scripted(), budget=100_000, provider=provider, tracer_provider=rec.provider)
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+
+    def body(date: str, messages: list[dict]) -> dict:
+        if provider == "anthropic":
+            return {"model": "m", "max_tokens": 5, "system": f"today is {date}", "messages": messages}
+        return {"model": "m", "messages": [{"role": "system", "content": f"today is {date}"}, *messages]}
+
+    pg.gate(body("monday", history))
+    first = pg.session_id
+    history.append({"role": "user", "content": "and now?"})
+    out = pg.gate(body("tuesday", history))
+    assert pg.session_id == first and out == body("tuesday", history)
+    pg.close()
+    rewrites = [s for s in rec.named("prunegate.message") if s.attributes["prunegate.event"] == "rewrite"]
+    assert len(rewrites) == 1 and rewrites[0].attributes["prunegate.message.cause"] == "system prompt changed"
+    assert rewrites[0].attributes["prunegate.message.role"] == "system"
+
+
 def test_a_body_the_guard_cannot_read_passes_through_unchanged(rec, caplog):
     pg = PruneGuard(Scripted(), budget=100, tracer_provider=rec.provider)
     bad = {"model": "m", "messages": [{"role": "user", "content": [{"type": "tool_use", "name": "x"}]}]}

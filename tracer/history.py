@@ -50,6 +50,11 @@ def split_body(body: Any, provider: str) -> tuple[list[Any], dict[str, Any]]:
     return items, rest
 
 
+def is_system_item(item: Any) -> bool:
+    """An Anthropic top-level ``system`` or a system/developer message."""
+    return isinstance(item, Mapping) and (SYSTEM_KEY in item or item.get("role") in ("system", "developer"))
+
+
 def to_messages(items: Sequence[Any], provider: str, *, offset: int = 0) -> list[Message]:
     """Convert history items to messages, one message per item (errors name the item's index)."""
     out: list[Message] = []

@@ -22,9 +22,9 @@
 The agent keeps its full history and sends it all every time; the guard keeps the *gated*
 context. It fingerprints the incoming messages, appends only the new suffix to its context (so a
 message it pruned stays pruned), runs one budget check, and returns the body to send: the same
-request keys, the gated messages. Everything is traced (docs/spans.md). If the history stops
-being append-only (the agent rewrote or trimmed it itself) the guard starts a new session from
-that body. The guard never breaks the agent: if it cannot understand a body it logs, counts the
+request keys, the gated messages. Everything is traced (docs/spans.md). A changed system prompt
+is rewritten in place; if anything else in the history changes (the agent rewrote or trimmed it
+itself) the guard starts a new session from that body. The guard never breaks the agent: if it cannot understand a body it logs, counts the
 error and returns the body unchanged; the one loud exception is
 :class:`~policies.errors.HardCeilingExceeded` when a hard ceiling was asked for and cannot hold.
 """
@@ -138,7 +138,8 @@ class PruneGuard:
                                                      spill_store=self.spill_store)  # type: ignore[arg-type]
         else:
             self.runtime = NaiveRuntime(self.policy, self.budget)
-        self._fps: list[str] = []
+        self._fps: list[str] = []  # fingerprints of the history items absorbed so far
+        self._ids: list[str] = []  # their message ids in the context
 
     @property
     def session_id(self) -> str:
@@ -184,7 +185,7 @@ class PruneGuard:
         items, rest = _history.split_body(body, self.provider)
         fps = [_history.fingerprint(item) for item in items]
         n = len(self._fps)
-        if fps[:n] != self._fps:
+        if fps[:n] != self._fps and not self._rewrite_system(items, fps):
             at = _history.first_difference(fps, self._fps)
             old = self.session.session_id
             self.session.end({"prunegate.session.diverged_at": at})
@@ -195,12 +196,35 @@ class PruneGuard:
         for fp, msg in zip(fps[n:], _history.to_messages(items[n:], self.provider, offset=n), strict=True):
             self.context.append(msg)
             self._fps.append(fp)
+            self._ids.append(msg.id)
         self.requests += 1
         decision = self.runtime.check(self.context)
         self.last_decision = decision
         out = self.context.render(self.provider)
         self._open_chat(out, decision)
         return out
+
+    def _rewrite_system(self, items: list[Any], fps: list[str]) -> bool:
+        """When only system prompts changed (a date, a memory block), rewrite them in place.
+
+        Returns False when anything else changed: then the history is not an extension of what
+        the guard has seen and a new session starts.
+        """
+        n = len(self._fps)
+        if len(fps) < n:
+            return False
+        changed = [i for i in range(n) if fps[i] != self._fps[i]]
+        if not all(_history.is_system_item(items[i]) for i in changed):
+            return False
+        for i in changed:
+            mid = self._ids[i]
+            if mid not in self.context:
+                return False
+        for i in changed:
+            new = _history.to_messages([items[i]], self.provider, offset=i)[0]
+            self.context.replace_message(self._ids[i], new, cause="system prompt changed")
+            self._fps[i] = fps[i]
+        return True
 
     def _open_chat(self, out: dict[str, Any], decision: Decision) -> None:
         ctx = self.context
