@@ -459,3 +459,39 @@ def test_an_observer_error_is_counted_by_the_context_and_never_reaches_the_agent
     assert ctx.observer_errors.count == len(ctx) + 1 + 1  # every append, and the removal
     assert isinstance(ctx.observer_errors.last, KeyError)
     assert rec.one("prunegate.prune")
+
+
+class Summarizer:
+    """Replaces the two oldest unpinned units with one summary and rewrites one message shorter."""
+
+    name = "summarizer"
+
+    def __init__(self, units: tuple[str, ...], rewrite: str) -> None:
+        self.units, self.rewrite = units, rewrite
+
+    def propose(self, view):
+        from policies import Proposal, Rewrite, Summary
+
+        summary = text_message("", "assistant", "summary of earlier steps")
+        return Proposal(self.name, summaries=[Summary(self.units, summary, "old", "test")],
+                        rewrites=[Rewrite(self.rewrite, text_message("", "assistant", "short"))])
+
+
+def test_summaries_and_rewrites_are_recorded_and_their_messages_mapped_to_the_prune(rec):
+    session, ctx = traced(rec)
+    history(ctx, turns=4)
+    units = tuple(ctx.unit_id_of(m.id) for m in ctx.messages[2:4])
+    rewritten = ctx.messages[6].id
+    gone = [m.id for m in ctx.messages[2:4]]
+    d = Gate(Summarizer(units, rewritten), budget=50).check(ctx)
+    assert d.kind == DecisionKind.PRUNED and d.summarized_units == list(units)
+    p = rec.one("prunegate.prune").attributes
+    assert list(p["prunegate.summarized.units"]) == list(units)
+    assert p["prunegate.summary.id"] == d.summary_id and list(p["prunegate.rewritten.ids"]) == [rewritten]
+    events = {(s.attributes["prunegate.event"], s.attributes["prunegate.message.id"]): s.attributes
+              for s in rec.named("prunegate.message")}
+    assert list(events[("append", d.summary_id)]["prunegate.message.summary_of"]) == list(units)
+    assert events[("rewrite", rewritten)]["prunegate.message.tokens_before"] > ctx.message(rewritten).tokens
+    assert all(("remove", m) in events for m in gone)
+    cause = session.cause_of(message_ids=[gone[0]])
+    assert cause is not None and cause.span_context.span_id == rec.one("prunegate.prune").context.span_id
