@@ -495,3 +495,19 @@ def test_summaries_and_rewrites_are_recorded_and_their_messages_mapped_to_the_pr
     assert all(("remove", m) in events for m in gone)
     cause = session.cause_of(message_ids=[gone[0]])
     assert cause is not None and cause.span_context.span_id == rec.one("prunegate.prune").context.span_id
+
+
+def test_a_missing_result_links_to_the_prune_that_evicted_the_result(rec):
+    session, ctx = traced(rec, gated=False)
+    history(ctx, turns=1)
+    ctx.append(Message("", "assistant", [tool_use("c1", "fetch", {})]))
+    res = ctx.append(Message("", "tool", [tool_result("c1", "data")]))
+    ctx.append(text_message("", "user", "next"))
+    NaiveRuntime(Scripted(ctx.messages[2].id, name="a"), budget=10).check(ctx)
+    NaiveRuntime(Scripted(res.id, name="b"), budget=10).check(ctx)
+    found = session.check_request(ctx.render("anthropic"), "anthropic", seq=ctx.seq)
+    assert [v.code for v in found] == ["missing_tool_result"]
+    cause = next(p for p in rec.named("prunegate.prune") if res.id in p.attributes["prunegate.pruned.ids"])
+    violation = rec.one("prunegate.violation")
+    assert violation.links[0].context.span_id == cause.context.span_id
+    assert violation.attributes["prunegate.violation.evicted_id"] == res.id
