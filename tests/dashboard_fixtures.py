@@ -140,9 +140,10 @@ class ScriptedSession:
         return child_span
 
 
-def orphan_session(provider: TracerProvider, *, session_id: str = "s-orphan") -> dict[str, Any]:
+def orphan_session(provider: TracerProvider, *, session_id: str = "s-orphan",
+                   name: str = "lisbon-trip.json") -> dict[str, Any]:
     """The source document's failure 1 under an ungated salience policy. Returns the ids to expect."""
-    ts = TracedSession(provider, session_id=session_id, source="replay", name="lisbon-trip.json",
+    ts = TracedSession(provider, session_id=session_id, source="replay", name=name,
                        provider="anthropic", policy="salience", gated=False, budget=100,
                        capture_content=True, source_id="s-recorded")
     s = ScriptedSession(ts, budget=100, gated=False)
@@ -151,7 +152,8 @@ def orphan_session(provider: TracerProvider, *, session_id: str = "s-orphan") ->
     s.message("append", "m2", role="user", unit="u2", tokens=20, content=[{"type": "text", "text": "Plan Lisbon."}])
     s.unit_close("u2", "user", ["m2"])
     s.message("append", "m3", role="assistant", unit="u3", tokens=50, call_ids=["c1", "c2", "c3"],
-              tool_names=["get_weather", "search_hotels", "book_flight"])
+              tool_names=["get_weather", "search_hotels", "book_flight"],
+              content=[{"type": "text", "text": "Checking three things: " + HOSTILE}])
     for cid, name in (("c1", "get_weather"), ("c2", "search_hotels"), ("c3", "book_flight")):
         with ts.tool(name, cid, arguments={"city": "Lisbon"}, side_effect=name == "book_flight", seq=s.seq):
             pass

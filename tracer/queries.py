@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +64,21 @@ METRICS: tuple[str, ...] = (
     "tokens_pruned",
     "over_budget_checks",
 )
+
+
+_SCRATCH: duckdb.DuckDBPyConnection | None = None
+_SCRATCH_LOCK = threading.Lock()
+
+
+def scratch() -> duckdb.DuckDBPyConnection:
+    """A private connection to an in-memory database for queries over Arrow tables or frames.
+    A cursor of one shared database: opening a fresh DuckDB database costs tens of milliseconds,
+    a cursor almost nothing; each cursor has its own temp tables and registrations. Close it."""
+    global _SCRATCH
+    with _SCRATCH_LOCK:
+        if _SCRATCH is None:
+            _SCRATCH = duckdb.connect(":memory:")
+        return _SCRATCH.cursor()
 
 
 def _con(src: Source) -> duckdb.DuckDBPyConnection:
@@ -380,7 +396,7 @@ def step_from_tables(tables: dict[str, pa.Table], seq: int, *, with_content: boo
     """The context after step ``seq`` from :func:`session_tables`: ``messages`` (one row per message
     in context order, see :func:`context_at`) and ``units`` (see :func:`units_at`), both computed
     by DuckDB over the Arrow tables."""
-    con = duckdb.connect(":memory:")
+    con = scratch()
     try:
         for name, table in tables.items():
             con.register(name, table)

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pandas as pd
 import streamlit as st
 
@@ -56,7 +55,7 @@ def run_fresh(name: str, *args: Any, **kwargs: Any) -> Any:
 
 def local(name: str, *args: Any, **kwargs: Any) -> Any:
     """Call ``tracer.queries.<name>`` on a private in-memory DuckDB (queries over a DataFrame)."""
-    con = duckdb.connect(":memory:")
+    con = queries.scratch()
     try:
         return getattr(queries, name)(con, *args, **kwargs)
     finally:
