@@ -244,3 +244,21 @@ def test_tool_side_effects_can_be_named(rec):
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="provider must be one of"):
         PruneGuard(Scripted(), budget=10, provider="gemini")
+
+
+def test_end_to_end_into_a_real_store(tmp_path):
+    from tracer.store import Store
+
+    store_dir = tmp_path / "store"
+    with PruneGuard(Scripted("m4", name="salience"), budget=50, gated=False, store=store_dir) as pg:
+        pg.gate(anthropic_body(turn(0) + turn(1, tool=True) + [{"role": "user", "content": "so?"}]))
+        pg.record_response(error={"type": "error", "error": {"type": "invalid_request_error", "message": "400!"}})
+    spans = Store(store_dir).spans(pg.session_id)
+    names = [s["name"] for s in spans]
+    assert names[0] == "prunegate.session" and names.count("prunegate.message") >= 9
+    violation = next(s for s in spans if s["name"] == "prunegate.violation")
+    prune = next(s for s in spans if s["name"] == "prunegate.prune")
+    assert violation["links"][0]["span_id"] == prune["span_id"]
+    chat = next(s for s in spans if s["name"] == "chat claude-x")
+    assert chat["status_code"] == "ERROR" and chat["status_message"] == "400!"
+    assert [s["seq"] for s in spans] == sorted(s["seq"] for s in spans)
