@@ -10,7 +10,7 @@ from __future__ import annotations
 from .context import Context
 from .decision import Decision, DecisionKind
 from .messages import Message
-from .observer import REWRITE, Observer
+from .observer import APPEND, REWRITE, Observer
 from .policy import ContextView, Policy, Proposal
 
 
@@ -66,6 +66,7 @@ class NaiveRuntime:
                 first = min(ctx.message(m).seq for m in ids)
                 ctx.remove_messages(ids, cause)
                 ctx._admit(s.message, seq=first, summary=True)
+                ctx._notify_message(s.message, APPEND, summary_of=list(s.unit_ids))
                 d.summarized_units.extend(s.unit_ids)
                 d.summary_id = s.message.id
         removed = ctx.remove_messages(proposal.evict_ids, cause)
