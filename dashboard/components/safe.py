@@ -3,7 +3,7 @@
 Streamlit's text elements (``st.text``, ``st.code``, ``st.json``, ``st.dataframe``) already show
 strings literally; these helpers cover the two places where a recorded string could be read as
 markup: Plotly labels and hover text (Plotly renders a subset of HTML tags there) and Markdown
-(captions, labels). Never pass recorded data with ``unsafe_allow_html=True``.
+(captions, labels). The dashboard never lets Streamlit render HTML (a test checks the sources).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ in context. Jump buttons move to the next violation, prune or deferral; Play adv
 from __future__ import annotations
 
 import json
+import time
 
 import pandas as pd
 import streamlit as st
@@ -22,6 +23,9 @@ STEP = "replay_step"
 PLAY = "replay_play"
 SESSION = "replay_session"
 NOTE = "replay_note"
+GOTO = "replay_goto"  # where Play's last tick moved to; applied before the slider is drawn
+LAST_TICK = "replay_last_tick"
+TICK_S = 0.8
 
 
 def _int_param(name: str) -> int | None:
@@ -77,15 +81,23 @@ def _pick_session() -> str | None:
     return picked
 
 
-def _ticker(session_id: str, lo: int, hi: int, stride: int) -> None:
-    """While Play is on, advance ``stride`` steps per tick and rerun the page."""
+def _ticker(lo: int, hi: int, stride: int) -> None:
+    """While Play is on, advance ``stride`` steps per tick and rerun the page.
+
+    The slider owns ``STEP`` once drawn, so the tick leaves the new step in ``GOTO`` for the top of
+    the next run. The fragment also runs inline with every full run: it only advances when a tick
+    interval has passed since the last advance, so a rerun does not trigger the next one at once."""
     if not st.session_state.get(PLAY):
+        return
+    now = time.monotonic()
+    if now - st.session_state.get(LAST_TICK, 0.0) < TICK_S * 0.9:
         return
     cur = int(st.session_state.get(STEP, lo))
     if cur >= hi:
-        st.session_state[PLAY] = False
-        return
-    _set_step(cur + stride, lo, hi)
+        st.session_state[GOTO] = ("stop", cur)
+    else:
+        st.session_state[GOTO] = ("step", min(hi, cur + stride))
+    st.session_state[LAST_TICK] = now
     st.rerun()
 
 
@@ -107,6 +119,11 @@ ceiling = sess["budget"]["hard_ceiling"]
 if STEP not in st.session_state:
     start = _int_param("step")
     st.session_state[STEP] = max(lo, min(hi, start)) if start is not None else lo
+if GOTO in st.session_state:
+    kind, target = st.session_state.pop(GOTO)
+    _set_step(target, lo, hi)
+    if kind == "stop" or target >= hi:
+        st.session_state[PLAY] = False  # reached the end
 
 st.caption(md(session_label(info)) + f" · source {md(info.get('source') or '?')} · steps {lo}–{hi}")
 
@@ -133,7 +150,7 @@ if st.session_state.get(NOTE):
 st.query_params["step"] = str(step)
 
 if st.session_state.get(PLAY):
-    st.fragment(run_every=0.8)(_ticker)(session_id, lo, hi, int(stride))
+    st.fragment(run_every=TICK_S)(_ticker)(lo, hi, int(stride))
 
 # ---------------------------------------------------------------- the step
 now = data.replay_step(path, session_id, int(step))
