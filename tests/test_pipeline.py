@@ -198,7 +198,7 @@ def test_a_stuck_sink_costs_a_bounded_wait_then_spans_go_to_the_spool(tmp_path: 
     store = Store(tmp_path / "store")
     sink = Stuck(store, spool_dir=tmp_path / "spool")
     proc = ReliableSpanProcessor(sink, max_queue_size=64, chunk_size=16, max_batch_size=32, max_wait=0.02,
-                                 schedule_delay=0.01)
+                                 schedule_delay=0.01, overflow_size=4096)
     provider = _provider(proc)
     _spans(provider, 40)
     assert sink.entered.wait(10)
@@ -232,6 +232,30 @@ def test_a_sink_hung_at_shutdown_does_not_hang_the_agent(tmp_path: Path, caplog:
     assert stats["spooled"] == 25  # what was still queued went to the spool
     assert any("may or may not have been written" in r.getMessage() for r in caplog.records)
     sink.release.set()
+
+
+class StuckSpool(Stuck):
+    """Neither the store nor the local spool answers."""
+
+    def spill(self, prepared: list) -> bool:
+        self.release.wait(30)
+        return super().spill(prepared)
+
+
+def test_when_the_spool_is_stuck_too_spans_are_dropped_and_counted_not_waited_for(tmp_path: Path) -> None:
+    sink = StuckSpool(Store(tmp_path / "store"), spool_dir=tmp_path / "spool")
+    proc = ReliableSpanProcessor(sink, max_queue_size=32, chunk_size=8, max_batch_size=8, max_wait=0.02,
+                                 overflow_size=32, schedule_delay=0.01, shutdown_timeout=0.5)
+    provider = _provider(proc)
+    _spans(provider, 16)
+    assert sink.entered.wait(10)
+    _spans(provider, 3000)  # returns: after two bounded waits everything else is dropped, counted
+    stats = proc.stats()
+    assert stats["received"] == 3016 and _accounted(stats) == 3016
+    assert stats["dropped"] >= 3000 - 32 - 32 - 8
+    provider.shutdown()
+    sink.release.set()
+    assert _accounted(proc.stats()) == 3016
 
 
 HOLD_MAIN = textwrap.dedent("""

@@ -93,6 +93,25 @@ class ExporterSink:
         self.exporter.shutdown()
 
 
+class SinkExporter(SpanExporter):
+    """The other direction: a :class:`Sink` as a plain ``SpanExporter`` (e.g. the store behind the
+    SDK's own processors). Failures become ``FAILURE`` results; nothing is spooled or counted."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            self.sink.write([self.sink.prepare(spans)])
+        except Exception as exc:
+            log.warning("prunegate: export to %s failed: %r", self.sink.name, exc)
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.sink.close()
+
+
 class ReliableSpanProcessor(SpanProcessor):
     """Bounded-wait batching processor in front of a :class:`Sink` (see the module docstring).
 
@@ -110,7 +129,7 @@ class ReliableSpanProcessor(SpanProcessor):
         chunk_size: int = 256,
         chunk_delay: float = 0.05,
         schedule_delay: float = 1.0,
-        max_wait: float = 0.1,
+        max_wait: float = 0.5,
         overflow_size: int | None = None,
         recover_interval: float = 10.0,
         shutdown_timeout: float = 10.0,
@@ -532,7 +551,7 @@ class ReliableSpanProcessor(SpanProcessor):
         for thread in (self._preparer, self._writer):
             if thread.is_alive():
                 thread.join(max(0.0, deadline - time.monotonic()))
-        self._sweep(stuck=self._preparer.is_alive() or self._writer.is_alive())
+        self._sweep(self._preparer.is_alive() or self._writer.is_alive(), deadline)
         spooler = self._spooler
         if spooler is not None:
             spooler.join(max(0.0, deadline - time.monotonic()))
@@ -550,8 +569,12 @@ class ReliableSpanProcessor(SpanProcessor):
         except Exception as exc:
             self._note_error("close", exc)
 
-    def _sweep(self, stuck: bool) -> None:
-        """After the threads stopped (or hung in the sink): spill whatever is still held."""
+    def _sweep(self, stuck: bool, deadline: float) -> None:
+        """After the threads stopped (or hung in the sink): spill whatever is still held.
+
+        Runs in a helper thread joined until ``deadline`` (at least half a second): a spool on a
+        hung disk must not hang the agent's exit either. What it has not finished by then is
+        counted as dropped."""
         with self._lock:
             if stuck:
                 self._abandoned = True
@@ -568,17 +591,55 @@ class ReliableSpanProcessor(SpanProcessor):
                 f"{handed} spans were inside a hung {self.sink.name} write at shutdown; "
                 "counted as dropped (they may or may not have been written)",
             )
-        if pending:
-            self._spill([p for p, _ in pending], sum(n for _, n in pending))
-        for start in range(0, len(leftovers), self.max_batch_size):
-            chunk = leftovers[start : start + self.max_batch_size]
-            try:
-                prepared = [self.sink.prepare(chunk)]
-            except Exception as exc:
-                self._note_error("prepare", exc)
-                self._finalize(dropped=len(chunk), failed=len(chunk))
-                continue
-            self._spill(prepared, len(chunk))
+        work: list[tuple[Any, int]] = (
+            [([p for p, _ in pending], sum(n for _, n in pending))] if pending else []
+        )
+        work += [
+            (leftovers[i : i + self.max_batch_size], -1)
+            for i in range(0, len(leftovers), self.max_batch_size)
+        ]
+        if not work:
+            return
+        left = [sum(len(w) if n < 0 else n for w, n in work)]
+        gone = [False]
+
+        def run() -> None:
+            for item, rows in work:
+                ok, failed = False, 0
+                if rows < 0:  # raw spans from the queue: prepare first
+                    rows = len(item)
+                    try:
+                        item = [self.sink.prepare(item)]
+                    except Exception as exc:
+                        self._note_error("prepare", exc)
+                        item, failed = None, rows
+                if item is not None:
+                    try:
+                        spill = getattr(self.sink, "spill", None)
+                        ok = bool(spill(item)) if spill is not None else False
+                    except Exception as exc:
+                        self._note_error("spool", exc)
+                with self._lock:
+                    if gone[0]:
+                        return
+                    left[0] -= rows
+                    self._counts["spooled" if ok else "dropped"] += rows
+                    self._counts["failed"] += failed
+                    self._in_flight -= rows
+                if not ok:
+                    self._warn_once(
+                        "lost", f"{rows} spans could not be stored nor spooled (sink {self.sink.name})"
+                    )
+
+        helper = threading.Thread(target=run, name="prunegate-sweep", daemon=True)
+        helper.start()
+        helper.join(max(0.5, deadline - time.monotonic()))
+        if helper.is_alive():
+            with self._lock:
+                gone[0] = True
+                self._counts["dropped"] += left[0]
+                self._in_flight -= left[0]
+            self._warn_once("spool-hung", f"spool hung at shutdown; {left[0]} spans counted as dropped")
 
     def _record_stats(self) -> None:
         stats = self.stats()

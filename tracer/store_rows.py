@@ -14,6 +14,7 @@ import json
 import math
 import operator
 from collections.abc import Iterable, Mapping, Sequence
+from operator import methodcaller
 from typing import Any
 
 import pyarrow as pa
@@ -167,29 +168,36 @@ def spans_to_table(spans: Sequence[Any]) -> pa.Table:
     if not spans:
         return ARROW_SCHEMA.empty_table()
     ctx, parent, name, kind, start, end, status, attrs, events, links, resource, scope = _columns(spans)
+    n = len(ctx)
     trace_ids = list(map("{:032x}".format, map(_TRACE_ID, ctx)))
     span_ids = list(map("{:016x}".format, map(_SPAN_ID, ctx)))
     parents = [None if p is None else f"{p.span_id:016x}" for p in parent]
-    states = [(c.trace_state.to_header() or None) if c.trace_state else None for c in ctx]
-    kinds = [_KIND_NAMES.get(id(k)) or k.name for k in kind]
-    codes = [_STATUS_NAMES.get(id(st.status_code)) or st.status_code.name for st in status]
+    states = _trace_states(ctx)
+    kinds = [
+        k if k is not None else kd.name
+        for k, kd in zip(map(_KIND_NAMES.get, map(id, kind)), kind, strict=True)
+    ]
+    code_objs = list(map(_STATUS_CODE, status))
+    codes = [
+        c if c is not None else o.name
+        for c, o in zip(map(_STATUS_NAMES.get, map(id, code_objs)), code_objs, strict=True)
+    ]
     messages = list(map(_DESCRIPTION, status))
     dicts = list(map(_plain, attrs))
     attrs_json = [dumps(d) if d else _EMPTY_OBJ for d in dicts]
-    sessions = [session_of(d) if d else None for d in dicts]
-    seqs = [seq_of(d) if d else None for d in dicts]
+    k1, k2 = SESSION_ATTRIBUTES
+    sessions = [
+        a if a is not None else b
+        for a, b in zip(map(methodcaller("get", k1), dicts), map(methodcaller("get", k2), dicts), strict=True)
+    ]
+    if not all(v is None or type(v) is str for v in sessions):
+        sessions = [v if v is None or type(v) is str else str(v) for v in sessions]
+    seqs = [v if type(v) is int else None for v in map(methodcaller("get", SEQ_ATTRIBUTE), dicts)]
     events_json = [_json_list(e, _event_dict) if e else _EMPTY_LIST for e in map(_seq_items, events)]
     links_json = [_json_list(lk, _link_dict) if lk else _EMPTY_LIST for lk in map(_seq_items, links)]
-    resource_json: dict[int, str] = {}
-    res_col = []
-    for res in resource:
-        text = resource_json.get(id(res))
-        if text is None:
-            text = dumps(dict(res.attributes)) if res is not None else _EMPTY_OBJ
-            resource_json[id(res)] = text
-        res_col.append(text)
-    scope_names = [sc.name if sc is not None else None for sc in scope]
-    scope_versions = [sc.version if sc is not None else None for sc in scope]
+    res_col = _same_or_each(resource, n, _resource_json)
+    scope_names = _same_or_each(scope, n, lambda sc: sc.name if sc is not None else None)
+    scope_versions = _same_or_each(scope, n, lambda sc: sc.version if sc is not None else None)
     columns = (
         trace_ids, span_ids, parents, states, name, kinds, start, end, codes, messages,
         attrs_json, events_json, links_json, res_col, scope_names, scope_versions, sessions, seqs,
@@ -198,6 +206,38 @@ def spans_to_table(spans: Sequence[Any]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
+def _trace_states(ctx: list[Any]) -> list[str | None]:
+    """W3C tracestate headers; almost always empty, so test the SDK's inner dict in C first."""
+    try:
+        inner = list(map(_TRACE_STATE_DICT, ctx))
+    except AttributeError:
+        return [(c.trace_state.to_header() or None) if c.trace_state else None for c in ctx]
+    if not any(inner):
+        return [None] * len(ctx)
+    return [(c.trace_state.to_header() or None) if d else None for c, d in zip(ctx, inner, strict=True)]
+
+
+def _resource_json(resource: Any) -> str:
+    return dumps(dict(resource.attributes)) if resource is not None else _EMPTY_OBJ
+
+
+def _same_or_each(objs: list[Any], n: int, convert: Any) -> list[Any]:
+    """``convert`` applied per element, once when every element is the same object (the usual)."""
+    first = objs[0]
+    if all(o is first for o in objs):
+        return [convert(first)] * n
+    cache: dict[int, Any] = {}
+    out = []
+    for o in objs:
+        key = id(o)
+        if key not in cache:
+            cache[key] = convert(o)
+        out.append(cache[key])
+    return out
+
+
+_TRACE_STATE_DICT = operator.attrgetter("trace_state._dict")
+_STATUS_CODE = operator.attrgetter("status_code")
 _TRACE_ID = operator.attrgetter("trace_id")
 _SPAN_ID = operator.attrgetter("span_id")
 _DESCRIPTION = operator.attrgetter("description")
