@@ -119,9 +119,13 @@ class Gate:
     # ------------------------------------------------------------------ re-injection on demand
     def reinject(self, ctx: Context, key: str) -> Decision:
         """Bring a spilled unit back, named by unit id, message id or tool call id."""
-        record = ctx.spilled.get(key) or next(
-            (r for r in ctx.spilled.values() if key in r.message_ids or key in r.call_ids), None
-        )
+        record = ctx.spilled.get(key)
+        if record is None:
+            found = [r for r in ctx.spilled.values() if key in r.message_ids or key in r.call_ids]
+            if len(found) > 1:  # a call id reused across turns: say which units, do not guess
+                units = ", ".join(r.unit_id for r in found)
+                raise StructureError(f"{key!r} names several spilled units ({units}); re-inject one by unit id")
+            record = found[0] if found else None
         if record is None:
             raise StructureError(f"nothing spilled under {key!r}")
         if self.spill_store is None:
