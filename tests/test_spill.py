@@ -208,3 +208,22 @@ def test_restore_refuses_a_clash_and_changes_nothing():
     assert_consistent(ctx)
     with pytest.raises(StructureError, match="other messages than were spilled"):
         ctx.restore_unit(uid, saved[:1])
+
+
+def test_a_reused_call_id_naming_two_spilled_units_is_refused_not_guessed():
+    ctx = Context()
+    history(ctx, turns=0)
+    units = []
+    for i in range(2):
+        a = ctx.append(Message("", "assistant", [tool_use("call_1", "f", {"turn": i})]))  # the id comes back
+        ctx.append(result("call_1", f"answer {i}"))
+        ctx.append(text_message("", "user", f"next {i}"))
+        units.append(ctx.unit_id_of(a.id))
+    gate = Gate(Scripted(), budget=10, spill_store=MemorySpillStore())
+    for uid in units:
+        gate._spill(ctx, uid)
+    with pytest.raises(StructureError, match=rf"'call_1' names several spilled units \({units[0]}, {units[1]}\)"):
+        gate.reinject(ctx, "call_1")
+    assert gate.reinject(ctx, units[1]).reinjected_units == [units[1]]
+    assert gate.reinject(ctx, "call_1").reinjected_units == [units[0]]  # now unambiguous
+    assert_consistent(ctx)
