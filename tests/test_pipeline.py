@@ -319,3 +319,28 @@ def test_a_span_ended_after_shutdown_is_counted(tmp_path: Path) -> None:
     span.end()  # the SDK still calls on_end on our processor
     stats = proc.stats()
     assert stats["received"] == 1 and stats["dropped"] == 1
+
+
+def test_a_forked_child_records_with_its_own_threads_and_counters(tmp_path: Path) -> None:
+    import os
+
+    store = Store(tmp_path / "store")
+    proc = ReliableSpanProcessor(StoreSink(store, spool_dir=tmp_path / "spool"), schedule_delay=0.05)
+    provider = _provider(proc)
+    _spans(provider, 10, session="parent")
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's queue and counters are not inherited
+        code = 1
+        try:
+            _spans(provider, 20, session="child")
+            provider.shutdown()
+            stats = proc.stats()
+            code = 0 if stats["received"] == 20 and stats["stored"] == 20 else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    provider.shutdown()
+    assert proc.stats()["received"] == 10
+    rows = store.query("SELECT session_id, count(*) AS n FROM spans WHERE name = 'step' GROUP BY 1 ORDER BY 1")
+    assert rows == [{"session_id": "child", "n": 20}, {"session_id": "parent", "n": 10}]
