@@ -48,8 +48,13 @@ class EvictOpen:
         return p
 
 
-policies.register(EvictCalls.name, EvictCalls)
-policies.register(EvictOpen.name, EvictOpen)
+@pytest.fixture(autouse=True)
+def registered_test_policies(monkeypatch):
+    """The two structure-blind policies above, registered for this module's tests only."""
+    from policies import registry
+
+    monkeypatch.setitem(registry._registered, EvictCalls.name, EvictCalls)
+    monkeypatch.setitem(registry._registered, EvictOpen.name, EvictOpen)
 
 
 @pytest.fixture(scope="module")
