@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
 import statistics
 import sys
@@ -85,7 +86,9 @@ def provider_with(processor: object) -> TracerProvider:
     return provider
 
 
-def timed(make: Callable[[], tuple[TracerProvider, Callable[[], dict[str, int]]]], n: int) -> tuple[float, dict]:
+def timed(
+    make: Callable[[], tuple[TracerProvider, Callable[[], dict[str, int]]]], n: int
+) -> tuple[float, dict]:
     provider, counts = make()
     start = time.perf_counter()
     workload(provider, n)
@@ -120,18 +123,27 @@ def throughput(n: int, rounds: int, root: Path) -> float:
         "prunegate processor + store": ours_store(root),
         "prunegate processor + discard": ours_discard,
     }
+    base_name = "sdk BatchSpanProcessor + discard"
     times: dict[str, list[float]] = {name: [] for name in configs}
     timed(sdk_discard, min(n, 5000))  # warm-up (imports, caches)
     for _ in range(rounds):
         for name, make in configs.items():
             elapsed, _ = timed(make, n)
             times[name].append(elapsed)
-    base = statistics.median(times["sdk BatchSpanProcessor + discard"])
-    print(f"\n== throughput: {n} spans x {rounds} interleaved rounds (median; end-to-end incl. flush)")
+    print(
+        f"\n== throughput: {n} spans x {rounds} interleaved rounds, end-to-end incl. flush "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
+    print("   median spans/s; ratio = median over rounds of (baseline time / this time) in the same round")
     for name, ts in times.items():
-        med = statistics.median(ts)
-        print(f"  {name:36s} {n / med:10.0f} spans/s   ratio to baseline {base / med:5.2f}")
-    ratio = base / statistics.median(times["prunegate processor + store"])
+        ratios = [b / t for b, t in zip(times[base_name], ts, strict=True)]
+        print(
+            f"  {name:36s} {n / statistics.median(ts):10.0f} spans/s   ratio {statistics.median(ratios):5.2f}"
+            f"   (rounds: {' '.join(f'{r:.2f}' for r in ratios)})"
+        )
+    ratio = statistics.median(
+        b / t for b, t in zip(times[base_name], times["prunegate processor + store"], strict=True)
+    )
     verdict = "OK" if ratio >= FLOOR else "BELOW FLOOR"
     print(f"  store / discard ratio = {ratio:.2f} (floor {FLOOR}) {verdict}")
     return ratio
@@ -178,7 +190,9 @@ def burst(n: int, root: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--spans", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--burst", type=int, default=100_000)

@@ -305,3 +305,41 @@ def test_compact_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "busy" in capsys.readouterr().err
     assert main(["compact", "--store", str(store.path)]) == 0
     assert "2 spans moved" in capsys.readouterr().out
+
+
+def test_arrow_buffers_match_pyarrow_conversion() -> None:
+    from tracer.store_arrow import int64_array, same_string, string_array, utf8_array
+
+    cases = [["a", "", None, "héllo ✓", "x" * 300], [None, None], ["only"], [], ["", ""]]
+    for values in cases:
+        assert string_array(values).equals(pa.array(values, type=pa.string())), values
+    assert string_array(["a\ud800b"]).to_pylist() == ["a?b"]  # a lone surrogate cannot be UTF-8
+    assert utf8_array([b'{"k":"\xc3\xa9"}', b"{}"]).to_pylist() == ['{"k":"é"}', "{}"]
+    assert same_string("[]", 3).to_pylist() == ["[]"] * 3 and same_string(None, 2).null_count == 2
+    assert same_string("", 2).to_pylist() == ["", ""]
+    for values in ([1, None, -(2**63), 2**63 - 1], [None], [5]):
+        assert int64_array(values).equals(pa.array(values, type=pa.int64())), values
+    with pytest.raises(OverflowError):
+        int64_array([2**64])
+
+
+WRITER_IMPORTS = textwrap.dedent("""
+    import sys, tempfile
+    from opentelemetry.sdk.trace import TracerProvider
+    from tracer.setup import setup_tracing
+    tracing = setup_tracing(sys.argv[1], otlp_endpoint=False, spool_dir=sys.argv[2])
+    with tracing.tracer().start_as_current_span("one", attributes={"prunegate.seq": 1}):
+        pass
+    tracing.shutdown()
+    print(sorted(m for m in ("pandas", "duckdb") if m in sys.modules))
+""")
+
+
+def test_a_recording_process_imports_neither_duckdb_nor_pandas(tmp_path: Path) -> None:
+    """Writers never open DuckDB, and pa.array's pandas probe would cost the agent an import with the GIL
+    held plus a bigger heap for every garbage collection."""
+    run = subprocess.run([sys.executable, "-c", WRITER_IMPORTS, str(tmp_path / "store"), str(tmp_path / "spool")],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+    assert Store(tmp_path / "store").count() == 2  # the span and the stats row

@@ -16,16 +16,20 @@ Writers append segments and never open DuckDB; ``compact()`` moves segments into
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from tracer.store_compact import CompactResult, compact
-from tracer.store_reader import Params, StoreError, StoreReader
 from tracer.store_rows import SpanRow, decode_row, rows_to_table
-from tracer.store_segments import StoreLayout, list_segments, write_segment
+from tracer.store_segments import StoreError, StoreLayout, list_segments, write_segment
+
+if TYPE_CHECKING:  # DuckDB is imported only by readers and the compactor: writers never need it
+    from tracer.store_compact import CompactResult
+    from tracer.store_reader import StoreReader
+
+Params = Sequence[Any] | dict[str, Any] | None
 
 __all__ = ["Store", "StoreError", "StoreReader", "CompactResult", "default_store_path"]
 
@@ -72,6 +76,8 @@ class Store:
     # -- maintenance -----------------------------------------------------------------------------
     def compact(self, *, timeout: float = 10.0) -> CompactResult:
         """Move segments into ``spans.duckdb`` (see :mod:`tracer.store_compact`)."""
+        from tracer.store_compact import compact
+
         return compact(self.layout, timeout=timeout)
 
     def pending_segments(self) -> list[Path]:
@@ -81,6 +87,8 @@ class Store:
     # -- reading ---------------------------------------------------------------------------------
     def reader(self, *, attach_timeout: float = 2.0) -> StoreReader:
         """A consistent snapshot for several queries; close it (``with``) promptly."""
+        from tracer.store_reader import StoreReader
+
         return StoreReader(self.layout, attach_timeout=attach_timeout)
 
     def query(self, sql: str, params: Params = None) -> list[dict[str, Any]]:
@@ -116,3 +124,16 @@ class Store:
             "SELECT * FROM spans WHERE trace_id = ? ORDER BY start_time_ns, span_id", [trace_id.lower()]
         )
         return [decode_row(r) for r in rows]
+
+
+def __getattr__(name: str) -> Any:
+    """``StoreReader`` and ``CompactResult`` load DuckDB on first use, not on ``import tracer.store``."""
+    if name == "StoreReader":
+        from tracer.store_reader import StoreReader
+
+        return StoreReader
+    if name == "CompactResult":
+        from tracer.store_compact import CompactResult
+
+        return CompactResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

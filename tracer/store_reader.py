@@ -26,15 +26,13 @@ import pyarrow as pa
 from tracer.store_compact import is_lock_error
 from tracer.store_locks import FileLock
 from tracer.store_schema import COLUMN_NAMES, VIEWS, empty_select, select_list
-from tracer.store_segments import StoreLayout, list_segments
+from tracer.store_segments import StoreError, StoreLayout, list_segments
+
+__all__ = ["StoreError", "StoreReader", "Params"]
 
 log = logging.getLogger(__name__)
 
 Params = Sequence[Any] | dict[str, Any] | None
-
-
-class StoreError(RuntimeError):
-    """The store cannot be read (damaged file, bad query); the message names the path."""
 
 
 class StoreReader:
