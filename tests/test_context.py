@@ -306,3 +306,24 @@ def test_units_cannot_be_removed_with_work_in_flight(ctx):
     with pytest.raises(StructureError, match="not in the context"):
         ctx.remove_units(["u404"], cause="x")
     assert b.id in ctx
+
+
+def test_an_ungated_rewrite_of_a_call_message_keeps_its_call_answered(ctx):
+    from policies import Proposal, Rewrite
+    from policies.naive import NaiveRuntime
+
+    a = ctx.append(Message("", "assistant", [Block("text", text="long " * 50), tool_use("c1", "f", {})]))
+    ctx.append(result("c1", "r"))
+    ctx.append(text_message("", "user", "next"))
+
+    class Shorten:
+        name = "shorten"
+
+        def propose(self, view):
+            new = view.message(a.id).copy()
+            new.blocks[0].text = "short"
+            return Proposal(self.name, rewrites=[Rewrite(a.id, new)])
+
+    d = NaiveRuntime(Shorten(), budget=1).check(ctx)
+    assert d.rewritten_ids == [a.id] and ctx.message(a.id).blocks[0].text == "short"
+    assert not ctx.pending and [m.id for m in ctx.messages].index(a.id) == len(ctx) - 3
