@@ -66,7 +66,6 @@ class NaiveRuntime:
                 first = min(ctx.message(m).seq for m in ids)
                 ctx.remove_messages(ids, cause)
                 ctx._admit(s.message, seq=first, summary=True)
-                ctx._notify_message(s.message, APPEND, summary_of=list(s.unit_ids))  # as the gate reports it
                 ctx._notify_message(s.message, APPEND, summary_of=list(s.unit_ids))
                 d.summarized_units.extend(s.unit_ids)
                 d.summary_id = s.message.id
