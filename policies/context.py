@@ -494,15 +494,11 @@ class Context:
             unit.open_ids.add(msg.id)
             self.open_ids.add(msg.id)
         for call_id in msg.call_ids:
-            owner = self._call_owner.get(call_id)
-            if owner != uid:
+            if self._call_owner.get(call_id) != uid:
                 # a fresh issue of this id: new, or reused after its first pair completed (OpenAI
-                # accepts it; real traffic does it), or after that pair left the context. An old
-                # answer does not answer it, unless that answer lost its call and comes after this
-                # one (an ungated rewrite re-admits a call in its old place).
-                answer = self._messages.get(self._answered.get(call_id, ""))
-                if owner is not None or answer is None or answer.seq < msg.seq:
-                    self._answered.pop(call_id, None)
+                # accepts it; real traffic does it), or after that pair left the context. Its old
+                # answer does not answer this call.
+                self._answered.pop(call_id, None)
             self._call_owner[call_id] = uid
             unit.call_ids.add(call_id)
             if call_id not in self._answered:
