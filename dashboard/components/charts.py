@@ -101,11 +101,12 @@ def context_bar(units: pd.DataFrame, *, budget: int | None = None, hard_ceiling:
     if hard_ceiling:
         fig.add_vline(x=hard_ceiling, line=dict(color="#d62728", dash="dot"), annotation_text="hard ceiling",
                       annotation_position="top")
+    heading = f"{esc(title)} · {total:,} tokens" if title else f"{total:,} tokens in context"
     fig.update_layout(
-        barmode="overlay", height=height, margin=dict(l=10, r=10, t=40 if title else 25, b=90),
-        title=dict(text=esc(title)) if title else None,
-        xaxis=dict(title=f"tokens in context ({total:,})", range=[0, max(total, budget or 0, hard_ceiling or 0) * 1.05 or 1]),
-        yaxis=dict(showticklabels=False), legend=dict(orientation="h", yanchor="top", y=-0.35),
+        barmode="overlay", height=height, margin=dict(l=10, r=10, t=40, b=10),
+        title=dict(text=heading, font=dict(size=14)),
+        xaxis=dict(range=[0, max(total, budget or 0, hard_ceiling or 0) * 1.05 or 1]),
+        yaxis=dict(showticklabels=False), legend=dict(orientation="h", yanchor="top", y=-0.2),
         bargap=0.25,
     )
     return fig
@@ -117,6 +118,12 @@ def token_timeline(series: pd.DataFrame, markers: pd.DataFrame, *, step: int | N
     marker at every prune, deferral, spill, failure and violation, and the current step."""
     fig = go.Figure()
     if not series.empty:
+        # carry the last value to the end of the session (steps after the last message event)
+        end = max([int(series["seq_end"].max())] + ([int(markers["seq"].max())] if not markers.empty else [])
+                  + ([int(step)] if step is not None else []))
+        if end > int(series["seq"].iloc[-1]):
+            tail = series.iloc[[-1]].assign(seq=end, seq_end=end, points=0)
+            series = pd.concat([series, tail], ignore_index=True)
         bucketed = bool((series["points"] > 3).any())
         trace = go.Scattergl if len(series) > 1500 else go.Scatter
         fig.add_trace(trace(x=series["seq"], y=series["tokens"], mode="lines", name="context tokens",

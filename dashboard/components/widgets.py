@@ -40,4 +40,5 @@ def open_links(sessions: pd.DataFrame, *, key: str, default: str | None = None) 
     picked = c1.selectbox("Open a session", ids, index=index, format_func=labels.get, key=key)
     c2.page_link("views/replay.py", label="Replay ▸", query_params={"session": picked})
     c3.page_link("views/violations.py", label="Violations ▸", query_params={"session": picked})
+    st.text(f"Selected: {labels.get(picked, picked)}")
     return picked

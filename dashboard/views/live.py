@@ -43,6 +43,7 @@ def _panel() -> None:
     ids = [str(s) for s in live["session_id"]]
     labels = {str(r["session_id"]): session_label(r) for r in live.to_dict("records")}
     picked = st.selectbox("Follow a session", ids, key="live_follow", format_func=lambda s: labels.get(s, s))
+    st.text(f"Following {labels.get(picked, picked)}: context tokens per step")
     series = data.run_fresh("token_series", picked, max_points=600)
     marks = data.run_fresh("markers", picked)
     budget = data.run_fresh("budget_at", picked)

@@ -206,8 +206,10 @@ else:
     if captured.empty:
         st.caption("Content was not captured for this session (structure only).")
     else:
-        mid = st.selectbox("Show a message's recorded content", list(captured["message_id"]),
-                           key="replay_content_pick")
+        options = list(captured["message_id"])
+        if st.session_state.get("replay_content_pick") not in options:
+            st.session_state["replay_content_pick"] = options[-1]  # the newest message, by default
+        mid = st.selectbox("Show a message's recorded content", options, key="replay_content_pick")
         raw = captured.loc[captured["message_id"] == mid, "content"].iloc[0]
         try:
             body = json.dumps(json.loads(raw), indent=2, ensure_ascii=False)

@@ -129,6 +129,9 @@ else:
                 ", ".join(map(str, p.get("prunegate.skipped.units") or [])),
             ],
         })
+        pruned_ids = ", ".join(map(str, p.get("prunegate.pruned.ids") or [])) or "nothing"
+        st.text(f"Caused by {detail['prune_name']} at step {seq} (budget check #{chk.get('prunegate.check', '?')}): "
+                f"policy {p.get('prunegate.policy', '?')}, {'gated' if gated else 'ungated'}, evicted {pruned_ids}")
         c1, c2 = st.columns([2, 3])
         with c1:
             st.dataframe(facts, hide_index=True, width="stretch", key="violations_facts",
