@@ -34,7 +34,7 @@ with st.sidebar:
     st.caption("Trace store")
     st.code(str(data.store_path()), language=None)
     try:
-        totals = data.overview(data.key())
+        totals = data.catalog()
         st.caption(f"{totals['sessions']:,} sessions · {totals['spans']:,} spans")
         for warning in totals["warnings"]:
             st.warning(md(warning))

@@ -145,7 +145,7 @@ def test_replay_switching_session_starts_at_its_first_step(store: dict) -> None:
     at = page("replay", session="s-orphan", step="7")
     at.selectbox(key="replay_session").set_value("s-gated").run()
     assert not at.exception
-    assert at.slider(key="replay_step").value == 0 and at.query_params["session"] == "s-gated"
+    assert at.slider(key="replay_step").value == 1 and at.query_params["session"] == "s-gated"  # its first step
 
 
 def test_replay_play_advances_the_step(store: dict) -> None:

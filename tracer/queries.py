@@ -380,33 +380,194 @@ ORDER BY position
 """
 
 
+_EVENT_FIELDS = _struct({
+    "prunegate.event": "VARCHAR", "prunegate.message.id": "VARCHAR", "prunegate.message.role": "VARCHAR",
+    "prunegate.unit.id": "VARCHAR", "gen_ai.tool.call.id": "VARCHAR", "gen_ai.operation.name": "VARCHAR",
+    "prunegate.decision": "VARCHAR", "prunegate.violation.code": "VARCHAR",
+    "prunegate.pruned.units": ["VARCHAR"], "prunegate.blocking.units": ["VARCHAR"],
+    "prunegate.spilled.units": ["VARCHAR"], "prunegate.violation.ids": ["VARCHAR"],
+    "prunegate.context.tokens": "BIGINT", "prunegate.tokens.before": "BIGINT", "prunegate.tokens.after": "BIGINT",
+    "prunegate.budget": "BIGINT", "prunegate.hard_ceiling": "BIGINT",
+    "prunegate.message.cause": "VARCHAR", "prunegate.violation.message": "VARCHAR", "prunegate.error": "VARCHAR",
+    "prunegate.reason": "VARCHAR", "prunegate.policy": "VARCHAR",
+})
+_DECISIONS = (BUDGET_CHECK, PRUNE, DEFER, SPILL, REINJECT, FAIL)
+_IN_DECISIONS = ", ".join(f"'{n}'" for n in _DECISIONS)
+_MARKED = ", ".join(f"'{n}'" for n in (PRUNE, DEFER, SPILL, FAIL, VIOLATION, REINJECT))
+
+# Every span of a session that has a step, as one event-log row each (the root is left out).
+_EVENTS_SQL = f"""
+SELECT seq, t, e, name, span_id, status_code,
+       CASE WHEN name = '{MESSAGE}' THEN j."prunegate.event"
+            WHEN name = '{BUDGET_CHECK}' THEN j."prunegate.decision"
+            WHEN name = '{VIOLATION}' THEN j."prunegate.violation.code"
+            WHEN j."gen_ai.operation.name" IS NOT NULL THEN j."gen_ai.operation.name"
+            ELSE replace(name, 'prunegate.', '') END AS what,
+       coalesce(j."prunegate.message.id", j."prunegate.unit.id", j."gen_ai.tool.call.id",
+                nullif(array_to_string(j."prunegate.pruned.units", ', '), ''),
+                nullif(array_to_string(j."prunegate.spilled.units", ', '), ''),
+                nullif(array_to_string(j."prunegate.blocking.units", ', '), ''),
+                nullif(array_to_string(j."prunegate.violation.ids", ', '), '')) AS subject,
+       j."prunegate.message.role" AS role,
+       coalesce(j."prunegate.context.tokens", j."prunegate.tokens.after") AS context_tokens,
+       j."prunegate.tokens.before" AS tokens_before, j."prunegate.tokens.after" AS tokens_after,
+       j."prunegate.budget" AS budget, j."prunegate.hard_ceiling" AS hard_ceiling,
+       coalesce(j."prunegate.message.cause", j."prunegate.violation.message", j."prunegate.error",
+                j."prunegate.reason", status_message) AS detail,
+       j."prunegate.policy" AS policy,
+       CASE WHEN name IN ({_IN_DECISIONS}) THEN attributes END AS attributes,
+       status_message
+FROM (SELECT seq, start_time_ns AS t, coalesce(end_time_ns, start_time_ns) AS e, name, span_id, status_code,
+             status_message, CAST(attributes AS VARCHAR) AS attributes, from_json(attributes, '{_EVENT_FIELDS}') AS j
+      FROM spans WHERE session_id = $sid AND seq IS NOT NULL AND name <> '{SESSION}') x
+"""
+
+_ROOT_FIELDS = _struct({
+    "prunegate.session.name": "VARCHAR", "prunegate.session.source": "VARCHAR",
+    "prunegate.session.source_id": "VARCHAR", "prunegate.provider": "VARCHAR", "prunegate.policy": "VARCHAR",
+    "prunegate.gated": "BOOLEAN", "prunegate.budget": "BIGINT", "prunegate.hard_ceiling": "BIGINT",
+    "prunegate.content_captured": "BOOLEAN",
+})
+
+
+def session_root(src: Source, session_id: str) -> dict[str, Any] | None:
+    """A session's root attributes (name as ``label``, source, policy, gated, budget, ...): cheap,
+    reads the root span only. None while the session is still recording (no root yet) or unknown."""
+    row = _one(src, f"""
+        SELECT j."prunegate.session.name", j."prunegate.session.source", j."prunegate.session.source_id",
+               j."prunegate.provider", j."prunegate.policy", j."prunegate.gated", j."prunegate.budget",
+               j."prunegate.hard_ceiling", j."prunegate.content_captured"
+        FROM (SELECT from_json(attributes, '{_ROOT_FIELDS}') AS j FROM spans
+              WHERE session_id = $sid AND name = '{SESSION}' LIMIT 1) x
+        """, {"sid": session_id})
+    if row is None:
+        return None
+    keys = ("label", "source", "source_id", "provider", "policy", "gated", "budget", "hard_ceiling",
+            "content_captured")
+    return {"session_id": session_id, **dict(zip(keys, row, strict=True))}
+
+
 def session_tables(src: Source, session_id: str) -> dict[str, pa.Table]:
-    """A session's message events and unit closures with their attributes extracted, as Arrow
-    tables (``msg_events``, ``unit_closes``): what :func:`step_from_tables` needs for any step.
-    Extracting once and stepping many times is what keeps a long session's replay fast."""
+    """A session's spans with their attributes extracted once (one JSON parse per span), as Arrow
+    tables: ``msg_events`` (message events), ``unit_closes`` (one row per member message) and
+    ``events`` (every span with a step: the event log, budget checks and decisions). Every
+    ``*_from_tables`` function answers from these without the store; extracting once and stepping
+    many times is what keeps a long session's replay fast."""
     con = _con(src)
     params = {"sid": session_id}
     return {
         "msg_events": con.sql(_MSG_EVENTS_SQL, params=params).to_arrow_table(),
         "unit_closes": con.sql(_CLOSES_SQL, params=params).to_arrow_table(),
+        "events": con.sql(_EVENTS_SQL, params=params).to_arrow_table(),
     }
 
 
-def step_from_tables(tables: dict[str, pa.Table], seq: int, *, with_content: bool = True) -> dict[str, pd.DataFrame]:
-    """The context after step ``seq`` from :func:`session_tables`: ``messages`` (one row per message
-    in context order, see :func:`context_at`) and ``units`` (see :func:`units_at`), both computed
-    by DuckDB over the Arrow tables."""
+def _on_tables(tables: dict[str, pa.Table], fn: Any) -> Any:
     con = scratch()
     try:
         for name, table in tables.items():
             con.register(name, table)
+        return fn(con)
+    finally:
+        con.close()
+
+
+def step_from_tables(tables: dict[str, pa.Table], seq: int, *, with_content: bool = True,
+                     before: int = 12, after: int = 12) -> dict[str, pd.DataFrame]:
+    """Everything about step ``seq`` from :func:`session_tables`, computed by DuckDB over the Arrow
+    tables: ``messages`` in context (see :func:`context_at`), ``units`` (see :func:`units_at`),
+    and, when the tables hold ``events``, the ``events`` log from ``seq - before`` to
+    ``seq + after`` and the budget ``check`` with its decision at ``seq``."""
+
+    def run(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
         con.execute(f"CREATE TEMP TABLE step_ctx AS {_STEP_SQL}", {"seq": int(seq)})
         messages = con.execute("SELECT * FROM step_ctx ORDER BY position").df()
         if not with_content:
             messages = messages.drop(columns=["content"])
-        return {"messages": messages, "units": con.execute(_UNITS_SQL).df()}
-    finally:
-        con.close()
+        out = {"messages": messages, "units": con.execute(_UNITS_SQL).df()}
+        if "events" in tables:
+            out["events"] = _event_log(con, int(seq), before, after)
+            out["check"] = _check(con, int(seq))
+        return out
+
+    return _on_tables(tables, run)
+
+
+def _event_log(con: duckdb.DuckDBPyConnection, seq: int, before: int, after: int) -> pd.DataFrame:
+    return con.execute(
+        "SELECT seq, t AS start_time_ns, name, span_id, status_code, what, subject, role, context_tokens, detail, "
+        "policy FROM events WHERE seq BETWEEN $lo AND $hi ORDER BY seq, t, span_id",
+        {"lo": seq - before, "hi": seq + after},
+    ).df()
+
+
+def _check(con: duckdb.DuckDBPyConnection, seq: int) -> pd.DataFrame:
+    return con.execute(
+        f"SELECT name, span_id, status_code, status_message, attributes FROM events "
+        f"WHERE seq = $seq AND name IN ({_IN_DECISIONS}) ORDER BY t, name",
+        {"seq": seq},
+    ).df()
+
+
+def series_from_tables(tables: dict[str, pa.Table], *, max_points: int = 2000) -> pd.DataFrame:
+    """Context tokens over the session's steps: after every message event, and before/after every
+    budget check. Longer series are bucketed by step in DuckDB, keeping each bucket's peak (what
+    matters against the budget) and its last value."""
+    sql = f"""
+    WITH pts AS (
+        SELECT seq, t, context_tokens AS tokens FROM events WHERE name = '{MESSAGE}'
+        UNION ALL SELECT seq, t - 1, tokens_before FROM events WHERE name = '{BUDGET_CHECK}'
+        UNION ALL SELECT seq, e, tokens_after FROM events WHERE name = '{BUDGET_CHECK}'
+    ),
+    clean AS (SELECT * FROM pts WHERE tokens IS NOT NULL),
+    bounds AS (SELECT min(seq) AS lo, max(seq) AS hi, count(*) AS n FROM clean),
+    bucketed AS (
+        SELECT c.*, CASE WHEN b.n <= $max_points THEN c.seq
+                         ELSE b.lo + CAST(floor((c.seq - b.lo) * ($max_points / 2) / (b.hi - b.lo + 1)) AS BIGINT)
+                         END AS bucket
+        FROM clean c, bounds b
+    )
+    SELECT min(seq) AS seq, max(seq) AS seq_end, max(tokens) AS peak_tokens,
+           arg_max(tokens, (seq, t)) AS tokens, count(*) AS points
+    FROM bucketed GROUP BY bucket ORDER BY 1
+    """
+    return _on_tables(tables, lambda con: con.execute(sql, {"max_points": int(max_points)}).df())
+
+
+def markers_from_tables(tables: dict[str, pa.Table]) -> pd.DataFrame:
+    """Steps of every prune, deferral, spill, re-injection, failure and violation (the timeline's marks)."""
+    sql = f"""
+    SELECT seq, replace(name, 'prunegate.', '') AS kind, count(*) AS n
+    FROM events WHERE name IN ({_MARKED}) GROUP BY ALL ORDER BY seq, kind
+    """
+    return _on_tables(tables, lambda con: con.execute(sql).df())
+
+
+def bounds_from_tables(tables: dict[str, pa.Table]) -> tuple[int, int] | None:
+    """The first and last step of the session, or None when it has no step yet."""
+    row = _on_tables(tables, lambda con: con.execute("SELECT min(seq), max(seq) FROM events").fetchall()[0])
+    return None if row[0] is None else (int(row[0]), int(row[1]))
+
+
+def budget_from_tables(tables: dict[str, pa.Table], root: dict[str, Any] | None = None) -> dict[str, int | None]:
+    """The budget and hard ceiling: the root's, else the latest budget check's."""
+    row = _on_tables(tables, lambda con: con.execute(
+        f"SELECT arg_max(budget, (seq, t)), arg_max(hard_ceiling, (seq, t)) FROM events "
+        f"WHERE name = '{BUDGET_CHECK}'").fetchall()[0])
+    root = root or {}
+    return {"budget": root.get("budget") or row[0], "hard_ceiling": root.get("hard_ceiling") or row[1]}
+
+
+def next_from_tables(tables: dict[str, pa.Table], seq: int, target: str, *, backwards: bool = False) -> int | None:
+    """The next (or previous) step after ``seq`` holding a span of ``target`` (a key of
+    :data:`JUMP_TARGETS`), or None when there is none."""
+    if target not in JUMP_TARGETS:
+        raise ValueError(f"unknown jump target {target!r}; expected one of {sorted(JUMP_TARGETS)}")
+    agg, cmp = ("max", "<") if backwards else ("min", ">")
+    row = _on_tables(tables, lambda con: con.execute(
+        f"SELECT {agg}(seq) FROM events WHERE seq {cmp} $seq AND list_contains(CAST($names AS VARCHAR[]), name)",
+        {"seq": int(seq), "names": list(JUMP_TARGETS[target])}).fetchall()[0])
+    return None if row[0] is None else int(row[0])
 
 
 def context_at(src: Source, session_id: str, seq: int, *, with_content: bool = False) -> pd.DataFrame:
@@ -426,121 +587,36 @@ def units_at(src: Source, session_id: str, seq: int) -> pd.DataFrame:
 
 
 def token_series(src: Source, session_id: str, *, max_points: int = 2000) -> pd.DataFrame:
-    """Context tokens over the session's steps: after every message event, and before/after every
-    budget check. Longer series are bucketed by step in DuckDB, keeping each bucket's peak (what
-    matters against the budget) and its last value."""
-    sql = f"""
-    WITH pts AS (
-        SELECT seq, start_time_ns AS t,
-               TRY_CAST(attributes->>'prunegate.context.tokens' AS BIGINT) AS tokens
-        FROM spans WHERE session_id = $sid AND name = '{MESSAGE}' AND seq IS NOT NULL
-        UNION ALL
-        SELECT seq, start_time_ns - 1, TRY_CAST(attributes->>'prunegate.tokens.before' AS BIGINT)
-        FROM spans WHERE session_id = $sid AND name = '{BUDGET_CHECK}' AND seq IS NOT NULL
-        UNION ALL
-        SELECT seq, coalesce(end_time_ns, start_time_ns), TRY_CAST(attributes->>'prunegate.tokens.after' AS BIGINT)
-        FROM spans WHERE session_id = $sid AND name = '{BUDGET_CHECK}' AND seq IS NOT NULL
-    ),
-    clean AS (SELECT * FROM pts WHERE tokens IS NOT NULL),
-    bounds AS (SELECT min(seq) AS lo, max(seq) AS hi, count(*) AS n FROM clean),
-    bucketed AS (
-        SELECT c.*, CASE WHEN b.n <= $max_points THEN c.seq
-                         ELSE b.lo + CAST(floor((c.seq - b.lo) * ($max_points / 2) / (b.hi - b.lo + 1)) AS BIGINT)
-                         END AS bucket
-        FROM clean c, bounds b
-    )
-    SELECT min(seq) AS seq, max(seq) AS seq_end, max(tokens) AS peak_tokens,
-           arg_max(tokens, (seq, t)) AS tokens, count(*) AS points
-    FROM bucketed GROUP BY bucket ORDER BY 1
-    """
-    return _df(src, sql, {"sid": session_id, "max_points": int(max_points)})
+    """:func:`series_from_tables` for a session of the store."""
+    return series_from_tables(session_tables(src, session_id), max_points=max_points)
 
 
-def check_at(src: Source, session_id: str, seq: int) -> pd.DataFrame:
-    """The budget check and its decision span at step ``seq`` (0, 1 or 2 rows), attributes as JSON."""
-    sql = f"""
-    SELECT name, span_id, parent_span_id, status_code, status_message, attributes
-    FROM spans
-    WHERE session_id = $sid AND seq = $seq
-      AND name IN ('{BUDGET_CHECK}', '{PRUNE}', '{DEFER}', '{SPILL}', '{REINJECT}', '{FAIL}')
-    ORDER BY start_time_ns, name
-    """
-    return _df(src, sql, {"sid": session_id, "seq": int(seq)})
-
-
-def budget_at(src: Source, session_id: str) -> dict[str, int | None]:
-    """The session's budget and hard ceiling (root span, else its latest budget check)."""
-    row = _one(
-        src,
-        f"""
-        SELECT coalesce(any_value(TRY_CAST(attributes->>'prunegate.budget' AS BIGINT)) FILTER (WHERE name = '{SESSION}'),
-                        max(TRY_CAST(attributes->>'prunegate.budget' AS BIGINT)) FILTER (WHERE name = '{BUDGET_CHECK}')),
-               coalesce(any_value(TRY_CAST(attributes->>'prunegate.hard_ceiling' AS BIGINT)) FILTER (WHERE name = '{SESSION}'),
-                        max(TRY_CAST(attributes->>'prunegate.hard_ceiling' AS BIGINT)) FILTER (WHERE name = '{BUDGET_CHECK}'))
-        FROM spans WHERE session_id = $sid AND name IN ('{SESSION}', '{BUDGET_CHECK}')
-        """,
-        {"sid": session_id},
-    )
-    return {"budget": row[0] if row else None, "hard_ceiling": row[1] if row else None}
-
-
-_EVENT_COLUMNS = f"""
-    seq, start_time_ns, name, span_id, status_code,
-    CASE WHEN name = '{MESSAGE}' THEN attributes->>'prunegate.event'
-         WHEN name = '{BUDGET_CHECK}' THEN attributes->>'prunegate.decision'
-         WHEN name = '{VIOLATION}' THEN attributes->>'prunegate.violation.code'
-         WHEN attributes->>'gen_ai.operation.name' IS NOT NULL THEN attributes->>'gen_ai.operation.name'
-         ELSE replace(name, 'prunegate.', '') END AS what,
-    coalesce(attributes->>'prunegate.message.id', attributes->>'prunegate.unit.id',
-             attributes->>'gen_ai.tool.call.id', array_to_string(from_json(attributes->'prunegate.pruned.units', '["VARCHAR"]'), ', '),
-             array_to_string(from_json(attributes->'prunegate.blocking.units', '["VARCHAR"]'), ', '),
-             array_to_string(from_json(attributes->'prunegate.violation.ids', '["VARCHAR"]'), ', ')) AS subject,
-    attributes->>'prunegate.message.role' AS role,
-    coalesce(TRY_CAST(attributes->>'prunegate.context.tokens' AS BIGINT),
-             TRY_CAST(attributes->>'prunegate.tokens.after' AS BIGINT)) AS context_tokens,
-    coalesce(attributes->>'prunegate.message.cause', attributes->>'prunegate.violation.message',
-             attributes->>'prunegate.error', attributes->>'prunegate.reason', status_message) AS detail,
-    attributes->>'prunegate.policy' AS policy
-"""
+def markers(src: Source, session_id: str) -> pd.DataFrame:
+    """:func:`markers_from_tables` for a session of the store."""
+    return markers_from_tables(session_tables(src, session_id))
 
 
 def event_log(src: Source, session_id: str, seq: int, *, before: int = 12, after: int = 12) -> pd.DataFrame:
     """The session's spans from step ``seq - before`` to ``seq + after`` as an event log, one row
-    per span, in event order (the root and spans without a step are left out)."""
-    sql = f"""
-    SELECT {_EVENT_COLUMNS}
-    FROM spans
-    WHERE session_id = $sid AND seq BETWEEN $lo AND $hi AND name <> '{SESSION}'
-    ORDER BY seq, start_time_ns, span_id
-    """
-    return _df(src, sql, {"sid": session_id, "lo": int(seq) - before, "hi": int(seq) + after})
+    per span, in event order (the root is left out)."""
+    return step_from_tables(session_tables(src, session_id), seq, before=before, after=after)["events"]
+
+
+def check_at(src: Source, session_id: str, seq: int) -> pd.DataFrame:
+    """The budget check and its decision span at step ``seq`` (0, 1 or 2 rows), attributes as JSON text."""
+    return step_from_tables(session_tables(src, session_id), seq)["check"]
+
+
+def budget_at(src: Source, session_id: str) -> dict[str, int | None]:
+    """The session's budget and hard ceiling (root span, else its latest budget check)."""
+    return budget_from_tables(session_tables(src, session_id), session_root(src, session_id))
 
 
 def next_step(src: Source, session_id: str, seq: int, target: str, *, backwards: bool = False) -> int | None:
-    """The next (or previous) step after ``seq`` holding a span of ``target`` (a key of
-    :data:`JUMP_TARGETS`), or None when there is none."""
+    """:func:`next_from_tables` for a session of the store."""
     if target not in JUMP_TARGETS:
         raise ValueError(f"unknown jump target {target!r}; expected one of {sorted(JUMP_TARGETS)}")
-    agg, cmp = ("max", "<") if backwards else ("min", ">")
-    row = _one(
-        src,
-        f"SELECT {agg}(seq) FROM spans WHERE session_id = $sid AND seq {cmp} $seq "
-        "AND list_contains(CAST($names AS VARCHAR[]), name)",
-        {"sid": session_id, "seq": int(seq), "names": list(JUMP_TARGETS[target])},
-    )
-    return None if row is None or row[0] is None else int(row[0])
-
-
-def markers(src: Source, session_id: str) -> pd.DataFrame:
-    """Steps of every prune, deferral, spill, failure and violation (for the timeline)."""
-    sql = f"""
-    SELECT seq, replace(name, 'prunegate.', '') AS kind, count(*) AS n
-    FROM spans
-    WHERE session_id = $sid AND seq IS NOT NULL
-      AND name IN ('{PRUNE}', '{DEFER}', '{SPILL}', '{FAIL}', '{VIOLATION}', '{REINJECT}')
-    GROUP BY ALL ORDER BY seq
-    """
-    return _df(src, sql, {"sid": session_id})
+    return next_from_tables(session_tables(src, session_id), seq, target, backwards=backwards)
 
 
 def message_detail(src: Source, session_id: str, message_id: str) -> pd.DataFrame:

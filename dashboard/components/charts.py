@@ -50,11 +50,33 @@ def _ids(values: Any, limit: int = 6) -> str:
     return text + (f" … (+{len(items) - limit})" if len(items) > limit else "")
 
 
+def _vline(x: float, color: str, dash: str, label: str, *, width: float = 1.5) -> tuple[dict, dict]:
+    """A vertical line across the plot with a label on top (shape + annotation, as dicts: cheap)."""
+    shape = dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, line=dict(color=color, dash=dash,
+                                                                                            width=width))
+    note = dict(xref="x", yref="paper", x=x, y=1, yanchor="bottom", text=label, showarrow=False,
+                font=dict(size=11, color=color))
+    return shape, note
+
+
+def _hline(y: float, color: str, dash: str, label: str) -> tuple[dict, dict]:
+    shape = dict(type="line", xref="paper", yref="y", x0=0, x1=1, y0=y, y1=y, line=dict(color=color, dash=dash))
+    note = dict(xref="paper", yref="y", x=0, y=y, xanchor="left", yanchor="bottom", text=label, showarrow=False,
+                font=dict(size=11, color=color))
+    return shape, note
+
+
+def _figure(data: list[dict], layout: dict) -> go.Figure:
+    # One constructor call over plain dicts validates once; add_* calls and add_vline re-validate
+    # the whole figure each time (several times slower for a replay step).
+    return go.Figure({"data": data, "layout": layout})
+
+
 def context_bar(units: pd.DataFrame, *, budget: int | None = None, hard_ceiling: int | None = None,
                 highlight: Iterable[str] = (), title: str = "", height: int = 260) -> go.Figure:
     """The context window as one horizontal bar: a segment per unit (width = tokens) in context
     order, coloured by unit kind; pinned, pending and open units hatched; ``highlight`` outlined."""
-    fig = go.Figure()
+    data: list[dict] = []
     marked = set(highlight)
     if not units.empty:
         units = units.assign(
@@ -75,48 +97,42 @@ def context_bar(units: pd.DataFrame, *, budget: int | None = None, hard_ceiling:
                 ])
                 for r in records
             ]
-            fig.add_bar(
-                x=group["tokens"], base=group["offset"], y=["context"] * len(group), orientation="h",
-                name=esc(kind), legendgroup=esc(kind),
+            data.append(dict(
+                type="bar", orientation="h", x=group["tokens"].tolist(), base=group["offset"].tolist(),
+                y=["context"] * len(group), name=esc(kind), legendgroup=esc(kind), hovertext=hover, hoverinfo="text",
                 marker=dict(
                     color=KIND_COLORS.get(str(kind), OTHER_COLOR),
                     pattern=dict(shape=list(group["_pattern"]), fgcolor="rgba(0,0,0,0.6)", solidity=0.25,
                                  fillmode="overlay"),
-                    line=dict(
-                        color=["#e31a1c" if u in marked else "white" for u in group["unit_id"]],
-                        width=[3 if u in marked else 0.5 for u in group["unit_id"]],
-                    ),
+                    line=dict(color=["#e31a1c" if u in marked else "white" for u in group["unit_id"]],
+                              width=[3 if u in marked else 0.5 for u in group["unit_id"]]),
                 ),
-                hovertext=hover, hoverinfo="text",
-            )
+            ))
     for _flag, shape, label in FLAG_PATTERNS:  # legend entries for the hatching
-        fig.add_bar(x=[None], y=["context"], name=label, orientation="h",
-                    marker=dict(color="white", pattern=dict(shape=shape, fgcolor="#444"),
-                                line=dict(color="#444", width=1)),
-                    hoverinfo="skip", showlegend=True)
+        data.append(dict(type="bar", orientation="h", x=[None], y=["context"], name=label, hoverinfo="skip",
+                         marker=dict(color="white", pattern=dict(shape=shape, fgcolor="#444"),
+                                     line=dict(color="#444", width=1))))
     total = int(units["tokens"].sum()) if not units.empty else 0
+    lines = []
     if budget:
-        fig.add_vline(x=budget, line=dict(color="#ff7f0e", dash="dash"), annotation_text="budget",
-                      annotation_position="top")
+        lines.append(_vline(budget, "#ff7f0e", "dash", "budget"))
     if hard_ceiling:
-        fig.add_vline(x=hard_ceiling, line=dict(color="#d62728", dash="dot"), annotation_text="hard ceiling",
-                      annotation_position="top")
+        lines.append(_vline(hard_ceiling, "#d62728", "dot", "hard ceiling"))
     heading = f"{esc(title)} · {total:,} tokens" if title else f"{total:,} tokens in context"
-    fig.update_layout(
+    return _figure(data, dict(
         barmode="overlay", height=height, margin=dict(l=10, r=10, t=40, b=10),
         title=dict(text=heading, font=dict(size=14)),
         xaxis=dict(range=[0, max(total, budget or 0, hard_ceiling or 0) * 1.05 or 1]),
-        yaxis=dict(showticklabels=False), legend=dict(orientation="h", yanchor="top", y=-0.2),
-        bargap=0.25,
-    )
-    return fig
+        yaxis=dict(showticklabels=False), legend=dict(orientation="h", yanchor="top", y=-0.2), bargap=0.25,
+        shapes=[sh for sh, _ in lines], annotations=[an for _, an in lines],
+    ))
 
 
 def token_timeline(series: pd.DataFrame, markers: pd.DataFrame, *, step: int | None,
                    budget: int | None, hard_ceiling: int | None, height: int = 300) -> go.Figure:
     """Context tokens over the session's steps against the budget and the hard ceiling, with a
     marker at every prune, deferral, spill, failure and violation, and the current step."""
-    fig = go.Figure()
+    data: list[dict] = []
     if not series.empty:
         # carry the last value to the end of the session (steps after the last message event)
         end = max([int(series["seq_end"].max())] + ([int(markers["seq"].max())] if not markers.empty else [])
@@ -124,36 +140,35 @@ def token_timeline(series: pd.DataFrame, markers: pd.DataFrame, *, step: int | N
         if end > int(series["seq"].iloc[-1]):
             tail = series.iloc[[-1]].assign(seq=end, seq_end=end, points=0)
             series = pd.concat([series, tail], ignore_index=True)
-        bucketed = bool((series["points"] > 3).any())
-        trace = go.Scattergl if len(series) > 1500 else go.Scatter
-        fig.add_trace(trace(x=series["seq"], y=series["tokens"], mode="lines", name="context tokens",
-                            line=dict(color="#1f77b4", shape="hv"), hovertemplate="step %{x}: %{y:,} tokens<extra></extra>"))
-        if bucketed:
-            fig.add_trace(trace(x=series["seq"], y=series["peak_tokens"], mode="lines", name="peak (per bucket)",
-                                line=dict(color="#aec7e8", width=1, shape="hv"),
-                                hovertemplate="steps from %{x}: peak %{y:,}<extra></extra>"))
+        kind = "scattergl" if len(series) > 1500 else "scatter"
+        data.append(dict(type=kind, x=series["seq"].tolist(), y=series["tokens"].tolist(), mode="lines",
+                         name="context tokens", line=dict(color="#1f77b4", shape="hv"),
+                         hovertemplate="step %{x}: %{y:,} tokens<extra></extra>"))
+        if bool((series["points"] > 3).any()):  # bucketed: show each bucket's peak too
+            data.append(dict(type=kind, x=series["seq"].tolist(), y=series["peak_tokens"].tolist(), mode="lines",
+                             name="peak (per bucket)", line=dict(color="#aec7e8", width=1, shape="hv"),
+                             hovertemplate="steps from %{x}: peak %{y:,}<extra></extra>"))
         if not markers.empty:
             pos = pd.merge_asof(markers.sort_values("seq"), series[["seq", "peak_tokens"]].sort_values("seq"),
                                 on="seq", direction="backward")
-            for kind, group in pos.groupby("kind", sort=False):
-                symbol, color = MARKER_STYLE.get(str(kind), ("circle", "#333"))
-                fig.add_trace(go.Scatter(
-                    x=group["seq"], y=group["peak_tokens"], mode="markers", name=esc(kind),
-                    marker=dict(symbol=symbol, color=color, size=10, line=dict(width=1, color=color)),
-                    hovertemplate=f"{esc(kind)} at step %{{x}}<extra></extra>",
-                ))
+            for mark, group in pos.groupby("kind", sort=False):
+                symbol, color = MARKER_STYLE.get(str(mark), ("circle", "#333"))
+                data.append(dict(type="scatter", x=group["seq"].tolist(), y=group["peak_tokens"].tolist(),
+                                 mode="markers", name=esc(mark),
+                                 marker=dict(symbol=symbol, color=color, size=10, line=dict(width=1, color=color)),
+                                 hovertemplate=f"{esc(mark)} at step %{{x}}<extra></extra>"))
+    lines = []
     if budget:
-        fig.add_hline(y=budget, line=dict(color="#ff7f0e", dash="dash"), annotation_text="budget",
-                      annotation_position="top left")
+        lines.append(_hline(budget, "#ff7f0e", "dash", "budget"))
     if hard_ceiling:
-        fig.add_hline(y=hard_ceiling, line=dict(color="#d62728", dash="dot"), annotation_text="hard ceiling",
-                      annotation_position="top left")
+        lines.append(_hline(hard_ceiling, "#d62728", "dot", "hard ceiling"))
     if step is not None:
-        fig.add_vline(x=step, line=dict(color="#444", width=2), annotation_text=f"step {step}",
-                      annotation_position="top right")
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=30), xaxis_title="step (prunegate.seq)",
-                      yaxis_title="tokens", legend=dict(orientation="h", y=-0.25), hovermode="closest")
-    return fig
+        lines.append(_vline(step, "#444", "solid", f"step {step}", width=2))
+    return _figure(data, dict(
+        height=height, margin=dict(l=10, r=10, t=30, b=30), xaxis=dict(title="step (prunegate.seq)"),
+        yaxis=dict(title="tokens"), legend=dict(orientation="h", y=-0.25), hovermode="closest",
+        shapes=[sh for sh, _ in lines], annotations=[an for _, an in lines],
+    ))
 
 
 def arm_bars(summary: pd.DataFrame, metric: str) -> go.Figure:

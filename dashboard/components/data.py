@@ -1,17 +1,20 @@
-"""Store access for the pages: one short-lived reader per bundle of queries, short TTL caches.
+"""Store access for the pages: short-lived readers, caches keyed by the store's fingerprint.
 
 A :class:`~tracer.store.StoreReader` is a snapshot; holding one open makes compaction wait, so
 every call here opens one, runs its queries and closes it. Cached results are keyed by the store's
 :func:`fingerprint` (segment names and the database file's mtime/size, a directory listing): a
 segment written by a recording agent changes it, so new data shows on the next rerun and no cache
-ever hides it. TTLs only bound memory (``FAST_TTL`` for the Live page).
+ever hides it. TTLs only bound memory.
+
+A replayed session is read once per fingerprint (:func:`_bundle`: its spans with attributes
+extracted, as Arrow tables); every step is then computed by DuckDB over those tables, without
+opening the store again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +36,35 @@ def store_path() -> Path:
 
 
 def key() -> str:
-    """The resolved store path: the cache key of every query."""
-    return _key()
-
-
-def _key() -> str:
+    """The resolved store path: the first part of every cache key."""
     return str(store_path().resolve())
 
 
+def fingerprint(path: str) -> str:
+    """Changes whenever the store does (a segment written or compacted away, the database rewritten):
+    caches keyed by it are exact, never stale. Only stats the directory; reads no data."""
+    layout = StoreLayout(Path(path))
+    names = [p.name for p in list_segments(layout)]
+    try:
+        stat = layout.main.stat()
+        main = f"{stat.st_mtime_ns}:{stat.st_size}"
+    except OSError:
+        main = "-"
+    return hashlib.sha1("\n".join([main, *names]).encode()).hexdigest()
+
+
+# ----------------------------------------------------------------------------- any query
 def run(name: str, *args: Any, **kwargs: Any) -> Any:
     """Call ``tracer.queries.<name>(reader, *args, **kwargs)`` on a fresh snapshot. Cached until the
     store changes (and at most ``TTL`` seconds)."""
-    path = _key()
+    path = key()
     return _cached(path, fingerprint(path), name, args, tuple(sorted(kwargs.items())))
 
 
 def run_fresh(name: str, *args: Any, **kwargs: Any) -> Any:
-    """Like :func:`run`, cached only ``FAST_TTL`` seconds (the Live page)."""
-    return _cached_fast(_key(), name, args, tuple(sorted(kwargs.items())))
+    """Like :func:`run`, but also re-read at least every ``FAST_TTL`` seconds (the Live page)."""
+    path = key()
+    return _cached_fast(path, fingerprint(path), name, args, tuple(sorted(kwargs.items())))
 
 
 def local(name: str, *args: Any, **kwargs: Any) -> Any:
@@ -74,63 +88,64 @@ def _cached(path: str, fp: str, name: str, args: tuple, kwargs: tuple) -> Any:
 
 
 @st.cache_data(ttl=FAST_TTL, show_spinner=False, max_entries=64)
-def _cached_fast(path: str, name: str, args: tuple, kwargs: tuple) -> Any:
+def _cached_fast(path: str, fp: str, name: str, args: tuple, kwargs: tuple) -> Any:
     return _call(path, name, args, kwargs)
 
 
-def fingerprint(path: str) -> str:
-    """Changes whenever the store does (a segment written or compacted away, the database rewritten):
-    caches keyed by it are exact, never stale. Only stats the directory; reads no data."""
-    layout = StoreLayout(Path(path))
-    names = [p.name for p in list_segments(layout)]
-    try:
-        stat = layout.main.stat()
-        main = f"{stat.st_mtime_ns}:{stat.st_size}"
-    except OSError:
-        main = "-"
-    return hashlib.sha1("\n".join([main, *names]).encode()).hexdigest()
+# ----------------------------------------------------------------------------- the store at a glance
+def catalog() -> dict[str, Any]:
+    """Store totals, why the snapshot may be incomplete, and the session list (roots), in one read."""
+    path = key()
+    return _catalog(path, fingerprint(path))
 
 
-@st.cache_resource(ttl=600, max_entries=8, show_spinner=False)
-def _session_tables(path: str, fp: str, session_id: str) -> dict[str, Any]:
-    # Arrow tables are immutable: shared as they are (cache_resource), not copied per rerun.
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=8)
+def _catalog(path: str, fp: str) -> dict[str, Any]:
     with Store(path).reader() as r:
-        return queries.session_tables(r, session_id)
+        return {**queries.store_totals(r), "warnings": list(r.warnings),
+                "session_list": queries.session_list(r, limit=2000)}
+
+
+# ----------------------------------------------------------------------------- one session, step by step
+@st.cache_resource(ttl=600, max_entries=8, show_spinner=False)
+def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
+    # Shared, not copied, across reruns (cache_resource): callers treat it as read-only.
+    with Store(path).reader() as r:
+        root = queries.session_root(r, session_id)
+        tables = queries.session_tables(r, session_id)
+    return {
+        "info": root,
+        "tables": tables,
+        "bounds": queries.bounds_from_tables(tables),
+        "series": queries.series_from_tables(tables),
+        "markers": queries.markers_from_tables(tables),
+        "budget": queries.budget_from_tables(tables, root),
+    }
+
+
+def replay_session(path: str, session_id: str) -> dict[str, Any]:
+    """What does not change from step to step: ``info`` (the root's attributes; None while the
+    session is still recording), ``bounds``, the token ``series``, ``markers`` and ``budget``."""
+    return _bundle(path, fingerprint(path), session_id)
+
+
+def replay_step(path: str, session_id: str, seq: int) -> dict[str, Any]:
+    """Everything the replay page draws for one step: ``units``, ``messages``, ``events`` and
+    ``check``, computed by DuckDB over the session's extracted tables."""
+    return _replay_step(path, fingerprint(path), session_id, int(seq))
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=256)
 def _replay_step(path: str, fp: str, session_id: str, seq: int) -> dict[str, Any]:
-    step = queries.step_from_tables(_session_tables(path, fp, session_id), seq)
-    with Store(path).reader() as r:
-        step["events"] = queries.event_log(r, session_id, seq)
-        step["check"] = queries.check_at(r, session_id, seq)
-    return step
+    return queries.step_from_tables(_bundle(path, fp, session_id)["tables"], seq)
 
 
-def replay_step(path: str, session_id: str, seq: int) -> dict[str, Any]:
-    """Everything the replay page draws for one step: ``units``, ``messages`` (computed by DuckDB
-    over the session's extracted message events, cached until the store changes), ``events`` and
-    ``check`` (from a fresh snapshot)."""
-    return _replay_step(path, fingerprint(path), session_id, int(seq))
+def next_step(path: str, session_id: str, seq: int, target: str) -> int | None:
+    """The next step after ``seq`` holding a ``target`` (violation, prune, deferral, ...)."""
+    return queries.next_from_tables(replay_session(path, session_id)["tables"], seq, target)
 
 
-def replay_session(path: str, session_id: str) -> dict[str, Any]:
-    """What does not change from step to step: the summary, token series, markers and bounds."""
-    return _replay_session(path, fingerprint(path), session_id)
-
-
-@st.cache_data(ttl=600, show_spinner=False, max_entries=64)
-def _replay_session(path: str, fp: str, session_id: str) -> dict[str, Any]:
-    with Store(path).reader() as r:
-        return {
-            "info": queries.session_info(r, session_id),
-            "bounds": queries.session_bounds(r, session_id),
-            "series": queries.token_series(r, session_id),
-            "markers": queries.markers(r, session_id),
-            "budget": queries.budget_at(r, session_id),
-        }
-
-
+# ----------------------------------------------------------------------------- violations
 def violation_detail(path: str, violation_span_id: str) -> dict[str, Any] | None:
     """A violation, its causal prune, the partners and the context just before and after it."""
     return _violation_detail(path, fingerprint(path), violation_span_id)
@@ -140,24 +155,13 @@ def violation_detail(path: str, violation_span_id: str) -> dict[str, Any] | None
 def _violation_detail(path: str, fp: str, violation_span_id: str) -> dict[str, Any] | None:
     with Store(path).reader() as r:
         detail = queries.causal_eviction(r, violation_span_id)
-        if detail is None:
-            return None
-        seq = detail.get("prune_seq")
-        if seq is not None:
-            tables = queries.session_tables(r, detail["session_id"])
-            detail["before"] = queries.step_from_tables(tables, int(seq) - 1, with_content=False)["units"]
-            detail["after"] = queries.step_from_tables(tables, int(seq), with_content=False)["units"]
-        else:
-            detail["before"] = detail["after"] = pd.DataFrame()
+    if detail is None:
+        return None
+    seq = detail.get("prune_seq")
+    if seq is None:
+        detail["before"] = detail["after"] = pd.DataFrame()
         return detail
-
-
-@st.cache_data(ttl=FAST_TTL, show_spinner=False, max_entries=8)
-def overview(path: str) -> dict[str, Any]:
-    """Store totals, and why the snapshot may be incomplete (locked database, missing directory)."""
-    with Store(path).reader() as r:
-        return {**queries.store_totals(r), "warnings": list(r.warnings)}
-
-
-def now_ns() -> int:
-    return time.time_ns()
+    tables = _bundle(path, fp, detail["session_id"])["tables"]
+    detail["before"] = queries.step_from_tables(tables, int(seq) - 1, with_content=False)["units"]
+    detail["after"] = queries.step_from_tables(tables, int(seq), with_content=False)["units"]
+    return detail

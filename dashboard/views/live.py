@@ -26,7 +26,7 @@ paused = c3.toggle("Pause refresh", key="live_paused")
 def _panel() -> None:
     seconds = WINDOWS[window]
     since = 0 if seconds is None else time.time_ns() - seconds * 10**9
-    totals = data.overview(data.key())
+    totals = data.catalog()
     live = data.run_fresh("live_sessions", since_ns=since)
     st.caption(f"{totals['sessions']:,} sessions · {totals['spans']:,} spans in the store · "
                f"refreshed {time.strftime('%H:%M:%S')}")
@@ -44,11 +44,10 @@ def _panel() -> None:
     labels = {str(r["session_id"]): session_label(r) for r in live.to_dict("records")}
     picked = st.selectbox("Follow a session", ids, key="live_follow", format_func=lambda s: labels.get(s, s))
     st.text(f"Following {labels.get(picked, picked)}: context tokens per step")
-    series = data.run_fresh("token_series", picked, max_points=600)
-    marks = data.run_fresh("markers", picked)
-    budget = data.run_fresh("budget_at", picked)
-    st.plotly_chart(charts.token_timeline(series, marks, step=None, budget=budget["budget"],
-                                          hard_ceiling=budget["hard_ceiling"], height=260),
+    followed = data.replay_session(data.key(), picked)  # re-read whenever the store changes
+    budget = followed["budget"]
+    st.plotly_chart(charts.token_timeline(followed["series"], followed["markers"], step=None,
+                                          budget=budget["budget"], hard_ceiling=budget["hard_ceiling"], height=260),
                     width="stretch", key="live_chart")
     st.page_link("views/replay.py", label="Open in replay ▸", query_params={"session": picked})
 

@@ -43,7 +43,7 @@ def _set_step(value: int, lo: int, hi: int) -> None:
 def _jump(session_id: str, target: str, lo: int, hi: int) -> None:
     """Button callback: move to the next step holding a span of ``target``."""
     cur = int(st.session_state.get(STEP, lo))
-    nxt = data.run("next_step", session_id, cur, target)
+    nxt = data.next_step(data.key(), session_id, cur, target)
     if nxt is None:
         st.session_state[NOTE] = f"No {target} after step {cur}."
     else:
@@ -56,7 +56,7 @@ def _move(delta: int, lo: int, hi: int) -> None:
 
 
 def _pick_session() -> str | None:
-    sessions = data.run("session_list", limit=2000)
+    sessions = data.catalog()["session_list"]
     wanted = st.query_params.get("session")
     if sessions.empty and not wanted:
         st.info("The store has no sessions yet.")
@@ -108,8 +108,8 @@ if session_id is None:
 
 path = data.key()
 sess = data.replay_session(path, session_id)
-info, bounds = sess["info"], sess["bounds"]
-if info is None or bounds is None:
+info, bounds = sess["info"] or {"session_id": session_id}, sess["bounds"]
+if bounds is None:
     st.warning("This session has no spans in the store (yet). Recording sessions appear within seconds.")
     st.stop()
 lo, hi = bounds
