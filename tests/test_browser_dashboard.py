@@ -122,18 +122,19 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def settle(pg: Any, timeout: float = 30.0) -> None:
-    """Wait until Streamlit has finished running the script and drawn its charts."""
+    """Wait until Streamlit is connected, has finished running the script and has drawn its charts."""
     pg.wait_for_selector("h1", timeout=timeout * 1000)
     deadline = time.monotonic() + timeout
     quiet = 0
     while time.monotonic() < deadline:
-        running = pg.locator('[data-testid="stStatusWidget"]').count()
+        idle = pg.locator('[data-testid="stApp"][data-test-script-state="notRunning"]'
+                          '[data-test-connection-state="CONNECTED"]').count()
         charts = pg.locator('[data-testid="stPlotlyChart"]').count()
         drawn = pg.locator('[data-testid="stPlotlyChart"] .main-svg').count()
-        quiet = quiet + 1 if not running and (charts == 0 or drawn > 0) else 0
-        if quiet >= 4:
+        quiet = quiet + 1 if idle and (charts == 0 or drawn > 0) else 0
+        if quiet >= 3:
             return
-        time.sleep(0.25)
+        time.sleep(0.2)
 
 
 def wait_for_url(pg: Any, part: str, timeout: float = 15.0) -> None:
@@ -146,10 +147,12 @@ def wait_for_url(pg: Any, part: str, timeout: float = 15.0) -> None:
 def click_until(pg: Any, target: Any, done: Any, what: str, tries: int = 4) -> None:
     """Click ``target`` until ``done()`` holds: a click that lands while Streamlit is re-running
     the script can be dropped by the page, so the effect is what is checked, not the click."""
-    for _ in range(tries):
+    for attempt in range(tries):
+        if attempt:
+            print(f"click_until {what}: retry {attempt}")  # noqa: T201 - shows in -s runs
         if target.count():
             target.click()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if done():
                 settle(pg)

@@ -201,7 +201,7 @@ if messages.empty:
 else:
     table = messages[["position", "message_id", "role", "unit_id", "kind", "tokens", "open", "pending",
                       "pinned", "pending_calls", "tool_names", "first_seq", "last_event"]]
-    st.dataframe(table, hide_index=True, width="stretch", height=300, key="replay_messages")
+    st.dataframe(table, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(table)), key="replay_messages")
     captured = messages[messages["content"].notna()] if "content" in messages else messages.iloc[0:0]
     if captured.empty:
         st.caption("Content was not captured for this session (structure only).")
