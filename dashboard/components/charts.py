@@ -144,7 +144,7 @@ def token_timeline(series: pd.DataFrame, markers: pd.DataFrame, *, step: int | N
         data.append(dict(type=kind, x=series["seq"].tolist(), y=series["tokens"].tolist(), mode="lines",
                          name="context tokens", line=dict(color="#1f77b4", shape="hv"),
                          hovertemplate="step %{x}: %{y:,} tokens<extra></extra>"))
-        if bool((series["points"] > 3).any()):  # bucketed: show each bucket's peak too
+        if bool((series["seq_end"] > series["seq"]).any()):  # bucketed: show each bucket's peak too
             data.append(dict(type=kind, x=series["seq"].tolist(), y=series["peak_tokens"].tolist(), mode="lines",
                              name="peak (per bucket)", line=dict(color="#aec7e8", width=1, shape="hv"),
                              hovertemplate="steps from %{x}: peak %{y:,}<extra></extra>"))
