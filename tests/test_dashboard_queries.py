@@ -152,6 +152,9 @@ def test_event_log_check_markers_and_jumps(scripted: tuple[Store, dict]) -> None
         assert q.check_at(r, "s-orphan", 4).empty
         marks = q.markers(r, "s-orphan")
         assert list(zip(marks["seq"], marks["kind"], strict=True)) == [(5, "prune"), (8, "violation"), (9, "violation")]
+        thinned = q.markers_from_tables(q.session_tables(r, "s-orphan"), max_markers=1)
+        assert list(zip(thinned["seq"], thinned["kind"], thinned["n"], strict=True)) == [
+            (5, "prune", 1), (8, "violation", 2)]  # a kind beyond the limit: grouped, counted
         assert q.next_step(r, "s-orphan", 0, "violation") == 8
         assert q.next_step(r, "s-orphan", 8, "violation") == 9
         assert q.next_step(r, "s-orphan", 9, "violation") is None

@@ -534,13 +534,20 @@ def series_from_tables(tables: dict[str, pa.Table], *, max_points: int = 2000) -
     return _on_tables(tables, lambda con: con.execute(sql, {"max_points": int(max_points)}).df())
 
 
-def markers_from_tables(tables: dict[str, pa.Table]) -> pd.DataFrame:
-    """Steps of every prune, deferral, spill, re-injection, failure and violation (the timeline's marks)."""
+def markers_from_tables(tables: dict[str, pa.Table], *, max_markers: int = 400) -> pd.DataFrame:
+    """Steps of every prune, deferral, spill, re-injection, failure and violation (the timeline's
+    marks): ``seq``, ``kind`` and ``n`` spans. Beyond ``max_markers`` marks of a kind, its marks are
+    grouped into that many step buckets (first step of the bucket, ``n`` = how many)."""
     sql = f"""
-    SELECT seq, replace(name, 'prunegate.', '') AS kind, count(*) AS n
-    FROM events WHERE name IN ({_MARKED}) GROUP BY ALL ORDER BY seq, kind
+    WITH m AS (SELECT seq, replace(name, 'prunegate.', '') AS kind FROM events WHERE name IN ({_MARKED})),
+    b AS (SELECT kind, min(seq) AS lo, max(seq) AS hi, count(*) AS total FROM m GROUP BY kind)
+    SELECT min(m.seq) AS seq, m.kind, count(*) AS n
+    FROM m JOIN b USING (kind)
+    GROUP BY m.kind, CASE WHEN b.total <= $max THEN m.seq
+                          ELSE CAST(floor((m.seq - b.lo) * $max / (b.hi - b.lo + 1)) AS BIGINT) END
+    ORDER BY seq, kind
     """
-    return _on_tables(tables, lambda con: con.execute(sql).df())
+    return _on_tables(tables, lambda con: con.execute(sql, {"max": int(max_markers)}).df())
 
 
 def bounds_from_tables(tables: dict[str, pa.Table]) -> tuple[int, int] | None:

@@ -151,12 +151,17 @@ def token_timeline(series: pd.DataFrame, markers: pd.DataFrame, *, step: int | N
         if not markers.empty:
             pos = pd.merge_asof(markers.sort_values("seq"), series[["seq", "peak_tokens"]].sort_values("seq"),
                                 on="seq", direction="backward")
+            many = len(pos) > 300  # thousands of deferrals: smaller marks, drawn by WebGL
             for mark, group in pos.groupby("kind", sort=False):
                 symbol, color = MARKER_STYLE.get(str(mark), ("circle", "#333"))
-                data.append(dict(type="scatter", x=group["seq"].tolist(), y=group["peak_tokens"].tolist(),
-                                 mode="markers", name=esc(mark),
-                                 marker=dict(symbol=symbol, color=color, size=10, line=dict(width=1, color=color)),
-                                 hovertemplate=f"{esc(mark)} at step %{{x}}<extra></extra>"))
+                data.append(dict(type="scattergl" if many else "scatter", x=group["seq"].tolist(),
+                                 y=group["peak_tokens"].tolist(), mode="markers", name=esc(mark),
+                                 marker=dict(symbol=symbol, color=color, size=6 if many else 10,
+                                             line=dict(width=1, color=color)),
+                                 customdata=group["n"].tolist(),
+                                 hovertemplate=f"{esc(mark)} at step %{{x}} (%{{customdata}} from here)"
+                                               "<extra></extra>" if many else
+                                               f"{esc(mark)} at step %{{x}}<extra></extra>"))
     lines = []
     if budget:
         lines.append(_hline(budget, "#ff7f0e", "dash", "budget"))
