@@ -3,19 +3,23 @@
 The SDK's ``BatchSpanProcessor`` drops the oldest span when its queue is full and only logs an
 export failure. :class:`ReliableSpanProcessor` instead:
 
-- keeps a bounded queue; when it is full the ending thread waits up to ``max_wait`` seconds for
-  room (backpressure). If the sink is still stuck, the span goes to an *overflow* queue that a
-  second thread spills to the sink's on-disk spool, so the agent is never held longer than that;
-- works in two background threads: a *prepare* thread turns small chunks of spans into the sink's
-  form as soon as they arrive (for the store: Arrow, which frees the span objects early and keeps
-  the garbage collector's work small), and a *write* thread persists the prepared chunks as one
-  batch (for the store: one fsynced Parquet segment) when ``max_batch_size`` spans are ready or
-  ``schedule_delay`` has passed. A slow disk delays writing, never the draining of the queue;
-- on a write error spills the batch to the spool; spans come back from the spool into the store
-  on a later successful write, on ``force_flush`` and in the next process using the same store;
+- collects ended spans in a small buffer; every ``chunk_size`` spans the thread that ended the
+  last one *prepares* the chunk (for the store: converts it to Arrow, ~1 ms for 256 spans) while
+  the spans are still hot in that CPU's cache, and the span objects die young. Measured on the
+  2-CPU reference machine, converting on a background thread instead cost about three times more
+  CPU in total (the other core re-reads every span cold), which is what decides end-to-end
+  throughput under the GIL (see docs/store.md, "Performance");
+- a *write* thread persists prepared chunks as one batch (for the store: one fsynced Parquet
+  segment) when ``max_batch_size`` spans are ready or ``schedule_delay`` has passed, and converts
+  stragglers itself when spans trickle in. All I/O happens there, never on the agent's thread;
+- keeps the prepared-but-unwritten spans bounded (``max_queue_size``): when full, the ending
+  thread waits up to ``max_wait`` for the writer (backpressure). If the writer is still stuck,
+  chunks go to an *overflow* that a spool thread writes to the sink's local spool, and the agent
+  stops waiting until the writer has caught up; if the spool is stuck as well, spans are dropped
+  and counted. Spooled spans return to the store on a later successful write, on ``force_flush``
+  and in the next process using the same store;
 - counts everything: ``received == stored + spooled + dropped + queued`` at any moment, and
-  ``failed`` counts spans whose write raised or was refused. ``dropped`` only grows when even
-  the spool refused (disk full), the sink has no spool, or a span could not be converted at all;
+  ``failed`` counts spans whose write raised or was refused (then spooled or dropped);
 - never raises into the agent; warns once per kind of trouble through :mod:`logging`;
 - flushes at exit (``atexit``), on ``force_flush()`` and on ``shutdown()``, then records its
   counters as a ``prunegate.tracer.stats`` row when the sink supports it.
@@ -44,9 +48,10 @@ STAT_KEYS = ("received", "stored", "spooled", "recovered", "failed", "dropped")
 
 @runtime_checkable
 class Sink(Protocol):
-    """Where spans go, in two steps run by the processor's background threads:
+    """Where spans go, in two steps:
 
-    ``prepare(spans)`` turns a small chunk of spans into whatever the sink writes (cheap, pure);
+    ``prepare(spans)`` turns a small chunk of spans into whatever the sink writes (cheap, pure,
+    no I/O: it runs on the thread that ended the span);
     ``write(prepared_chunks)`` persists several prepared chunks as one batch, raising on failure.
     Optional, duck-typed: ``spill(prepared_chunks) -> bool`` (persist locally for a retry),
     ``has_spilled() -> bool``, ``recover() -> int``, ``write_stats(stats, resource)``.
@@ -113,34 +118,27 @@ class SinkExporter(SpanExporter):
 
 
 class ReliableSpanProcessor(SpanProcessor):
-    """Bounded-wait batching processor in front of a :class:`Sink` (see the module docstring).
-
-    The agent's thread only appends to a deque (atomic under the GIL, no lock) unless the queue is
-    full. Taking a lock per span would make the background threads queue behind the agent for
-    that lock and starve them.
-    """
+    """Bounded-wait batching processor in front of a :class:`Sink` (see the module docstring)."""
 
     def __init__(
         self,
         sink: Sink,
         *,
-        max_queue_size: int = 8192,
+        max_queue_size: int = 16384,
         max_batch_size: int = 8192,
         chunk_size: int = 256,
-        chunk_delay: float = 0.05,
         schedule_delay: float = 1.0,
         max_wait: float = 0.5,
         overflow_size: int | None = None,
         recover_interval: float = 10.0,
         shutdown_timeout: float = 10.0,
     ) -> None:
-        if not 1 <= chunk_size <= max_queue_size or max_batch_size < 1:
-            raise ValueError("need 1 <= chunk_size <= max_queue_size and max_batch_size >= 1")
+        if chunk_size < 1 or max_batch_size < 1 or max_queue_size < chunk_size:
+            raise ValueError("need chunk_size >= 1, max_batch_size >= 1 and max_queue_size >= chunk_size")
         self.sink = sink
         self.max_queue_size = max_queue_size
         self.max_batch_size = max_batch_size
         self.chunk_size = chunk_size
-        self.chunk_delay = chunk_delay
         self.schedule_delay = schedule_delay
         self.max_wait = max_wait
         self.overflow_size = overflow_size or max_queue_size
@@ -154,41 +152,40 @@ class ReliableSpanProcessor(SpanProcessor):
         atexit.register(lambda: (m := ref_shutdown()) and m())
 
     def _after_fork(self) -> None:
-        """In a forked child: fresh locks, queues and counters; threads only if still running."""
+        """In a forked child: fresh locks, buffers and counters; a writer only if still running."""
         was_shut = self._shutdown
         self._init_state(start=not was_shut)
         self._shutdown = was_shut
 
     def _init_state(self, start: bool = True) -> None:
-        """(Re)create locks, queues, counters and the background threads."""
-        self._lock = threading.Lock()
-        self._not_full = threading.Condition(self._lock)
-        self._write_ready = threading.Condition(self._lock)
+        """(Re)create locks, buffers, counters and the writer thread."""
+        self._lock = threading.Lock()  # guards everything below except _raw
+        self._work = threading.Condition(self._lock)  # the writer waits here
+        self._room = threading.Condition(self._lock)  # producers wait here for pending room
         self._flushed = threading.Condition(self._lock)
         self._overflow_ready = threading.Condition(self._lock)
         self._overflow_room = threading.Condition(self._lock)
+        self._convert_lock = threading.Lock()  # one converter at a time
         self._recover_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._queue: collections.deque[ReadableSpan] = collections.deque()
-        self._overflow: collections.deque[ReadableSpan] = collections.deque()
-        # Spans move queue -> pending (prepared) -> handoff (being written) -> a final counter.
+        self._raw: collections.deque[ReadableSpan] = collections.deque()  # appended without a lock
+        # Spans move raw -> (converting) -> pending -> writing -> a final counter, or
+        # pending-to-be -> overflow -> spooling -> spooled/dropped when the writer is stuck.
+        self._taken = 0  # spans popped from _raw (under _convert_lock)
+        self._direct_in = 0  # spans never buffered (ended after shutdown, or on_end failed)
+        self._converting = 0
         self._pending: list[tuple[Any, int]] = []
         self._pending_rows = 0
         self._pending_since = 0.0
-        self._handoff: list[tuple[Any, int]] | None = None
-        # received == popped + len(queue) + overflow_in + direct_in (see stats())
-        self._popped = 0
-        self._overflow_in = 0
-        self._direct_in = 0
+        self._writing = 0
+        self._overflow: list[tuple[Any, int]] = []
+        self._overflow_rows = 0
+        self._spooling = 0
         self._counts = dict.fromkeys(STAT_KEYS[1:], 0)
-        self._in_flight = 0  # popped, not yet final (being prepared, pending or handed off)
-        self._overflow_in_flight = 0
         self._overflowing = False
         self._spill_stuck = False
         self._flush_req = 0
         self._flush_done = 0
         self._shutdown = False
-        self._prepare_done = False
         self._abandoned = False
         self._spool_abandoned = False
         self._warned: set[str] = set()
@@ -198,10 +195,8 @@ class ReliableSpanProcessor(SpanProcessor):
         self._last_recover = 0.0
         self._spooler: threading.Thread | None = None
         self._spooler_running = False
-        self._preparer = threading.Thread(target=self._run_prepare, name="prunegate-prepare", daemon=True)
         self._writer = threading.Thread(target=self._run_write, name="prunegate-write", daemon=True)
         if start:
-            self._preparer.start()
             self._writer.start()
 
     # -- the agent's side -------------------------------------------------------------------------
@@ -209,175 +204,167 @@ class ReliableSpanProcessor(SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Enqueue a finished span; waits at most ``max_wait`` when the queue is full. Never raises."""
+        """Buffer a finished span; every ``chunk_size`` spans prepare a chunk. Never raises;
+        waits at most ``max_wait`` when the writer is behind."""
         try:
             if not span.context.trace_flags.sampled:
                 return
-            queue = self._queue
-            if len(queue) < self.max_queue_size and not self._overflowing and not self._shutdown:
-                queue.append(span)
-                if len(queue) >= self.chunk_size and not self._wake.is_set():
-                    self._wake.set()
-                return
-            self._on_end_slow(span)
-        except Exception as exc:  # tracing must never break the agent
-            with self._lock:
-                self._direct_in += 1
-                self._counts["dropped"] += 1
-            self._warn_once("on-end", f"span could not be queued: {exc!r}")
-
-    def _on_end_slow(self, span: ReadableSpan) -> None:
-        with self._lock:
             if self._shutdown:
-                self._direct_in += 1
-                self._counts["dropped"] += 1
-                self._warn_once("after-shutdown", "span ended after the tracer shut down; dropped")
+                self._drop_direct("after-shutdown", "span ended after the tracer shut down; dropped")
                 return
-            if not self._overflowing and self._wait_for_room():
-                self._queue.append(span)
-                return
-            self._to_overflow(span)
+        except Exception as exc:  # a span object we cannot even read
+            self._drop_direct("on-end", f"span could not be queued: {exc!r}")
+            return
+        raw = self._raw
+        raw.append(span)
+        if len(raw) >= self.chunk_size and self._convert_lock.acquire(blocking=False):
+            try:
+                self._convert(self.chunk_size, wait=True)
+            finally:
+                self._convert_lock.release()
 
-    def _wait_for_room(self) -> bool:
-        """Backpressure (lock held): wait up to ``max_wait`` for the prepare thread to make room."""
-        deadline = time.monotonic() + self.max_wait
-        self._wake.set()
-        while len(self._queue) >= self.max_queue_size:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._shutdown:
-                self._overflowing = True
-                self._warn_once(
-                    "overflow",
-                    f"export to {self.sink.name} made no room for {self.max_wait}s; "
-                    "spilling spans to the spool instead of waiting longer",
-                )
-                return False
-            self._not_full.wait(remaining)
-        return True
-
-    def _to_overflow(self, span: ReadableSpan) -> None:
-        """Lock held. Hand the span to the spooler thread; drop (counted) only if that is stuck too."""
-        self._overflow_in += 1
-        if len(self._overflow) >= self.overflow_size and not self._spill_stuck:
-            deadline = time.monotonic() + self.max_wait
-            while len(self._overflow) >= self.overflow_size and time.monotonic() < deadline:
-                self._overflow_room.wait(deadline - time.monotonic())
-            if len(self._overflow) >= self.overflow_size:
-                self._spill_stuck = True
-        if len(self._overflow) >= self.overflow_size:
+    def _drop_direct(self, kind: str, message: str) -> None:
+        with self._lock:
+            self._direct_in += 1
             self._counts["dropped"] += 1
+        self._warn_once(kind, message)
+
+    def _convert(self, limit: int | None, *, wait: bool) -> None:
+        """(``_convert_lock`` held.) Pop up to ``limit`` raw spans, prepare them, queue the result.
+        Never raises: a span that cannot be prepared is dropped and counted."""
+        raw = self._raw
+        k = len(raw) if limit is None else min(limit, len(raw))
+        if k <= 0:
+            return
+        chunk = [raw.popleft() for _ in range(k)]
+        with self._lock:
+            self._taken += k
+            self._converting += k
+        if self._resource is None:
+            self._resource = getattr(chunk[0], "resource", None)
+        for prepared, n in self._prepare(chunk):
+            self._enqueue(prepared, n, wait=wait)
+
+    def _prepare(self, chunk: list[ReadableSpan]) -> list[tuple[Any, int]]:
+        try:
+            return [(self.sink.prepare(chunk), len(chunk))]
+        except Exception as exc:
+            self._note_error("prepare", exc)
+        out = []
+        for span in chunk:  # isolate the bad span(s), keep the rest
+            try:
+                out.append((self.sink.prepare([span]), 1))
+            except Exception:
+                with self._lock:
+                    self._converting -= 1
+                    self._counts["dropped"] += 1
+                    self._counts["failed"] += 1
+        return out
+
+    def _enqueue(self, prepared: Any, n: int, *, wait: bool) -> None:
+        """Hand a prepared chunk to the writer; if it is stuck, to the spool thread (bounded waits).
+
+        ``wait`` is False when the writer itself converts: it never waits for itself."""
+        with self._lock:
+            self._converting -= n
+            if wait and not self._overflowing and self._pending_rows + n > self.max_queue_size:
+                deadline = time.monotonic() + self.max_wait
+                self._work.notify()
+                while self._pending_rows + n > self.max_queue_size and not self._shutdown:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        self._overflowing = True
+                        self._warn_once(
+                            "overflow",
+                            f"writing to {self.sink.name} made no room for {self.max_wait}s; "
+                            "sending spans to the spool instead of waiting",
+                        )
+                        break
+                    self._room.wait(remaining)
+            if self._overflowing and wait:
+                self._to_overflow(prepared, n)
+                return
+            if not self._pending:
+                self._pending_since = time.monotonic()
+            self._pending.append((prepared, n))
+            self._pending_rows += n
+            if self._pending_rows >= self.max_batch_size:
+                self._work.notify()
+
+    def _to_overflow(self, prepared: Any, n: int) -> None:
+        """(Lock held.) Queue for the spool thread; drop (counted) only if that is stuck too."""
+        if self._overflow_rows + n > self.overflow_size and not self._spill_stuck:
+            deadline = time.monotonic() + self.max_wait
+            while self._overflow_rows + n > self.overflow_size and time.monotonic() < deadline:
+                self._overflow_room.wait(deadline - time.monotonic())
+            if self._overflow_rows + n > self.overflow_size:
+                self._spill_stuck = True
+        if self._overflow_rows + n > self.overflow_size:
+            self._counts["dropped"] += n
             self._warn_once("dropped", f"both {self.sink.name} and its spool are stuck; dropping spans")
             return
-        self._overflow.append(span)
+        self._overflow.append((prepared, n))
+        self._overflow_rows += n
         if not self._spooler_running:
             self._spooler_running = True
             self._spooler = threading.Thread(target=self._run_spooler, name="prunegate-spool", daemon=True)
             self._spooler.start()
         self._overflow_ready.notify()
 
-    # -- prepare thread --------------------------------------------------------------------------
-    def _run_prepare(self) -> None:
-        timed_out = False
-        try:
-            while True:
-                self._wake.clear()
-                with self._lock:
-                    if self._abandoned:
-                        return
-                    flush_gen = self._flush_req if self._flush_req > self._flush_done else 0
-                    stopping = self._shutdown
-                    backlog = self._pending_rows >= self.max_batch_size and self._handoff is not None
-                urgent = bool(flush_gen) or stopping
-                chunk = [] if backlog else self._take(force=urgent or timed_out)
-                if chunk:
-                    self._prepare(chunk)
-                with self._lock:
-                    self._maybe_hand_off(urgent and not chunk)
-                    idle = not (self._queue or self._pending or self._handoff is not None)
-                if chunk:
-                    continue
-                if flush_gen and idle:
-                    self._finish_flush(flush_gen)
-                    continue
-                if stopping and idle:
-                    return
-                timeout = self.chunk_delay
-                if self._pending:
-                    timeout = min(
-                        timeout, max(0.001, self._pending_since + self.schedule_delay - time.monotonic())
-                    )
-                timed_out = not self._wake.wait(timeout)
-        finally:
-            with self._lock:
-                self._prepare_done = True
-                self._write_ready.notify_all()
-
-    def _take(self, force: bool) -> list[ReadableSpan]:
-        """Pop up to ``chunk_size`` spans: a full chunk, or whatever is there when forced."""
-        with self._lock:
-            queue = self._queue
-            n = len(queue)
-            if not n or (n < self.chunk_size and not force):
-                return []
-            k = min(n, self.chunk_size)
-            chunk = [queue.popleft() for _ in range(k)]
-            self._popped += k
-            self._in_flight += k
-            if self._overflowing and len(queue) <= self.max_queue_size // 2:
-                self._overflowing = False
-            self._not_full.notify_all()
-        if self._resource is None:
-            self._resource = chunk[0].resource
-        return chunk
-
-    def _prepare(self, chunk: list[ReadableSpan]) -> None:
-        """Convert a chunk now (frees the span objects); a span that cannot be converted is dropped."""
-        try:
-            prepared = [(self.sink.prepare(chunk), len(chunk))]
-        except Exception as exc:
-            self._note_error("prepare", exc)
-            prepared = []
-            for span in chunk:  # isolate the bad span(s), keep the rest
-                try:
-                    prepared.append((self.sink.prepare([span]), 1))
-                except Exception:
-                    self._finalize(dropped=1, failed=1)
-        with self._lock:
-            for item in prepared:
-                if not self._pending:
-                    self._pending_since = time.monotonic()
-                self._pending.append(item)
-                self._pending_rows += item[1]
-
-    def _maybe_hand_off(self, drain: bool) -> None:
-        """Lock held: give the pending batch to the writer when it is idle and the batch is due."""
-        if not self._pending or self._handoff is not None:
-            return
-        due = (
-            self._pending_rows >= self.max_batch_size
-            or time.monotonic() - self._pending_since >= self.schedule_delay
-        )
-        if due or drain:
-            self._handoff, self._pending, self._pending_rows = self._pending, [], 0
-            self._write_ready.notify()
-
     # -- write thread ----------------------------------------------------------------------------
     def _run_write(self) -> None:
         self._try_recover(force=True)
+        tick = min(self.schedule_delay, 0.25)
+        last_taken = -1
         while True:
             with self._lock:
-                while self._handoff is None:
-                    if self._abandoned or (self._prepare_done and self._handoff is None):
+                if self._abandoned:
+                    return
+                flush_gen = self._flush_req if self._flush_req > self._flush_done else 0
+                stopping = self._shutdown
+                due = self._pending_rows >= self.max_batch_size or (
+                    bool(self._pending) and time.monotonic() - self._pending_since >= self.schedule_delay
+                )
+                idle_raw = bool(self._raw) and self._taken == last_taken  # no conversion since last look
+                last_taken = self._taken
+                if not (due or flush_gen or stopping or idle_raw):
+                    self._work.wait(tick)
+                    continue
+            if flush_gen or stopping:
+                # Drain first (a producer converting right now may be waiting for room), then take
+                # the stragglers, then write what that produced.
+                self._write_pending(all_of_it=True)
+                with self._convert_lock:
+                    self._convert(None, wait=False)
+                self._write_pending(all_of_it=True)
+            else:
+                if idle_raw and self._convert_lock.acquire(blocking=False):
+                    try:  # spans trickling in: convert the partial chunk here (cold path)
+                        self._convert(None, wait=False)
+                    finally:
+                        self._convert_lock.release()
+                self._write_pending(all_of_it=False)
+            if flush_gen:
+                self._finish_flush(flush_gen)
+            elif stopping:
+                with self._lock:
+                    if not (self._raw or self._pending):
                         return
-                    self._write_ready.wait(1.0)
-                items = self._handoff
-            self._write(items)
-            with self._lock:
-                self._handoff = None
-            self._wake.set()  # the prepare thread may hand off the next batch or finish a flush
 
-    def _write(self, items: list[tuple[Any, int]]) -> None:
-        rows = sum(n for _, n in items)
+    def _write_pending(self, all_of_it: bool) -> None:
+        while True:
+            with self._lock:
+                if not self._pending or self._abandoned:
+                    return
+                items, rows = self._pending, self._pending_rows
+                self._pending, self._pending_rows = [], 0
+                self._writing = rows
+                self._room.notify_all()
+            self._write(items, rows)
+            if not all_of_it:
+                return
+
+    def _write(self, items: list[tuple[Any, int]], rows: int) -> None:
         prepared = [p for p, _ in items]
         try:
             self.sink.write(prepared)
@@ -385,47 +372,53 @@ class ReliableSpanProcessor(SpanProcessor):
             if self._abandoned:
                 return
             self._note_error("write", exc)
-            self._finalize(failed=rows)
-            self._spill(prepared, rows)
+            with self._lock:
+                self._counts["failed"] += rows
+            self._spill(prepared, rows, source="writing")
             return
-        if self._abandoned:
-            return
-        self._finalize(stored=rows)
+        with self._lock:
+            if self._abandoned:
+                return
+            self._counts["stored"] += rows
+            self._writing = 0
+            self._overflowing = False  # the writer is moving again: producers may wait for it again
         self._try_recover()
 
-    def _finalize(self, *, stored: int = 0, spooled: int = 0, dropped: int = 0, failed: int = 0) -> None:
-        """Move spans taken from the queue into their final counters."""
-        with self._lock:
-            c = self._counts
-            c["stored"] += stored
-            c["spooled"] += spooled
-            c["dropped"] += dropped
-            c["failed"] += failed
-            self._in_flight -= stored + spooled + dropped
+    def _spill(self, prepared: list[Any], rows: int, *, source: str) -> None:
+        """Persist prepared chunks via the sink's spool, else count them dropped.
 
-    def _spill(self, prepared: list[Any], rows: int, from_spooler: bool = False) -> None:
-        """Persist prepared chunks via the sink's spool, else count them dropped."""
+        ``source`` names the counter the rows leave: ``writing``, ``spooling`` or ``sweep``."""
         spill = getattr(self.sink, "spill", None)
         try:
             ok = bool(spill(prepared)) if spill is not None else False
         except Exception as exc:
             ok = False
             self._note_error("spool", exc)
-        if from_spooler:
-            with self._lock:
+        with self._lock:
+            if source == "spooling":
                 if self._spool_abandoned:
                     return  # already counted as dropped by shutdown
-                self._counts["spooled" if ok else "dropped"] += rows
-                self._overflow_in_flight -= rows
+                self._spooling -= rows
                 self._flushed.notify_all()
-        elif ok:
-            self._finalize(spooled=rows)
-        else:
-            self._finalize(dropped=rows)
-        if ok:
-            self._need_recover = True
-        else:
+            elif source == "writing":
+                if self._abandoned:
+                    return
+                self._writing = 0
+            self._counts["spooled" if ok else "dropped"] += rows
+            if ok:
+                self._need_recover = True
+        if not ok:
             self._warn_once("lost", f"{rows} spans could not be stored nor spooled (sink {self.sink.name})")
+
+    def _finish_flush(self, gen: int) -> None:
+        """Everything prepared is written: let the spooler finish, retry the spool, release waiters."""
+        with self._lock:
+            while (self._overflow or self._spooling) and self._spooler_running:
+                self._flushed.wait(0.05)
+        self._try_recover(force=True)
+        with self._lock:
+            self._flush_done = max(self._flush_done, gen)
+            self._flushed.notify_all()
 
     def _try_recover(self, force: bool = False) -> None:
         """Move spooled spans back into the sink (after a success, on flush, at start)."""
@@ -449,7 +442,7 @@ class ReliableSpanProcessor(SpanProcessor):
                 self._counts["recovered"] += moved
             self._need_recover = False
 
-    # -- spooler thread (only while the queue is stuck) ------------------------------------------
+    # -- spool thread (only while the writer is stuck) -------------------------------------------
     def _run_spooler(self) -> None:
         while True:
             with self._lock:
@@ -459,43 +452,15 @@ class ReliableSpanProcessor(SpanProcessor):
                             self._spooler_running = False  # restarted by _to_overflow when needed
                             self._flushed.notify_all()
                             return
-                k = min(len(self._overflow), self.max_batch_size)
-                batch = [self._overflow.popleft() for _ in range(k)]
-                self._overflow_in_flight += k
-                if len(self._overflow) <= self.overflow_size // 2:
-                    self._spill_stuck = False
+                items, rows = self._overflow, self._overflow_rows
+                self._overflow, self._overflow_rows = [], 0
+                self._spooling += rows
+                self._spill_stuck = False
                 self._overflow_room.notify_all()
-            self._spill_spans(batch)
+            self._spill([p for p, _ in items], rows, source="spooling")
             with self._lock:
                 if self._spool_abandoned:
                     return
-
-    def _spill_spans(self, spans: list[ReadableSpan]) -> None:
-        """Overflow spans (counted in ``_overflow_in_flight``) -> prepare -> spool."""
-        try:
-            prepared = [self.sink.prepare(spans)]
-        except Exception as exc:
-            self._note_error("prepare", exc)
-            with self._lock:
-                self._counts["dropped"] += len(spans)
-                self._overflow_in_flight -= len(spans)
-            return
-        self._spill(prepared, len(spans), from_spooler=True)
-
-    def _finish_flush(self, gen: int) -> None:
-        """Everything taken is written: let the spooler finish, retry the spool, release waiters."""
-        with self._lock:
-            while (self._overflow or self._overflow_in_flight) and self._spooler_running:
-                self._flushed.wait(0.05)
-            leftovers = list(self._overflow)
-            self._overflow.clear()
-            self._overflow_in_flight += len(leftovers)
-        if leftovers:  # the spooler idled out with work left: spill here
-            self._spill_spans(leftovers)
-        self._try_recover(force=True)
-        with self._lock:
-            self._flush_done = max(self._flush_done, gen)
-            self._flushed.notify_all()
 
     # -- reporting -------------------------------------------------------------------------------
     def _warn_once(self, kind: str, message: str) -> None:
@@ -510,25 +475,29 @@ class ReliableSpanProcessor(SpanProcessor):
     def stats(self) -> dict[str, Any]:
         """Counters (see the module docstring) plus ``queued`` (not yet final) and ``last_error``."""
         with self._lock:
-            qlen, olen = len(self._queue), len(self._overflow)
+            raw = len(self._raw)
             return {
-                "received": self._popped + qlen + self._overflow_in + self._direct_in,
+                "received": self._taken + raw + self._direct_in,
                 **self._counts,
-                "queued": qlen + olen + self._in_flight + self._overflow_in_flight,
+                "queued": raw
+                + self._converting
+                + self._pending_rows
+                + self._writing
+                + self._overflow_rows
+                + self._spooling,
                 "last_error": self._last_error,
             }
 
     # -- flush / shutdown ------------------------------------------------------------------------
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Write everything queued (spilling what fails) and retry the spool; False on timeout."""
+        """Write everything buffered (spilling what fails) and retry the spool; False on timeout."""
         deadline = time.monotonic() + timeout_millis / 1000
         with self._lock:
             if self._shutdown:
                 return True
             self._flush_req += 1
             gen = self._flush_req
-        self._wake.set()
-        with self._lock:
+            self._work.notify_all()
             while self._flush_done < gen:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -545,22 +514,20 @@ class ReliableSpanProcessor(SpanProcessor):
         self.force_flush(int(self.shutdown_timeout * 1000))
         with self._lock:
             self._shutdown = True
+            self._work.notify_all()
+            self._room.notify_all()
             self._overflow_ready.notify_all()
-            self._write_ready.notify_all()
-        self._wake.set()
-        for thread in (self._preparer, self._writer):
-            if thread.is_alive():
-                thread.join(max(0.0, deadline - time.monotonic()))
-        self._sweep(self._preparer.is_alive() or self._writer.is_alive(), deadline)
+        if self._writer.is_alive():
+            self._writer.join(max(0.0, deadline - time.monotonic()))
+        self._sweep(self._writer.is_alive(), deadline)
         spooler = self._spooler
         if spooler is not None:
             spooler.join(max(0.0, deadline - time.monotonic()))
             if spooler.is_alive():  # the spool itself hangs: what it still holds is lost
                 with self._lock:
                     self._spool_abandoned = True
-                    lost = len(self._overflow) + self._overflow_in_flight
-                    self._overflow.clear()
-                    self._overflow_in_flight = 0
+                    lost = self._overflow_rows + self._spooling
+                    self._overflow, self._overflow_rows, self._spooling = [], 0, 0
                     self._counts["dropped"] += lost
                 self._warn_once("spool-hung", f"spool hung at shutdown; {lost} spans counted as dropped")
         self._record_stats()
@@ -570,65 +537,58 @@ class ReliableSpanProcessor(SpanProcessor):
             self._note_error("close", exc)
 
     def _sweep(self, stuck: bool, deadline: float) -> None:
-        """After the threads stopped (or hung in the sink): spill whatever is still held.
+        """After the writer stopped (or hung in the sink): spill whatever is still held.
 
         Runs in a helper thread joined until ``deadline`` (at least half a second): a spool on a
         hung disk must not hang the agent's exit either. What it has not finished by then is
         counted as dropped."""
-        with self._lock:
-            if stuck:
-                self._abandoned = True
-            leftovers = list(self._queue)
-            self._queue.clear()
-            self._popped += len(leftovers)
-            self._in_flight += len(leftovers)
-            pending, self._pending, self._pending_rows = self._pending, [], 0
-            handed = sum(n for _, n in self._handoff or ()) if stuck else 0
+        got_lock = self._convert_lock.acquire(timeout=0.5)
+        try:
+            with self._lock:
+                if stuck:
+                    self._abandoned = True
+                raw = list(self._raw)
+                self._raw.clear()
+                self._taken += len(raw)
+                self._converting += len(raw)
+                pending, self._pending, self._pending_rows = self._pending, [], 0
+                handed, self._writing = (self._writing, 0) if stuck else (0, self._writing)
+                self._counts["dropped"] += handed
+                self._converting += sum(n for _, n in pending)
+        finally:
+            if got_lock:
+                self._convert_lock.release()
         if handed:
-            self._finalize(dropped=handed)
             self._warn_once(
                 "abandoned",
                 f"{handed} spans were inside a hung {self.sink.name} write at shutdown; "
                 "counted as dropped (they may or may not have been written)",
             )
-        work: list[tuple[Any, int]] = (
-            [([p for p, _ in pending], sum(n for _, n in pending))] if pending else []
-        )
-        work += [
-            (leftovers[i : i + self.max_batch_size], -1)
-            for i in range(0, len(leftovers), self.max_batch_size)
-        ]
-        if not work:
+        if not raw and not pending:
             return
-        left = [sum(len(w) if n < 0 else n for w, n in work)]
+        left = [len(raw) + sum(n for _, n in pending)]
         gone = [False]
 
         def run() -> None:
-            for item, rows in work:
-                ok, failed = False, 0
-                if rows < 0:  # raw spans from the queue: prepare first
-                    rows = len(item)
-                    try:
-                        item = [self.sink.prepare(item)]
-                    except Exception as exc:
-                        self._note_error("prepare", exc)
-                        item, failed = None, rows
-                if item is not None:
-                    try:
-                        spill = getattr(self.sink, "spill", None)
-                        ok = bool(spill(item)) if spill is not None else False
-                    except Exception as exc:
-                        self._note_error("spool", exc)
+            work = list(pending) + (self._prepare(raw) if raw else [])
+            with self._lock:  # spans _prepare dropped are already counted
+                left[0] = sum(n for _, n in work)
+            for prepared, n in work:
+                spill = getattr(self.sink, "spill", None)
+                try:
+                    ok = bool(spill([prepared])) if spill is not None else False
+                except Exception as exc:
+                    ok = False
+                    self._note_error("spool", exc)
                 with self._lock:
                     if gone[0]:
                         return
-                    left[0] -= rows
-                    self._counts["spooled" if ok else "dropped"] += rows
-                    self._counts["failed"] += failed
-                    self._in_flight -= rows
+                    left[0] -= n
+                    self._converting -= n
+                    self._counts["spooled" if ok else "dropped"] += n
                 if not ok:
                     self._warn_once(
-                        "lost", f"{rows} spans could not be stored nor spooled (sink {self.sink.name})"
+                        "lost", f"{n} spans could not be stored nor spooled (sink {self.sink.name})"
                     )
 
         helper = threading.Thread(target=run, name="prunegate-sweep", daemon=True)
@@ -638,7 +598,7 @@ class ReliableSpanProcessor(SpanProcessor):
             with self._lock:
                 gone[0] = True
                 self._counts["dropped"] += left[0]
-                self._in_flight -= left[0]
+                self._converting -= left[0]
             self._warn_once("spool-hung", f"spool hung at shutdown; {left[0]} spans counted as dropped")
 
     def _record_stats(self) -> None:

@@ -47,9 +47,13 @@ def string_array(values: list, *, nullable: bool = True) -> pa.Array:
     return _from_parts(b"".join(encoded), map(len, encoded), n, validity, nulls)
 
 
-def utf8_array(values: list[bytes]) -> pa.Array:
-    """A ``pa.string()`` array from UTF-8 ``bytes`` (e.g. orjson output), no decoding."""
-    return _from_parts(b"".join(values), map(len, values), len(values), None, 0)
+def utf8_array(data: bytes | bytearray, ends: list[int]) -> pa.Array:
+    """A ``pa.string()`` array from UTF-8 text back to back and each value's end offset."""
+    if len(data) > _MAX_OFFSET:
+        raise ValueError(f"{len(data)} bytes of text in one column chunk; the limit is 2 GiB")
+    offsets = array.array("i", [0])
+    offsets.extend(ends)
+    return pa.Array.from_buffers(pa.string(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(data)], 0)
 
 
 def _from_parts(data: bytes, lengths: object, n: int, validity: pa.Buffer | None, nulls: int) -> pa.Array:

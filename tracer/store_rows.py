@@ -2,7 +2,8 @@
 
 Two directions, both columnar:
 - ``spans_to_table``: finished SDK spans (``ReadableSpan``) -> an Arrow table in the store schema.
-  This runs in the pipeline's background thread, never on the thread that ends the span.
+  The pipeline runs it once per chunk of spans (256 by default) on the thread that ended the
+  chunk's last span, while the spans are still in that CPU's cache (see tracer.pipeline).
 - ``rows_to_table`` / ``decode_row``: plain *span rows* (dicts keyed by the store's column names,
   with ``attributes``/``events``/``links``/``resource`` as Python objects) <-> Arrow / query results.
   OTLP JSON import and the stats record use these.
@@ -162,9 +163,9 @@ def _seq_items(items: Any) -> Any:
 def spans_to_table(spans: Sequence[Any]) -> pa.Table:
     """Finished SDK spans -> one Arrow table in :data:`ARROW_SCHEMA`.
 
-    Column-at-a-time with C-level ``map`` where possible: this runs in the pipeline's background
-    thread but still competes for the GIL (and the garbage collector) with the agent, so it avoids
-    per-span Python calls and per-span container objects wherever it can.
+    Column-at-a-time with C-level ``map`` where possible: it runs on the agent's thread once per
+    chunk (about 3.5 us per span), so it avoids per-span Python calls and per-span container
+    objects wherever it can, and builds Arrow buffers directly (see tracer.store_arrow).
     """
     if not spans:
         return empty_table()
@@ -230,15 +231,30 @@ _NULLABLE_FROM_SDK = tuple(
 )
 
 
-class _Utf8(list):
-    """A column already encoded as UTF-8 bytes (orjson output)."""
+class _Utf8:
+    """A column already encoded: UTF-8 bytes back to back, and where each value ends."""
+
+    __slots__ = ("data", "ends")
+
+    def __init__(self, data: bytearray, ends: list[int]) -> None:
+        self.data = data
+        self.ends = ends
 
 
 def _attributes_json(dicts: list[dict[str, Any]]) -> Any:
-    """Attribute dicts -> JSON, as UTF-8 bytes straight from orjson when it can do them all."""
+    """Attribute dicts -> JSON, straight from orjson into one buffer when it can do them all.
+
+    Each orjson result is appended and dropped at once: keeping hundreds of them alive as
+    separate bytes objects costs several times more (measured: ~1.5 us vs ~0.2 us per span).
+    """
     if _orjson is not None:
         try:
-            return _Utf8([_orjson.dumps(d) if d else b"{}" for d in dicts])
+            data, ends = bytearray(), []
+            dump, end = _orjson.dumps, ends.append
+            for d in dicts:
+                data += dump(d) if d else b"{}"
+                end(len(data))
+            return _Utf8(data, ends)
         except (TypeError, _orjson.JSONEncodeError):
             pass
     return [dumps(d) if d else _EMPTY_OBJ for d in dicts]
@@ -257,7 +273,7 @@ def _array(col: Any, typ: pa.DataType, n: int, nullable: bool) -> pa.Array:
     if isinstance(col, _Same):
         return same_string(col.value, n)
     if isinstance(col, _Utf8):
-        return utf8_array(col)
+        return utf8_array(col.data, col.ends)
     return column(col, typ, nullable=nullable)
 
 

@@ -82,6 +82,24 @@ def new_segment_name(prefix: str = "") -> str:
     return f"{prefix}{time.time_ns():020d}-{os.getpid()}-{next(_counter):06d}-{secrets.token_hex(4)}{SEGMENT_SUFFIX}"
 
 
+# Segments live minutes: write them cheaply. Dictionary-encode only the low-cardinality columns and
+# keep statistics only where a reader filters (about half the CPU of pyarrow's defaults).
+_DICTIONARY_COLUMNS = ["name", "kind", "status_code", "resource", "scope_name", "scope_version", "session_id",
+                       "events", "links"]  # fmt: skip
+_STATISTICS_COLUMNS = ["start_time_ns", "end_time_ns", "session_id", "seq", "trace_id", "name"]
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """Write a store-schema table as a Parquet file (no fsync, no rename: see write_segment)."""
+    pq.write_table(
+        table,
+        str(path),
+        compression="snappy",
+        use_dictionary=_DICTIONARY_COLUMNS,
+        write_statistics=_STATISTICS_COLUMNS,
+    )
+
+
 def _tmp_path(layout: StoreLayout, name: str) -> Path:
     return layout.tmp / f"{name}.{os.getpid()}{TMP_SUFFIX}"
 
@@ -105,7 +123,7 @@ def write_segment(
     name = name or new_segment_name()
     tmp = _tmp_path(layout, name)
     try:
-        pq.write_table(table, str(tmp), compression="snappy")
+        write_parquet(table, tmp)
         return _publish(layout, tmp, name, fsync)
     except BaseException:
         _unlink_quietly(tmp)

@@ -1,4 +1,4 @@
-"""The pipeline's sink into the store: span batches -> Arrow -> one segment each.
+"""The pipeline's sink into the store: span chunks -> Arrow; batches of chunks -> one segment each.
 
 Also owns the spool for that store (spill when the store refuses a batch, recover later) and an
 optional background compaction so segments do not pile up in a long-running process.
@@ -54,7 +54,7 @@ class StoreSink:
 
     # -- Sink protocol -----------------------------------------------------------------------------
     def prepare(self, spans: Sequence[Any]) -> pa.Table:
-        """A chunk of spans -> Arrow (runs early, in the processor's background thread)."""
+        """A chunk of spans -> Arrow (pure, no I/O; runs on the thread that ended the chunk)."""
         return spans_to_table(spans)
 
     def write(self, prepared: list[pa.Table]) -> None:

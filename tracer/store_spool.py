@@ -19,7 +19,14 @@ import pyarrow.parquet as pq
 
 from tracer.store_locks import fsync_path, pid_alive
 from tracer.store_schema import ARROW_SCHEMA
-from tracer.store_segments import SEGMENT_SUFFIX, TMP_SUFFIX, StoreLayout, ingest_file, new_segment_name
+from tracer.store_segments import (
+    SEGMENT_SUFFIX,
+    TMP_SUFFIX,
+    StoreLayout,
+    ingest_file,
+    new_segment_name,
+    write_parquet,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +66,7 @@ class Spool:
         name = new_segment_name()
         tmp = self.path / f"{name}.{os.getpid()}{TMP_SUFFIX}"
         try:
-            pq.write_table(table.cast(ARROW_SCHEMA) if table.schema != ARROW_SCHEMA else table, str(tmp))
+            write_parquet(table.cast(ARROW_SCHEMA) if table.schema != ARROW_SCHEMA else table, tmp)
             fsync_path(tmp)
             os.rename(tmp, self.path / name)
             fsync_path(self.path)
