@@ -344,3 +344,17 @@ def test_a_forked_child_records_with_its_own_threads_and_counters(tmp_path: Path
     assert proc.stats()["received"] == 10
     rows = store.query("SELECT session_id, count(*) AS n FROM spans WHERE name = 'step' GROUP BY 1 ORDER BY 1")
     assert rows == [{"session_id": "child", "n": 20}, {"session_id": "parent", "n": 10}]
+
+
+def test_spans_that_trickle_in_reach_the_store_without_a_flush(tmp_path: Path) -> None:
+    import time
+
+    store = Store(tmp_path / "store")
+    proc = ReliableSpanProcessor(StoreSink(store, spool_dir=tmp_path / "spool"), schedule_delay=0.1)
+    provider = _provider(proc)
+    _spans(provider, 5)  # far fewer than a chunk: the writer converts and writes them itself
+    deadline = time.monotonic() + 30
+    while proc.stats()["stored"] < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.stats()["stored"] == 5 and store.count() == 5
+    provider.shutdown()

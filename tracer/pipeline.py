@@ -266,7 +266,6 @@ class ReliableSpanProcessor(SpanProcessor):
 
         ``wait`` is False when the writer itself converts: it never waits for itself."""
         with self._lock:
-            self._converting -= n
             if wait and not self._overflowing and self._pending_rows + n > self.max_queue_size:
                 deadline = time.monotonic() + self.max_wait
                 self._work.notify()
@@ -281,6 +280,7 @@ class ReliableSpanProcessor(SpanProcessor):
                         )
                         break
                     self._room.wait(remaining)
+            self._converting -= n  # (counted as "converting" until it has a place)
             if self._overflowing and wait:
                 self._to_overflow(prepared, n)
                 return
@@ -294,11 +294,13 @@ class ReliableSpanProcessor(SpanProcessor):
     def _to_overflow(self, prepared: Any, n: int) -> None:
         """(Lock held.) Queue for the spool thread; drop (counted) only if that is stuck too."""
         if self._overflow_rows + n > self.overflow_size and not self._spill_stuck:
+            self._converting += n  # still queued while we wait
             deadline = time.monotonic() + self.max_wait
             while self._overflow_rows + n > self.overflow_size and time.monotonic() < deadline:
                 self._overflow_room.wait(deadline - time.monotonic())
             if self._overflow_rows + n > self.overflow_size:
                 self._spill_stuck = True
+            self._converting -= n
         if self._overflow_rows + n > self.overflow_size:
             self._counts["dropped"] += n
             self._warn_once("dropped", f"both {self.sink.name} and its spool are stuck; dropping spans")
@@ -343,7 +345,8 @@ class ReliableSpanProcessor(SpanProcessor):
                         self._convert(None, wait=False)
                     finally:
                         self._convert_lock.release()
-                self._write_pending(all_of_it=False)
+                if due:  # converted stragglers wait for their batch to be due like the rest
+                    self._write_pending(all_of_it=False)
             if flush_gen:
                 self._finish_flush(flush_gen)
             elif stopping:
