@@ -121,17 +121,17 @@ def page(browser: Any) -> Iterator[Any]:
         context.close()
 
 
-def settle(pg: Any, timeout: float = 30.0) -> None:
-    """Wait until Streamlit is connected, has finished running the script and has drawn its charts."""
+def settle(pg: Any, timeout: float = 30.0, charts: int = 0) -> None:
+    """Wait until Streamlit is connected and idle, and ``charts`` Plotly charts are drawn (Plotly's
+    code loads lazily, seconds after the script finished; clicks landing before that get lost)."""
     pg.wait_for_selector("h1", timeout=timeout * 1000)
     deadline = time.monotonic() + timeout
     quiet = 0
     while time.monotonic() < deadline:
         idle = pg.locator('[data-testid="stApp"][data-test-script-state="notRunning"]'
                           '[data-test-connection-state="CONNECTED"]').count()
-        charts = pg.locator('[data-testid="stPlotlyChart"]').count()
-        drawn = pg.locator('[data-testid="stPlotlyChart"] .main-svg').count()
-        quiet = quiet + 1 if idle and (charts == 0 or drawn > 0) else 0
+        drawn = pg.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count()
+        quiet = quiet + 1 if idle and drawn >= charts else 0
         if quiet >= 3:
             return
         time.sleep(0.2)
@@ -161,9 +161,9 @@ def click_until(pg: Any, target: Any, done: Any, what: str, tries: int = 4) -> N
     raise AssertionError(f"{what}: no effect after {tries} clicks (url {pg.url})")
 
 
-def open_page(pg: Any, server: dict[str, Any], path: str) -> None:
+def open_page(pg: Any, server: dict[str, Any], path: str, charts: int = 0) -> None:
     pg.goto(server["base"] + path)
-    settle(pg)
+    settle(pg, charts=charts)
 
 
 def assert_literal_hostile_text(pg: Any, where: str, expect: str) -> None:
@@ -191,6 +191,7 @@ def test_browser_opens_a_violation_and_shows_its_causal_eviction(server: dict[st
                 "open the Violations page")
     assert page.get_by_role("heading", name="Violations").is_visible()
     pick_option(page, "Violation", "s-orphan · step 8 · orphan_tool_result")
+    settle(page, charts=2)
     assert page.get_by_text("orphan_tool_result at step 8 of session s-orphan").is_visible()
     assert page.get_by_role("heading", name="Causal eviction").is_visible()
     cause = page.get_by_text("Caused by prunegate.prune at step 5 (budget check #1): policy salience, ungated, "
@@ -218,33 +219,33 @@ def test_browser_renders_recorded_html_as_text_on_every_page(server: dict[str, A
     page.screenshot(path=str(ARTIFACTS / "hostile-sessions.png"), full_page=True)
 
     # Replay: the session's name and the tool result holding the script, as text
-    open_page(page, server, "/replay?session=s-orphan&step=7")
+    open_page(page, server, "/replay?session=s-orphan&step=7", charts=2)
     assert_literal_hostile_text(page, "replay", HOSTILE_NAME)
     assert_literal_hostile_text(page, "replay content", "<script>alert(1)</script> and <b>bold</b>")
     page.screenshot(path=str(ARTIFACTS / "hostile-replay.png"), full_page=True)
 
     # Violations: the evicted turn's recorded content
-    open_page(page, server, "/violations?session=s-orphan")
+    open_page(page, server, "/violations?session=s-orphan", charts=2)
     assert_literal_hostile_text(page, "violations", HOSTILE)
     page.screenshot(path=str(ARTIFACTS / "hostile-violations.png"), full_page=True)
 
     # Compare: recorded session names in the picker and the chart labels
-    open_page(page, server, "/compare")
+    open_page(page, server, "/compare", charts=3)
     assert_literal_hostile_text(page, "compare", "trip <b>bold</b>")
     page.screenshot(path=str(ARTIFACTS / "hostile-compare.png"), full_page=True)
 
     # Live: the most recent session (named with HTML) is followed by default
-    open_page(page, server, "/live")
+    open_page(page, server, "/live", charts=1)
     assert_literal_hostile_text(page, "live", HOSTILE_NAME)
     page.screenshot(path=str(ARTIFACTS / "hostile-live.png"), full_page=True)
     assert page.dialogs == []
 
 
 def test_browser_replay_steps_and_plays(server: dict[str, Any], page: Any) -> None:
-    open_page(page, server, "/replay?session=s-gated&step=0")
+    open_page(page, server, "/replay?session=s-gated&step=0", charts=2)
     click_until(page, page.get_by_role("button", name="Next deferral"), lambda: "step=5" in page.url,
                 "jump to the next deferral")
-    open_page(page, server, "/replay?session=s-gated&step=8")
+    open_page(page, server, "/replay?session=s-gated&step=8", charts=2)
     switch = page.get_by_role("switch", name="Play")  # the input is hidden; its label takes the click
     click_until(page, page.get_by_text("Play", exact=True), lambda: switch.is_checked() or "step=8" not in page.url,
                 "press Play")
