@@ -300,13 +300,13 @@ class Context:
                 msg = self._messages.pop(mid)
                 del self._unit_of[mid]
                 self._gone[mid] = cause
+                self.tokens -= msg.tokens  # before the event: its context.tokens is "after"
                 removed.append(msg)
                 self._notify_message(msg, REMOVE, cause=cause)
             for call_id in unit.call_ids:
                 if self._call_owner.get(call_id) == uid:
                     del self._call_owner[call_id]
                 self._gone_calls.add(call_id)
-            self.tokens -= unit.tokens
         return removed
 
     def remove_messages(self, message_ids: Iterable[str], cause: str) -> list[Message]:

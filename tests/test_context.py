@@ -327,3 +327,24 @@ def test_an_ungated_rewrite_of_a_call_message_keeps_its_call_answered(ctx):
     d = NaiveRuntime(Shorten(), budget=1).check(ctx)
     assert d.rewritten_ids == [a.id] and ctx.message(a.id).blocks[0].text == "short"
     assert not ctx.pending and [m.id for m in ctx.messages].index(a.id) == len(ctx) - 3
+
+
+def test_remove_events_report_the_context_tokens_after_each_removal():
+    """Observers (and so the spans' prunegate.context.tokens) see the total after the event."""
+    from policies import Observer
+
+    seen: list[tuple[str, int]] = []
+
+    class Recorder(Observer):
+        def on_message(self, ctx, message, event, **info):
+            if event == "remove":
+                seen.append((message.id, ctx.tokens))
+
+    ctx = Context(observer=Recorder())
+    a = ctx.append(role="user", text="first " * 20)
+    b = ctx.append(role="assistant", text="second " * 30)
+    ctx.append(role="user", text="third")
+    total = ctx.tokens
+    ctx.remove_units([ctx.unit_id_of(a.id), ctx.unit_id_of(b.id)], cause="test")
+    assert seen == [(a.id, total - a.tokens), (b.id, total - a.tokens - b.tokens)]
+    assert ctx.tokens == total - a.tokens - b.tokens

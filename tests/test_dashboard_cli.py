@@ -37,7 +37,7 @@ def test_streamlit_command_line() -> None:
     assert cmd[:5] == [sys.executable, "-m", "streamlit", "run", "/x/app.py"]
     flags = dict(zip(cmd[5::2], cmd[6::2], strict=True))
     assert flags == {"--server.address": "127.0.0.1", "--server.port": "8599", "--server.headless": "true",
-                     "--browser.gatherUsageStats": "false"}
+                     "--browser.gatherUsageStats": "false", "--client.toolbarMode": "viewer"}
 
 
 @pytest.mark.parametrize("port", ["0", "70000", "http"])

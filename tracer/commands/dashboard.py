@@ -43,6 +43,7 @@ def streamlit_command(app: Path, host: str, port: int) -> list[str]:
         "--server.port", str(port),
         "--server.headless", "true",
         "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "viewer",
     ]
 
 
