@@ -113,6 +113,8 @@ class Context:
         self._last_user: str | None = None
         self._last_msg: str | None = None
         self._pinned_msgs: set[str] = set()
+        self._system_units: set[str] = set()  # units holding a system/developer message
+        self._needs_reorder = False  # a message was admitted at an older position (re-injection, summary)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -200,10 +202,6 @@ class Context:
         """Never prune the unit holding this message."""
         self.message(message_id)
         self._pinned_msgs.add(message_id)
-
-    @property
-    def _system_units(self) -> set[str]:
-        return self.__dict__.setdefault("_system_unit_ids", set())
 
     # ------------------------------------------------------------------ mutation: arrivals
     def append(
@@ -527,7 +525,7 @@ class Context:
             self._first_user = msg.id
         if seq is None:
             self._last_msg = msg.id
-        if getattr(self, "_needs_reorder", False):
+        if self._needs_reorder:
             self._reorder()
 
     def _last_seq(self) -> int:
