@@ -38,10 +38,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tracer import queries  # noqa: E402
-from tracer.importers import conversation_from_body  # noqa: E402
-from tracer.recorded import close_provider, store_tracer_provider  # noqa: E402
-from tracer.replay import ReplaySpec, replay_session  # noqa: E402
+from tracer.lab.replay import ReplaySpec, replay_session  # noqa: E402
 from tracer.store import ENV_STORE, Store  # noqa: E402
+from tracer.traffic.importers import conversation_from_body  # noqa: E402
+from tracer.traffic.recorded import close_provider, store_tracer_provider  # noqa: E402
 
 TARGET_S = 1.5
 WORDS = "flight hotel Lisbon Porto museum ticket price seat window aisle breakfast river tram castle".split()

@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tracer.compare import run_replays  # noqa: E402
-from tracer.importers import Conversation, read_paths  # noqa: E402
-from tracer.replay import ReplaySpec  # noqa: E402
+from tracer.lab.compare import run_replays  # noqa: E402
+from tracer.lab.replay import ReplaySpec  # noqa: E402
+from tracer.traffic.importers import Conversation, read_paths  # noqa: E402
 
 TAU = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline"
 

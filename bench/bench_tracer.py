@@ -42,9 +42,9 @@ from opentelemetry.sdk.trace.export import (  # noqa: E402
     SpanExportResult,
 )
 
-from tracer.pipeline import ExporterSink, ReliableSpanProcessor, SinkExporter  # noqa: E402
+from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor, SinkExporter  # noqa: E402
 from tracer.store import Store  # noqa: E402
-from tracer.store_sink import StoreSink  # noqa: E402
+from tracer.store.sink import StoreSink  # noqa: E402
 
 FLOOR = 0.8
 

@@ -37,10 +37,10 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult  # noq
 
 from policies import Context, Gate, convert, get_policy  # noqa: E402
 from policies.messages import Message  # noqa: E402
-from tracer.observer import SpanObserver  # noqa: E402
-from tracer.pipeline import ExporterSink, ReliableSpanProcessor  # noqa: E402
-from tracer.session import TracedSession  # noqa: E402
-from tracer.setup import setup_tracing  # noqa: E402
+from tracer.spans.observer import SpanObserver  # noqa: E402
+from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor  # noqa: E402
+from tracer.spans.session import TracedSession  # noqa: E402
+from tracer.spans.setup import setup_tracing  # noqa: E402
 
 TAU = Path(__file__).resolve().parents[2] / "shared" / "traffic" / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
 

@@ -1,7 +1,7 @@
 """Stores for the dashboard tests and bench, filled with real spans.
 
 ``ScriptedSession`` writes the spans of docs/spans.md one by one through the tracer's own
-:class:`~tracer.session.TracedSession` (a real OpenTelemetry SDK provider; the finished spans go
+:class:`~tracer.spans.session.TracedSession` (a real OpenTelemetry SDK provider; the finished spans go
 through the store's own Arrow conversion into a segment), so tests know the exact answer of every
 query. ``orphan_session`` is the source document's first failure (a parallel batch whose assistant
 turn a salience policy evicts, orphan results, a 400 and a duplicated side effect); its third tool
@@ -21,9 +21,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link
 
-from tracer.session import TracedSession
+from tracer.spans.session import TracedSession
 from tracer.store import Store
-from tracer.store_rows import spans_to_table
+from tracer.store.rows import spans_to_table
 
 HOSTILE = "<script>alert(1)</script> and <b>bold</b>"
 
@@ -278,8 +278,13 @@ def demo_store(path: Path, *, per_file: int = 3, policies: Sequence[tuple[str, b
     """A store like the demo's: recorded sessions imported from data/sessions (``per_file`` from
     each file) plus the hostile one, each replayed under ``policies`` (name, gated), all through
     the real importer, replay engine, observer and store pipeline."""
-    from tracer.recorded import close_provider, import_paths, load_conversations, store_tracer_provider
-    from tracer.replay import ReplaySpec, replay_session
+    from tracer.lab.replay import ReplaySpec, replay_session
+    from tracer.traffic.recorded import (
+        close_provider,
+        import_paths,
+        load_conversations,
+        store_tracer_provider,
+    )
 
     src = path.parent / (path.name + "-inputs")
     src.mkdir(parents=True, exist_ok=True)

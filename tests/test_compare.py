@@ -9,7 +9,7 @@ import pytest
 
 from tests.traffic import TAU
 from tracer.cli import main
-from tracer.compare import (
+from tracer.lab.compare import (
     ROW_KEYS,
     aggregate,
     arms,
@@ -19,10 +19,10 @@ from tracer.compare import (
     progress_bar,
     run_replays,
 )
-from tracer.importers import Conversation, read_file
-from tracer.recorded import import_paths, list_sessions
-from tracer.replay import ReplaySpec
+from tracer.lab.replay import ReplaySpec
 from tracer.store import Store
+from tracer.traffic.importers import Conversation, read_file
+from tracer.traffic.recorded import import_paths, list_sessions
 
 
 @pytest.fixture(scope="module")

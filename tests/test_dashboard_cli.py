@@ -14,7 +14,7 @@ import pytest
 
 from tests.dashboard_fixtures import scripted_store
 from tracer.cli import main
-from tracer.commands.dashboard import app_path, streamlit_command
+from tracer.cli.dashboard import app_path, streamlit_command
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 def test_app_path_is_found_without_importing_the_dashboard() -> None:
     assert app_path() == REPO / "dashboard" / "app.py"
-    code = ("import sys, tracer.commands.dashboard as d; d.app_path(); "
+    code = ("import sys, tracer.cli.dashboard as d; d.app_path(); "
             "assert not [m for m in sys.modules if m == 'dashboard' or m.startswith('dashboard.')]")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 

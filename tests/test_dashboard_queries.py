@@ -194,7 +194,7 @@ def test_violation_without_link_and_unknown_ids(scripted: tuple[Store, dict], tm
     with store.reader() as r:
         assert q.causal_eviction(r, "0000000000000000") is None
     # a violation recorded with no eviction to blame has no cause and no partners
-    from tracer.session import TracedSession
+    from tracer.spans.session import TracedSession
 
     with recording(tmp_path / "s") as provider:
         ts = TracedSession(provider, session_id="lonely", source="live", name="x")

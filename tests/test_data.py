@@ -9,9 +9,9 @@ import pytest
 
 from data.generate import SHIPPED, generate, main, write_jsonl
 from policies.validate import validate
-from tracer.events import build_events
-from tracer.importers import Conversation, Refusal, read_paths
-from tracer.replay import ReplaySpec, replay_session
+from tracer.lab.replay import ReplaySpec, replay_session
+from tracer.traffic.events import build_events
+from tracer.traffic.importers import Conversation, Refusal, read_paths
 
 SESSIONS = Path(__file__).resolve().parents[1] / "data" / "sessions"
 

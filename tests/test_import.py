@@ -10,8 +10,8 @@ import yaml
 
 from tests.traffic import CASSETTES, TAU, tau_conversations
 from tracer.cli import main
-from tracer.importers import Conversation, Refusal, read_file, read_paths
-from tracer.recorded import import_paths, list_sessions, load_conversations
+from tracer.traffic.importers import Conversation, Refusal, read_file, read_paths
+from tracer.traffic.recorded import import_paths, list_sessions, load_conversations
 
 ANTHROPIC_BODY = {
     "model": "claude-sonnet-4-5",
@@ -102,7 +102,7 @@ def test_chat_spans_one_per_assistant_message_plus_the_final_request(tmp_path):
 
 
 def test_no_content_import_replays_from_structure_alone(tmp_path):
-    from tracer.replay import ReplaySpec, replay_session
+    from tracer.lab.replay import ReplaySpec, replay_session
 
     src = tmp_path / "trip.json"
     src.write_text(json.dumps(ANTHROPIC_BODY))
@@ -132,7 +132,7 @@ def test_reused_call_ids_are_renamed_and_reported(tmp_path, capsys):
 
 
 def test_a_renamed_id_skips_names_already_taken():
-    from tracer.importers import conversation_from_body
+    from tracer.traffic.importers import conversation_from_body
 
     conv = conversation_from_body(openai_body(["a", "a~2", "a"]), "openai", name="x", file="f")
     assert [r.new for r in conv.renamed] == ["a~3"]
@@ -261,8 +261,8 @@ def test_reading_the_traffic_directory_yields_no_refusal():
 
 # ---------------------------------------------------------------------------------- OTLP JSON
 def test_prunegate_traces_exported_as_otlp_json_import_back_as_the_same_sessions(tmp_path):
-    from tracer.otlp_json import write_otlp_json
     from tracer.store import Store
+    from tracer.traffic.otlp_json import write_otlp_json
 
     src = tmp_path / "trip.json"
     src.write_text(json.dumps(ANTHROPIC_BODY))
@@ -275,7 +275,7 @@ def test_prunegate_traces_exported_as_otlp_json_import_back_as_the_same_sessions
 
 
 def test_another_instrumentations_genai_chat_spans_become_a_session(tmp_path):
-    from tracer.otlp_json import write_otlp_json
+    from tracer.traffic.otlp_json import write_otlp_json
 
     history = [
         {"role": "user", "parts": [{"type": "text", "content": "Weather in Paris and Rome?"}]},

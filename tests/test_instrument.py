@@ -12,7 +12,7 @@ from opentelemetry.trace import StatusCode
 from policies import HardCeilingExceeded, validate
 from tests.invariants import Scripted
 from tests.otel_memory import Recorder
-from tracer.instrument import PruneGuard, assistant_message, tool_calls, tool_results_message
+from tracer.guard.instrument import PruneGuard, assistant_message, tool_calls, tool_results_message
 
 FILLER = "details " * 60
 

@@ -22,8 +22,8 @@ from policies.naive import NaiveRuntime
 from tests.invariants import Scripted
 from tests.otel_memory import Recorder, all_attribute_text
 from tests.scenarios import history, open_stream, parallel_batch, result
-from tracer.observer import SpanObserver
-from tracer.session import TracedSession
+from tracer.spans.observer import SpanObserver
+from tracer.spans.session import TracedSession
 
 SECRET = "hunter2-secret-token"
 

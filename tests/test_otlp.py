@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from tracer.otlp_json import OtlpJsonError, import_otlp_json, read_otlp_json, write_otlp_json
-from tracer.setup import otlp_traces_endpoint, setup_tracing
+from tracer.spans.setup import otlp_traces_endpoint, setup_tracing
 from tracer.store import Store
+from tracer.traffic.otlp_json import OtlpJsonError, import_otlp_json, read_otlp_json, write_otlp_json
 
 # Two lines as the Collector's file exporter writes them: hex ids, string nanos, int enums.
 COLLECTOR_LINES = [
@@ -156,7 +156,7 @@ def _sdk_spans() -> list:
 
 
 def test_store_rows_round_trip_through_otlp_json(tmp_path: Path) -> None:
-    from tracer.store_rows import spans_to_table
+    from tracer.store.rows import spans_to_table
 
     spans = _sdk_spans()
     store = Store(tmp_path / "store")
@@ -172,7 +172,7 @@ def test_store_rows_round_trip_through_otlp_json(tmp_path: Path) -> None:
 
 def test_reads_what_the_sdk_otlp_encoder_produces_as_protobuf_json(tmp_path: Path) -> None:
     """The protobuf JSON mapping of the SDK's own OTLP encoding (base64 ids, enum names) reads the same."""
-    from tracer.store_rows import spans_to_table
+    from tracer.store.rows import spans_to_table
 
     spans = _sdk_spans()
     request = encode_spans(spans)

@@ -22,10 +22,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from tracer.pipeline import ExporterSink, ReliableSpanProcessor
+from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor
 from tracer.store import Store
-from tracer.store_sink import StoreSink
-from tracer.store_spool import Spool
+from tracer.store.sink import StoreSink
+from tracer.store.spool import Spool
 
 
 def _provider(proc: ReliableSpanProcessor) -> TracerProvider:
@@ -87,7 +87,7 @@ def test_an_exporter_that_fails_is_counted_never_raised(exporter_cls, caplog: py
     exporter = exporter_cls()
     proc = ReliableSpanProcessor(ExporterSink(exporter), chunk_size=10, max_batch_size=50)
     provider = _provider(proc)
-    with caplog.at_level(logging.WARNING, logger="tracer.pipeline"):
+    with caplog.at_level(logging.WARNING, logger="tracer.spans.pipeline"):
         _spans(provider, 200)
         assert proc.force_flush()
         error = proc.stats()["last_error"]
@@ -148,9 +148,9 @@ def test_a_store_whose_segments_dir_is_a_file_spools_and_the_next_process_recove
 FULL_DISK = textwrap.dedent("""
     import json, resource, signal, sys
     from opentelemetry.sdk.trace import TracerProvider
-    from tracer.pipeline import ReliableSpanProcessor
+    from tracer.spans.pipeline import ReliableSpanProcessor
     from tracer.store import Store
-    from tracer.store_sink import StoreSink
+    from tracer.store.sink import StoreSink
     store, spool = sys.argv[1], sys.argv[2]
     Store(store).ensure()
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)           # writes past the limit fail with EFBIG
@@ -224,7 +224,7 @@ def test_a_sink_hung_at_shutdown_does_not_hang_the_agent(tmp_path: Path, caplog:
     _spans(provider, 10)
     assert sink.entered.wait(10)
     _spans(provider, 25)
-    with caplog.at_level(logging.WARNING, logger="tracer.pipeline"):
+    with caplog.at_level(logging.WARNING, logger="tracer.spans.pipeline"):
         provider.shutdown()  # returns after shutdown_timeout
     stats = proc.stats()
     assert stats["received"] == 35 and stats["queued"] == 0
@@ -290,9 +290,9 @@ def test_recording_continues_while_another_process_holds_the_database(tmp_path: 
 AT_EXIT = textwrap.dedent("""
     import sys
     from opentelemetry.sdk.trace import TracerProvider
-    from tracer.pipeline import ReliableSpanProcessor
+    from tracer.spans.pipeline import ReliableSpanProcessor
     from tracer.store import Store
-    from tracer.store_sink import StoreSink
+    from tracer.store.sink import StoreSink
     proc = ReliableSpanProcessor(StoreSink(Store(sys.argv[1]), spool_dir=sys.argv[2]), schedule_delay=60)
     provider = TracerProvider(shutdown_on_exit=False)      # nobody calls shutdown: atexit must flush
     provider.add_span_processor(proc)

@@ -10,11 +10,11 @@ import policies
 from policies import Eviction, Proposal
 from tests.traffic import TAU
 from tracer.cli import main
-from tracer.compare import run_replays
-from tracer.importers import Conversation, conversation_from_body, read_file
-from tracer.recorded import import_paths, load_conversations
-from tracer.replay import ReplaySpec, replay_session
+from tracer.lab.compare import run_replays
+from tracer.lab.replay import ReplaySpec, replay_session
 from tracer.store import Store
+from tracer.traffic.importers import Conversation, conversation_from_body, read_file
+from tracer.traffic.recorded import import_paths, load_conversations
 
 from .test_replay_events import BATCH
 

@@ -6,7 +6,7 @@ import pytest
 
 from policies import Context
 from policies.validate import validate
-from tracer.events import (
+from tracer.traffic.events import (
     APPEND,
     CLOSE,
     DELTA,
@@ -19,7 +19,7 @@ from tracer.events import (
     split_results,
     tokens_of,
 )
-from tracer.importers import conversation_from_body
+from tracer.traffic.importers import conversation_from_body
 
 BATCH = {
     "system": "You plan trips.",

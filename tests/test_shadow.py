@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from policies import validate
 from tests.otel_memory import Recorder
-from tracer.shadow import ShadowGuard
+from tracer.guard.shadow import ShadowGuard
 
 
 @pytest.fixture

@@ -19,12 +19,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from tracer.pipeline import ReliableSpanProcessor
+from tracer.spans.pipeline import ReliableSpanProcessor
 from tracer.store import Store, StoreError, default_store_path
-from tracer.store_compact import _absorb, ensure_schema, open_main_rw
-from tracer.store_rows import rows_to_table, spans_to_table
-from tracer.store_segments import list_segments, segment_rows
-from tracer.store_sink import StoreSink
+from tracer.store.compact import _absorb, ensure_schema, open_main_rw
+from tracer.store.rows import rows_to_table, spans_to_table
+from tracer.store.segments import list_segments, segment_rows
+from tracer.store.sink import StoreSink
 
 
 def _provider(store: Store, tmp_path: Path) -> tuple[TracerProvider, ReliableSpanProcessor, InMemorySpanExporter]:
@@ -308,7 +308,7 @@ def test_compact_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_arrow_buffers_match_pyarrow_conversion() -> None:
-    from tracer.store_arrow import int64_array, same_string, string_array, utf8_array
+    from tracer.store.arrow import int64_array, same_string, string_array, utf8_array
 
     cases = [["a", "", None, "héllo ✓", "x" * 300], [None, None], ["only"], [], ["", ""]]
     for values in cases:
@@ -326,7 +326,7 @@ def test_arrow_buffers_match_pyarrow_conversion() -> None:
 WRITER_IMPORTS = textwrap.dedent("""
     import sys, tempfile
     from opentelemetry.sdk.trace import TracerProvider
-    from tracer.setup import setup_tracing
+    from tracer.spans.setup import setup_tracing
     tracing = setup_tracing(sys.argv[1], otlp_endpoint=False, spool_dir=sys.argv[2])
     with tracing.tracer().start_as_current_span("one", attributes={"prunegate.seq": 1}):
         pass

@@ -14,16 +14,16 @@ import time
 from pathlib import Path
 
 from tracer.store import Store
-from tracer.store_segments import list_segments
-from tracer.store_spool import Spool
+from tracer.store.segments import list_segments
+from tracer.store.spool import Spool
 
 WRITER = textwrap.dedent("""
     import json, sys
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from tracer.pipeline import ReliableSpanProcessor
+    from tracer.spans.pipeline import ReliableSpanProcessor
     from tracer.store import Store
-    from tracer.store_sink import StoreSink
+    from tracer.store.sink import StoreSink
 
     store, spool, n, wid, flush_every = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
     sink = StoreSink(Store(store), spool_dir=spool, compact_threshold=8)   # writers compact too

@@ -1,0 +1,42 @@
+"""prunegate's observability and lab layer, in wings:
+
+- ``tracer.spans``   — the OpenTelemetry side: the observer that turns gate decisions into spans,
+  traced sessions, GenAI spans, redaction, the span pipeline and ``setup_tracing``.
+- ``tracer.store``   — the DuckDB/Parquet trace store: schema, segments, sink, spool, compaction,
+  readers. Nothing outside it touches the files.
+- ``tracer.guard``   — in-process instrumentation of a live agent: ``PruneGuard``, ``ShadowGuard``.
+- ``tracer.traffic`` — recorded traffic in: importers, OTLP JSON, event streams, stored sessions.
+- ``tracer.lab``     — replay of recorded sessions through any policy, and A/B comparison.
+- ``tracer.queries`` — the read API the dashboard draws from.
+- ``tracer.cli``     — the ``prunegate`` command, one module per subcommand.
+
+The names most users need are importable from here; they load lazily so that ``import tracer``
+stays cheap for the command line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracer.guard.instrument import PruneGuard
+    from tracer.guard.shadow import ShadowGuard
+    from tracer.spans.setup import setup_tracing
+    from tracer.store import Store
+
+__all__ = ["PruneGuard", "ShadowGuard", "Store", "setup_tracing"]
+
+_LAZY = {
+    "PruneGuard": "tracer.guard.instrument",
+    "ShadowGuard": "tracer.guard.shadow",
+    "Store": "tracer.store",
+    "setup_tracing": "tracer.spans.setup",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tracer' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -23,7 +23,7 @@ import streamlit as st
 
 from tracer import queries
 from tracer.store import ENV_STORE, Store, default_store_path
-from tracer.store_segments import StoreLayout, list_segments
+from tracer.store.segments import StoreLayout, list_segments
 
 TTL = 30.0  # seconds; keys also carry the store's fingerprint, so new data shows at once
 FAST_TTL = 1.0

@@ -1,6 +1,6 @@
 """The "Run a comparison" form: replay recorded sessions under several policies into the store.
 
-It calls :func:`tracer.compare.compare` with a progress callback that drives a progress bar; the
+It calls :func:`tracer.lab.compare.compare` with a progress callback that drives a progress bar; the
 replays land in the store like ``prunegate compare``'s, so the results tab shows them next.
 """
 
@@ -62,8 +62,8 @@ def run_comparison_form() -> None:
 
 def _run(session_ids: list[str], policies: list[str], params: str, gated: str, budget: int | None,
          ceiling: int | None, stream: int) -> None:
-    from tracer import compare
-    from tracer.recorded import load_conversations
+    from tracer.lab import compare
+    from tracer.traffic.recorded import load_conversations
 
     try:
         chosen = {name: () for name in policies}

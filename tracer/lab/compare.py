@@ -7,7 +7,7 @@ its replays into the store through its own segments. The functions here are what
 ``progress(done, total)`` counted in replayed sessions.
 
 Metric definitions are in docs/replay.md; the per-session values come from
-:class:`tracer.replay.SessionResult`.
+:class:`tracer.lab.replay.SessionResult`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from policies.registry import parse_params
-
-from .importers import Conversation
-from .replay import ReplaySpec, SessionResult, events_for, replay_session
+from tracer.lab.replay import ReplaySpec, SessionResult, events_for, replay_session
+from tracer.traffic.importers import Conversation
 
 Progress = Callable[[int, int], None]
 
@@ -78,7 +77,7 @@ def _worker_init(conversations: list[Conversation], specs: list[ReplaySpec], sto
                  capture: bool) -> None:
     _WORKER.update(conversations=conversations, specs=specs, capture=capture, streams={}, provider=None)
     if store_path is not None:
-        from .recorded import store_tracer_provider
+        from tracer.traffic.recorded import store_tracer_provider
 
         _WORKER["provider"] = store_tracer_provider(store_path)
         multiprocessing.util.Finalize(None, _worker_close, exitpriority=10)
@@ -104,7 +103,7 @@ def _worker_run(task: Task) -> tuple[Task, list[SessionResult]]:
 def _worker_close() -> None:
     provider = _WORKER.get("provider")
     if provider is not None:
-        from .recorded import close_provider
+        from tracer.traffic.recorded import close_provider
 
         close_provider(provider)
         _WORKER["provider"] = None
@@ -138,7 +137,7 @@ def run_replays(
         provider = tracer_provider
         own = provider is None and store_path is not None
         if own:
-            from .recorded import store_tracer_provider
+            from tracer.traffic.recorded import store_tracer_provider
 
             provider = store_tracer_provider(store_path)  # type: ignore[arg-type]
         streams: dict[tuple[int, Any, int], Any] = {}
@@ -156,7 +155,7 @@ def run_replays(
                         progress(done, total)
         finally:
             if own:
-                from .recorded import close_provider
+                from tracer.traffic.recorded import close_provider
 
                 close_provider(provider)
         return results  # type: ignore[return-value]

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from tracer.importers import FORMATS
+from tracer.traffic.importers import FORMATS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracer.recorded import import_paths, store_path_arg
+    from tracer.traffic.recorded import import_paths, store_path_arg
 
     store = store_path_arg(args.store)
     try:

@@ -1,7 +1,7 @@
 """An agent's message history, seen one request at a time: what is new, what was dropped.
 
 Agents usually keep their own full history and send all of it with every request. To act on
-it incrementally, :mod:`tracer.instrument` and :mod:`tracer.shadow` fingerprint each message of a
+it incrementally, :mod:`tracer.guard.instrument` and :mod:`tracer.guard.shadow` fingerprint each message of a
 request body and match the fingerprints against the previous request's: the matched messages
 keep their context id, the rest are new (or, for a trimmer's output, removed).
 """
@@ -17,8 +17,7 @@ from typing import Any
 from policies import convert
 from policies.errors import StructureError
 from policies.messages import Message
-
-from .genai import plain
+from tracer.spans.genai import plain
 
 SYSTEM_KEY = "__system__"  # an Anthropic body's top-level ``system`` as one history item
 

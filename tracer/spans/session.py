@@ -26,9 +26,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from policies.validate import FIRST_MESSAGE_NOT_USER, Violation, validate
-
-from . import redact as _redact
-from .genai import ChatCall, ToolCall
+from tracer.spans import redact as _redact
+from tracer.spans.genai import ChatCall, ToolCall
 
 SCOPE = "prunegate.tracer"
 SOURCES = ("import", "replay", "live", "shadow", "synthetic")
@@ -61,7 +60,7 @@ class TracedSession:
     """The root span of one session and the helpers every prunegate span goes through.
 
     ``tracer_provider`` defaults to the global one. ``capture_content`` defaults to the
-    environment (see :func:`tracer.redact.capture_enabled`); ``redact`` is applied to every
+    environment (see :func:`tracer.spans.redact.capture_enabled`); ``redact`` is applied to every
     string of recorded content.
     """
 

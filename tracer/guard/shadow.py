@@ -36,12 +36,11 @@ from policies.errors import PruneBoundaryViolation
 from policies.reference import prune_context
 from policies.tokens import DEFAULT_COUNTER, TokenCounter
 from policies.validate import Violation, validate
-
-from . import history as _history
-from .instrument import _tracer_provider
-from .observer import SpanObserver
-from .redact import Redactor
-from .session import TracedSession
+from tracer.guard import history as _history
+from tracer.guard.instrument import _tracer_provider
+from tracer.spans.observer import SpanObserver
+from tracer.spans.redact import Redactor
+from tracer.spans.session import TracedSession
 
 log = logging.getLogger("prunegate.tracer")
 

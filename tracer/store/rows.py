@@ -3,7 +3,7 @@
 Two directions, both columnar:
 - ``spans_to_table``: finished SDK spans (``ReadableSpan``) -> an Arrow table in the store schema.
   The pipeline runs it once per chunk of spans (256 by default) on the thread that ended the
-  chunk's last span, while the spans are still in that CPU's cache (see tracer.pipeline).
+  chunk's last span, while the spans are still in that CPU's cache (see tracer.spans.pipeline).
 - ``rows_to_table`` / ``decode_row``: plain *span rows* (dicts keyed by the store's column names,
   with ``attributes``/``events``/``links``/``resource`` as Python objects) <-> Arrow / query results.
   OTLP JSON import and the stats record use these.
@@ -21,8 +21,8 @@ from typing import Any
 import pyarrow as pa
 from opentelemetry.trace import SpanKind, StatusCode
 
-from tracer.store_arrow import column, same_string, utf8_array
-from tracer.store_schema import (
+from tracer.store.arrow import column, same_string, utf8_array
+from tracer.store.schema import (
     ARROW_SCHEMA,
     COLUMN_NAMES,
     JSON_COLUMNS,
@@ -165,7 +165,7 @@ def spans_to_table(spans: Sequence[Any]) -> pa.Table:
 
     Column-at-a-time with C-level ``map`` where possible: it runs on the agent's thread once per
     chunk (about 3.5 us per span), so it avoids per-span Python calls and per-span container
-    objects wherever it can, and builds Arrow buffers directly (see tracer.store_arrow).
+    objects wherever it can, and builds Arrow buffers directly (see tracer.store.arrow).
     """
     if not spans:
         return empty_table()

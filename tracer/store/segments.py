@@ -19,8 +19,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracer.store_locks import fsync_path, pid_alive
-from tracer.store_schema import ARROW_SCHEMA, SCHEMA_VERSION
+from tracer.store.locks import fsync_path, pid_alive
+from tracer.store.schema import ARROW_SCHEMA, SCHEMA_VERSION
 
 
 class StoreError(RuntimeError):

@@ -24,9 +24,9 @@ from typing import Any
 
 import duckdb
 
-from tracer.store_locks import FileLock, fsync_path
-from tracer.store_schema import MAIN_DDL, SCHEMA_VERSION, select_list
-from tracer.store_segments import StoreLayout, clean_tmp, list_segments, segment_rows
+from tracer.store.locks import FileLock, fsync_path
+from tracer.store.schema import MAIN_DDL, SCHEMA_VERSION, select_list
+from tracer.store.segments import StoreLayout, clean_tmp, list_segments, segment_rows
 
 log = logging.getLogger(__name__)
 

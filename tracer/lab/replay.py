@@ -1,6 +1,6 @@
 """Replay a recorded conversation through a policy, under the gate or the way naive runtimes do.
 
-The conversation becomes an event stream (:mod:`tracer.events`); every append, open, delta and
+The conversation becomes an event stream (:mod:`tracer.traffic.events`); every append, open, delta and
 close is followed by a budget check; every model call renders the context for the session's
 provider and validates it, which is what would have been sent. Ungated, a
 :class:`~policies.naive.NaiveRuntime` applies the policy's proposal to raw messages after every
@@ -10,7 +10,7 @@ assistant turn; the side-effecting ones are duplicated side effects). Gated, a
 session as a failure.
 
 A replay is recorded as a new traced session (root ``prunegate.session`` with source ``replay``)
-through :class:`~tracer.observer.SpanObserver` when a tracer provider is given; its metrics are
+through :class:`~tracer.spans.observer.SpanObserver` when a tracer provider is given; its metrics are
 counted here either way (:class:`SessionResult`), so comparisons do not need to read traces back.
 """
 
@@ -28,9 +28,19 @@ from policies.errors import EvictedMessageError, HardCeilingExceeded, PrunegateE
 from policies.messages import TOOL_RESULT, Block, Message
 from policies.naive import NaiveRuntime
 from policies.validate import MISSING_TOOL_RESULT, ORPHAN_TOOL_RESULT, Violation, validate
-
-from .events import APPEND, CLOSE, DELTA, MODEL_CALL, OPEN, TOOL, Event, EventStream, Reference, build_events
-from .importers import Conversation
+from tracer.traffic.events import (
+    APPEND,
+    CLOSE,
+    DELTA,
+    MODEL_CALL,
+    OPEN,
+    TOOL,
+    Event,
+    EventStream,
+    Reference,
+    build_events,
+)
+from tracer.traffic.importers import Conversation
 
 DEFAULT_BUDGET_SHARE = 0.6  # no --budget: prune at 60% of the session's full size
 DEFERRAL_REASONS = ("pending_calls", "open_messages", "no_safe_prune", "policy_error")
@@ -172,8 +182,8 @@ class _Run:
         observer = None
         replay_id = "replay-" + uuid.uuid4().hex[:16]
         if tracer_provider is not None:
-            from .observer import SpanObserver
-            from .session import TracedSession
+            from tracer.spans.observer import SpanObserver
+            from tracer.spans.session import TracedSession
 
             self.session = TracedSession(
                 tracer_provider, session_id=replay_id, source="replay", name=conv.name, provider=conv.provider,

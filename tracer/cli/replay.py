@@ -48,8 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from policies import get_policy, parse_params
-    from tracer.compare import aggregate, progress_bar, run_replays
-    from tracer.replay import ReplaySpec
+    from tracer.lab.compare import aggregate, progress_bar, run_replays
+    from tracer.lab.replay import ReplaySpec
 
     try:
         params = parse_params(args.param)
@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
 def load_sessions(args: argparse.Namespace, command: str) -> Any:
     """(store, conversations) for ``--store``/``--session``, or an exit code after saying what is wrong."""
-    from tracer.recorded import load_conversations, store_path_arg
     from tracer.store import StoreError
+    from tracer.traffic.recorded import load_conversations, store_path_arg
 
     store = store_path_arg(args.store)
     if not store.path.exists():

@@ -1,4 +1,4 @@
-"""The ``prunegate`` console script: one subcommand per module in :mod:`tracer.commands`."""
+"""The ``prunegate`` console script: one subcommand per module in :mod:`tracer.cli`."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
-            module = importlib.import_module(f"tracer.commands.{name}")
+            module = importlib.import_module(f"tracer.cli.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"tracer.commands.{name}":
+            if exc.name == f"tracer.cli.{name}":
                 continue  # command not shipped in this build
             raise
         module.register(sub)

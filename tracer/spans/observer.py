@@ -2,7 +2,7 @@
 
 :class:`SpanObserver` turns what a :class:`~policies.Context` and a :class:`~policies.Gate` (or
 the ungated :class:`~policies.naive.NaiveRuntime`) report into spans of a
-:class:`~tracer.session.TracedSession`: ``prunegate.message`` per message event,
+:class:`~tracer.spans.session.TracedSession`: ``prunegate.message`` per message event,
 ``prunegate.unit.close``, and ``prunegate.budget_check`` with one child span for its decision.
 It records each message's own data only (never the whole context), so an event costs the same
 whatever the size of the context. Message content is recorded only when the session captures it.
@@ -20,9 +20,8 @@ from policies.context import Context, Unit
 from policies.decision import Decision, DecisionKind
 from policies.messages import Message
 from policies.observer import DELTA, REINJECT, REMOVE, REWRITE, Observer
-
-from . import redact as _redact
-from .session import TracedSession
+from tracer.spans import redact as _redact
+from tracer.spans.session import TracedSession
 
 DECISION_SPANS: dict[DecisionKind, str] = {
     DecisionKind.PRUNED: "prunegate.prune",

@@ -10,8 +10,7 @@ import json
 import sys
 
 from policies.errors import PolicyError
-
-from .replay import add_common, format_row, load_sessions
+from tracer.cli.replay import add_common, format_row, load_sessions
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from policies import get_policy
-    from tracer.compare import compare, parse_policies, progress_bar
+    from tracer.lab.compare import compare, parse_policies, progress_bar
 
     try:
         policies = parse_policies(args.policies)

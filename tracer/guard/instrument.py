@@ -2,7 +2,7 @@
 
 ::
 
-    from tracer.instrument import PruneGuard
+    from tracer.guard.instrument import PruneGuard
 
     pg = PruneGuard(policy="salience", budget=60_000, hard_ceiling=90_000,
                     provider="anthropic", store="./prunegate-store")
@@ -52,12 +52,11 @@ from policies.registry import get_policy
 from policies.spill import MemorySpillStore, SpillStore
 from policies.tokens import TokenCounter
 from policies.validate import Violation
-
-from . import history as _history
-from .genai import ChatCall, ToolCall, plain
-from .observer import SpanObserver
-from .redact import Redactor
-from .session import TracedSession
+from tracer.guard import history as _history
+from tracer.spans.genai import ChatCall, ToolCall, plain
+from tracer.spans.observer import SpanObserver
+from tracer.spans.redact import Redactor
+from tracer.spans.session import TracedSession
 
 log = logging.getLogger("prunegate.tracer")
 PROVIDERS = (convert.ANTHROPIC, convert.OPENAI)
@@ -400,7 +399,7 @@ def _tracer_provider(store: str | Path | None, tracer_provider: trace.TracerProv
         return tracer_provider, False
     if store is None and otlp_endpoint is None:
         return trace.get_tracer_provider(), False
-    from .setup import setup_tracing  # noqa: PLC0415 - the store pipeline is only needed with a store
+    from tracer.spans.setup import setup_tracing  # noqa: PLC0415 - the store pipeline is only needed with a store
 
     key = (str(Path(store).resolve()) if store is not None else "", otlp_endpoint)
     with _SHARED_LOCK:

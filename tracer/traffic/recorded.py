@@ -25,9 +25,14 @@ from typing import Any
 from policies import Context
 from policies.messages import REDACTED_THINKING, TEXT, TOOL_RESULT, TOOL_USE, Block, Message
 from policies.tokens import DEFAULT_COUNTER
-
-from .importers import Conversation, OtlpFile, Refusal, conversations_from_genai_rows, read_paths
-from .store import Store
+from tracer.store import Store
+from tracer.traffic.importers import (
+    Conversation,
+    OtlpFile,
+    Refusal,
+    conversations_from_genai_rows,
+    read_paths,
+)
 
 SOURCE_SESSIONS = ("import", "live", "shadow", "synthetic")  # what replay reads unless told otherwise
 ARRIVALS = ("append", "open")
@@ -36,11 +41,11 @@ ARRIVALS = ("append", "open")
 # ------------------------------------------------------------------------------------ providers
 def store_tracer_provider(store: Store | str | os.PathLike[str]) -> Any:
     """A tracer provider whose spans go into ``store`` (and to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT``
-    is set), built by :func:`tracer.setup.setup_tracing`; the global provider is left alone.
+    is set), built by :func:`tracer.spans.setup.setup_tracing`; the global provider is left alone.
 
     Flush or shut it down when done (:func:`close_provider`).
     """
-    from .setup import setup_tracing
+    from tracer.spans.setup import setup_tracing
 
     return setup_tracing(store if isinstance(store, Store) else Store(store)).provider
 
@@ -66,9 +71,9 @@ def session_id_for(conv: Conversation) -> str:
 def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id: str | None = None,
                         capture_content: bool = True) -> str:
     """Record one conversation as an ``import`` session; returns its session id."""
-    from .observer import SpanObserver
-    from .redact import genai_messages_json
-    from .session import TracedSession
+    from tracer.spans.observer import SpanObserver
+    from tracer.spans.redact import genai_messages_json
+    from tracer.spans.session import TracedSession
 
     sid = session_id or session_id_for(conv)
     attrs: dict[str, Any] = {
@@ -182,7 +187,7 @@ def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: s
                  capture_content: bool) -> None:
     """An OTLP JSON file: its spans go in as they are (all or nothing). prunegate's own sessions are
     then sessions already; another instrumentation's GenAI chat spans become import sessions."""
-    from .otlp_json import OtlpJsonError, import_otlp_json, read_otlp_json
+    from tracer.traffic.otlp_json import OtlpJsonError, import_otlp_json, read_otlp_json
 
     try:
         result = import_otlp_json(store, item.path)

@@ -1,6 +1,6 @@
 """One call to trace prunegate: a TracerProvider whose spans go to the store, and to OTLP if asked.
 
-    from tracer.setup import setup_tracing
+    from tracer.spans.setup import setup_tracing
     tracing = setup_tracing()                      # store at $PRUNEGATE_STORE or ./prunegate-store
     tracing = setup_tracing(otlp_endpoint="http://127.0.0.1:4318")   # ... and to a collector
     tracer = tracing.tracer()                      # or tracing.provider for instrumentation
@@ -21,9 +21,9 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from tracer.pipeline import ExporterSink, ReliableSpanProcessor
+from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor
 from tracer.store import Store
-from tracer.store_sink import StoreSink
+from tracer.store.sink import StoreSink
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ COLUMNS = ("id", "name", "source", "provider", "policy", "gated", "messages", "t
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracer.recorded import list_sessions, store_path_arg
     from tracer.store import StoreError
+    from tracer.traffic.recorded import list_sessions, store_path_arg
 
     store = store_path_arg(args.store)
     if not store.path.exists():

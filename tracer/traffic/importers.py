@@ -16,7 +16,7 @@ Formats (detected per file unless forced):
 * OTLP JSON span files (``{"resourceSpans": ...}``, whole file or one per line): yielded as
   :class:`OtlpFile` for the store's OTLP importer.
 
-Pure: no store, no tracing. ``tracer.commands.import_cmd`` records what this yields.
+Pure: no store, no tracing. ``tracer.cli.import_cmd`` records what this yields.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ as hex strings; times as (string) integer nanoseconds; enums as integers (names 
 attribute values as AnyValue objects (``{"stringValue": ...}``, ``{"intValue": "42"}``, ...).
 A file holding a single pretty-printed request is accepted as well.
 
-- :func:`read_otlp_json` yields span rows (the decoded row form of :mod:`tracer.store_rows`);
+- :func:`read_otlp_json` yields span rows (the decoded row form of :mod:`tracer.store.rows`);
   bad input raises :class:`OtlpJsonError` naming the file, the line and the span.
 - :func:`write_otlp_json` writes span rows back as OTLP JSON lines (round trips are tested).
 - :func:`import_otlp_json` reads a file into a store, all or nothing, skipping spans the store
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tracer.store_rows import SpanRow, complete_row, dumps, rows_to_table
+from tracer.store.rows import SpanRow, complete_row, dumps, rows_to_table
 
 KINDS = ("INTERNAL", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")  # index = OTLP enum
 STATUS_CODES = ("UNSET", "OK", "ERROR")

@@ -23,10 +23,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from tracer.store_compact import is_lock_error
-from tracer.store_locks import FileLock
-from tracer.store_schema import COLUMN_NAMES, VIEWS, empty_select, select_list
-from tracer.store_segments import StoreError, StoreLayout, list_segments
+from tracer.store.compact import is_lock_error
+from tracer.store.locks import FileLock
+from tracer.store.schema import COLUMN_NAMES, VIEWS, empty_select, select_list
+from tracer.store.segments import StoreError, StoreLayout, list_segments
 
 __all__ = ["StoreError", "StoreReader", "Params"]
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracer.store_locks import fsync_path, pid_alive
-from tracer.store_schema import ARROW_SCHEMA
-from tracer.store_segments import (
+from tracer.store.locks import fsync_path, pid_alive
+from tracer.store.schema import ARROW_SCHEMA
+from tracer.store.segments import (
     SEGMENT_SUFFIX,
     TMP_SUFFIX,
     StoreLayout,

@@ -15,13 +15,11 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from policies import convert
 from policies.messages import Message
-
-from . import redact as _redact
+from tracer.spans import redact as _redact
 
 if TYPE_CHECKING:
     from policies.validate import Violation
-
-    from .session import TracedSession
+    from tracer.spans.session import TracedSession
 
 
 def plain(obj: Any) -> Any:

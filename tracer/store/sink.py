@@ -18,10 +18,10 @@ from typing import Any
 import pyarrow as pa
 
 from tracer.store import Store
-from tracer.store_rows import rows_to_table, spans_to_table
-from tracer.store_schema import TRACER_STATS
-from tracer.store_segments import list_segments
-from tracer.store_spool import Spool
+from tracer.store.rows import rows_to_table, spans_to_table
+from tracer.store.schema import TRACER_STATS
+from tracer.store.segments import list_segments
+from tracer.store.spool import Spool
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class StoreSink:
             "end_time_ns": now,
             "attributes": attrs,
             "resource": dict(resource),
-            "scope_name": "tracer.pipeline",
+            "scope_name": "tracer.spans.pipeline",
         }
         table = rows_to_table([row])
         try:

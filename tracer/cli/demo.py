@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tracer.cli import main as cli
-    from tracer.importers import shipped_sessions_dir
+    from tracer.traffic.importers import shipped_sessions_dir
 
     store = Path(args.store) if args.store else default_store_path()
     if args.fresh and store.exists():

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from tracer.store_rows import SpanRow, decode_row, rows_to_table
-from tracer.store_segments import StoreError, StoreLayout, list_segments, write_segment
+from tracer.store.rows import SpanRow, decode_row, rows_to_table
+from tracer.store.segments import StoreError, StoreLayout, list_segments, write_segment
 
 if TYPE_CHECKING:  # DuckDB is imported only by readers and the compactor: writers never need it
-    from tracer.store_compact import CompactResult
-    from tracer.store_reader import StoreReader
+    from tracer.store.compact import CompactResult
+    from tracer.store.reader import StoreReader
 
 Params = Sequence[Any] | dict[str, Any] | None
 
@@ -62,7 +62,7 @@ class Store:
             self._ensured = True
 
     def write_table(self, table: pa.Table, *, fsync: bool = True) -> Path:
-        """Append one Arrow table (store schema, see :mod:`tracer.store_schema`) as a new segment."""
+        """Append one Arrow table (store schema, see :mod:`tracer.store.schema`) as a new segment."""
         self.ensure()
         return write_segment(self.layout, table, fsync=fsync)
 
@@ -75,8 +75,8 @@ class Store:
 
     # -- maintenance -----------------------------------------------------------------------------
     def compact(self, *, timeout: float = 10.0) -> CompactResult:
-        """Move segments into ``spans.duckdb`` (see :mod:`tracer.store_compact`)."""
-        from tracer.store_compact import compact
+        """Move segments into ``spans.duckdb`` (see :mod:`tracer.store.compact`)."""
+        from tracer.store.compact import compact
 
         return compact(self.layout, timeout=timeout)
 
@@ -87,7 +87,7 @@ class Store:
     # -- reading ---------------------------------------------------------------------------------
     def reader(self, *, attach_timeout: float = 2.0) -> StoreReader:
         """A consistent snapshot for several queries; close it (``with``) promptly."""
-        from tracer.store_reader import StoreReader
+        from tracer.store.reader import StoreReader
 
         return StoreReader(self.layout, attach_timeout=attach_timeout)
 
@@ -129,11 +129,11 @@ class Store:
 def __getattr__(name: str) -> Any:
     """``StoreReader`` and ``CompactResult`` load DuckDB on first use, not on ``import tracer.store``."""
     if name == "StoreReader":
-        from tracer.store_reader import StoreReader
+        from tracer.store.reader import StoreReader
 
         return StoreReader
     if name == "CompactResult":
-        from tracer.store_compact import CompactResult
+        from tracer.store.compact import CompactResult
 
         return CompactResult
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
