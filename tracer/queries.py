@@ -25,21 +25,22 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
+from tracer.spans import names as sn
 from tracer.store import StoreReader
 
 Source = StoreReader | duckdb.DuckDBPyConnection
 
 # Span names of the contract (docs/spans.md).
-SESSION = "prunegate.session"
-MESSAGE = "prunegate.message"
-UNIT_CLOSE = "prunegate.unit.close"
-BUDGET_CHECK = "prunegate.budget_check"
-PRUNE = "prunegate.prune"
-DEFER = "prunegate.defer"
-SPILL = "prunegate.spill"
-REINJECT = "prunegate.reinject"
-FAIL = "prunegate.fail"
-VIOLATION = "prunegate.violation"
+SESSION = sn.SESSION
+MESSAGE = sn.MESSAGE
+UNIT_CLOSE = sn.UNIT_CLOSE
+BUDGET_CHECK = sn.BUDGET_CHECK
+PRUNE = sn.PRUNE
+DEFER = sn.DEFER
+SPILL = sn.SPILL
+REINJECT = sn.REINJECT
+FAIL = sn.FAIL
+VIOLATION = sn.VIOLATION
 
 # What "jump to the next ..." can aim at: a label -> the span names that count.
 JUMP_TARGETS: dict[str, tuple[str, ...]] = {
@@ -111,13 +112,13 @@ def _list(values: Sequence[Any] | None) -> list[Any]:
 
 # --------------------------------------------------------------------------- sessions
 _SUMMARY_FIELDS = {
-    "prunegate.session.source": "VARCHAR", "prunegate.session.source_id": "VARCHAR",
-    "prunegate.session.name": "VARCHAR", "prunegate.provider": "VARCHAR", "prunegate.policy": "VARCHAR",
-    "prunegate.policy.params": "VARCHAR", "prunegate.gated": "BOOLEAN", "prunegate.budget": "BIGINT",
-    "prunegate.hard_ceiling": "BIGINT", "prunegate.content_captured": "BOOLEAN",
-    "prunegate.message.id": "VARCHAR", "prunegate.event": "VARCHAR", "prunegate.message.summary_of": ["VARCHAR"],
-    "prunegate.context.tokens": "BIGINT", "prunegate.tokens.before": "BIGINT", "prunegate.tokens.after": "BIGINT",
-    "gen_ai.operation.name": "VARCHAR", "prunegate.tool.retry": "BOOLEAN", "prunegate.request.valid": "BOOLEAN",
+    sn.SESSION_SOURCE: "VARCHAR", sn.SESSION_SOURCE_ID: "VARCHAR",
+    sn.SESSION_NAME: "VARCHAR", sn.PROVIDER: "VARCHAR", sn.POLICY: "VARCHAR",
+    sn.POLICY_PARAMS: "VARCHAR", sn.GATED: "BOOLEAN", sn.BUDGET: "BIGINT",
+    sn.HARD_CEILING: "BIGINT", sn.CONTENT_CAPTURED: "BOOLEAN",
+    sn.MESSAGE_ID: "VARCHAR", sn.EVENT: "VARCHAR", sn.MESSAGE_SUMMARY_OF: ["VARCHAR"],
+    sn.CONTEXT_TOKENS: "BIGINT", sn.TOKENS_BEFORE: "BIGINT", sn.TOKENS_AFTER: "BIGINT",
+    sn.GEN_AI_OPERATION_NAME: "VARCHAR", sn.TOOL_RETRY: "BOOLEAN", sn.REQUEST_VALID: "BOOLEAN",
 }
 
 
@@ -131,43 +132,43 @@ WITH s AS (
 ),
 roots AS (
     SELECT session_id,
-           any_value(a."prunegate.session.source") AS source,
-           any_value(a."prunegate.session.source_id") AS source_id,
-           any_value(a."prunegate.session.name") AS label,
-           any_value(a."prunegate.provider") AS provider,
-           any_value(a."prunegate.policy") AS policy,
-           any_value(a."prunegate.policy.params") AS policy_params,
-           any_value(a."prunegate.gated") AS gated,
-           any_value(a."prunegate.budget") AS budget,
-           any_value(a."prunegate.hard_ceiling") AS hard_ceiling,
-           any_value(a."prunegate.content_captured") AS content_captured
+           any_value(a."{sn.SESSION_SOURCE}") AS source,
+           any_value(a."{sn.SESSION_SOURCE_ID}") AS source_id,
+           any_value(a."{sn.SESSION_NAME}") AS label,
+           any_value(a."{sn.PROVIDER}") AS provider,
+           any_value(a."{sn.POLICY}") AS policy,
+           any_value(a."{sn.POLICY_PARAMS}") AS policy_params,
+           any_value(a."{sn.GATED}") AS gated,
+           any_value(a."{sn.BUDGET}") AS budget,
+           any_value(a."{sn.HARD_CEILING}") AS hard_ceiling,
+           any_value(a."{sn.CONTENT_CAPTURED}") AS content_captured
     FROM s WHERE name = '{SESSION}' GROUP BY session_id
 ),
 agg AS (
     SELECT session_id,
-           count(DISTINCT a."prunegate.message.id")
-               FILTER (WHERE name = '{MESSAGE}' AND a."prunegate.event" IN ('append', 'open')
-                       AND a."prunegate.message.summary_of" IS NULL) AS messages,
+           count(DISTINCT a."{sn.MESSAGE_ID}")
+               FILTER (WHERE name = '{MESSAGE}' AND a."{sn.EVENT}" IN ('append', 'open')
+                       AND a."{sn.MESSAGE_SUMMARY_OF}" IS NULL) AS messages,
            greatest(
-               max(a."prunegate.context.tokens") FILTER (WHERE name = '{MESSAGE}'),
-               max(a."prunegate.tokens.before") FILTER (WHERE name = '{BUDGET_CHECK}')
+               max(a."{sn.CONTEXT_TOKENS}") FILTER (WHERE name = '{MESSAGE}'),
+               max(a."{sn.TOKENS_BEFORE}") FILTER (WHERE name = '{BUDGET_CHECK}')
            ) AS peak_tokens,
-           arg_max(coalesce(a."prunegate.context.tokens", a."prunegate.tokens.after"), (seq, start_time_ns))
+           arg_max(coalesce(a."{sn.CONTEXT_TOKENS}", a."{sn.TOKENS_AFTER}"), (seq, start_time_ns))
                FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS final_tokens,
            count(*) FILTER (WHERE name = '{BUDGET_CHECK}') AS checks,
            count(*) FILTER (WHERE name = '{BUDGET_CHECK}'
-                            AND a."prunegate.tokens.before" > a."prunegate.budget") AS over_budget_checks,
+                            AND a."{sn.TOKENS_BEFORE}" > a."{sn.BUDGET}") AS over_budget_checks,
            count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
            count(*) FILTER (WHERE name = '{PRUNE}') AS prunes,
-           CAST(coalesce(sum(a."prunegate.tokens.before" - a."prunegate.tokens.after")
+           CAST(coalesce(sum(a."{sn.TOKENS_BEFORE}" - a."{sn.TOKENS_AFTER}")
                          FILTER (WHERE name = '{PRUNE}'), 0) AS BIGINT) AS tokens_pruned,
            count(*) FILTER (WHERE name = '{DEFER}') AS deferrals,
            count(*) FILTER (WHERE name = '{SPILL}') AS spills,
            count(*) FILTER (WHERE name = '{FAIL}') AS failures,
-           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'execute_tool' AND a."prunegate.tool.retry") AS retries,
-           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'chat') AS model_calls,
-           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'chat'
-                            AND a."prunegate.request.valid" = false) AS invalid_requests,
+           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = 'execute_tool' AND a."{sn.TOOL_RETRY}") AS retries,
+           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = 'chat') AS model_calls,
+           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = 'chat'
+                            AND a."{sn.REQUEST_VALID}" = false) AS invalid_requests,
            max(seq) AS max_seq,
            count(*) AS spans,
            min(start_time_ns) AS first_ns,
@@ -226,8 +227,8 @@ def session_filter_options(src: Source) -> dict[str, list[str]]:
     rows = _one(
         src,
         f"""
-        SELECT list(DISTINCT attributes->>'prunegate.session.source') FILTER (WHERE attributes->>'prunegate.session.source' IS NOT NULL),
-               list(DISTINCT attributes->>'prunegate.policy') FILTER (WHERE attributes->>'prunegate.policy' IS NOT NULL)
+        SELECT list(DISTINCT attributes->>'{sn.SESSION_SOURCE}') FILTER (WHERE attributes->>'{sn.SESSION_SOURCE}' IS NOT NULL),
+               list(DISTINCT attributes->>'{sn.POLICY}') FILTER (WHERE attributes->>'{sn.POLICY}' IS NOT NULL)
         FROM spans WHERE name = '{SESSION}'
         """,
         {},
@@ -270,35 +271,35 @@ def _struct(fields: dict[str, Any]) -> str:
 
 
 _MSG_FIELDS = _struct({
-    "prunegate.message.id": "VARCHAR", "prunegate.event": "VARCHAR", "prunegate.message.role": "VARCHAR",
-    "prunegate.unit.id": "VARCHAR", "prunegate.message.tokens": "BIGINT", "prunegate.message.closed": "BOOLEAN",
-    "prunegate.message.call_ids": ["VARCHAR"], "prunegate.message.answers": ["VARCHAR"],
-    "prunegate.message.tool_names": ["VARCHAR"], "prunegate.message.content": "VARCHAR",
-    "prunegate.context.tokens": "BIGINT",
+    sn.MESSAGE_ID: "VARCHAR", sn.EVENT: "VARCHAR", sn.MESSAGE_ROLE: "VARCHAR",
+    sn.UNIT_ID: "VARCHAR", sn.MESSAGE_TOKENS: "BIGINT", sn.MESSAGE_CLOSED: "BOOLEAN",
+    sn.MESSAGE_CALL_IDS: ["VARCHAR"], sn.MESSAGE_ANSWERS: ["VARCHAR"],
+    sn.MESSAGE_TOOL_NAMES: ["VARCHAR"], sn.MESSAGE_CONTENT: "VARCHAR",
+    sn.CONTEXT_TOKENS: "BIGINT",
 })
 _CLOSE_FIELDS = _struct({
-    "prunegate.unit.id": "VARCHAR", "prunegate.unit.kind": "VARCHAR", "prunegate.unit.message_ids": ["VARCHAR"],
+    sn.UNIT_ID: "VARCHAR", sn.UNIT_KIND: "VARCHAR", sn.UNIT_MESSAGE_IDS: ["VARCHAR"],
 })
 
 # A session's message events with their attributes extracted (every step at once).
 _MSG_EVENTS_SQL = f"""
 SELECT seq, start_time_ns AS t,
-       j."prunegate.message.id" AS message_id, j."prunegate.event" AS event,
-       j."prunegate.message.role" AS role, j."prunegate.unit.id" AS unit_id,
-       j."prunegate.message.tokens" AS tokens, j."prunegate.message.closed" AS closed,
-       coalesce(j."prunegate.message.call_ids", []) AS call_ids,
-       coalesce(j."prunegate.message.answers", []) AS answers,
-       coalesce(j."prunegate.message.tool_names", []) AS tool_names,
-       j."prunegate.message.content" AS content,
-       j."prunegate.context.tokens" AS context_tokens
+       j."{sn.MESSAGE_ID}" AS message_id, j."{sn.EVENT}" AS event,
+       j."{sn.MESSAGE_ROLE}" AS role, j."{sn.UNIT_ID}" AS unit_id,
+       j."{sn.MESSAGE_TOKENS}" AS tokens, j."{sn.MESSAGE_CLOSED}" AS closed,
+       coalesce(j."{sn.MESSAGE_CALL_IDS}", []) AS call_ids,
+       coalesce(j."{sn.MESSAGE_ANSWERS}", []) AS answers,
+       coalesce(j."{sn.MESSAGE_TOOL_NAMES}", []) AS tool_names,
+       j."{sn.MESSAGE_CONTENT}" AS content,
+       j."{sn.CONTEXT_TOKENS}" AS context_tokens
 FROM (SELECT seq, start_time_ns, from_json(attributes, '{_MSG_FIELDS}') AS j
       FROM spans WHERE session_id = $sid AND name = '{MESSAGE}' AND seq IS NOT NULL) x
 """
 # A session's unit closures, one row per member message.
 _CLOSES_SQL = f"""
 SELECT seq, t, unnest(message_ids) AS message_id, unit_id, unit_kind
-FROM (SELECT seq, start_time_ns AS t, j."prunegate.unit.id" AS unit_id, j."prunegate.unit.kind" AS unit_kind,
-             coalesce(j."prunegate.unit.message_ids", []) AS message_ids
+FROM (SELECT seq, start_time_ns AS t, j."{sn.UNIT_ID}" AS unit_id, j."{sn.UNIT_KIND}" AS unit_kind,
+             coalesce(j."{sn.UNIT_MESSAGE_IDS}", []) AS message_ids
       FROM (SELECT seq, start_time_ns, from_json(attributes, '{_CLOSE_FIELDS}') AS j
             FROM spans WHERE session_id = $sid AND name = '{UNIT_CLOSE}' AND seq IS NOT NULL) x) y
 """
@@ -381,15 +382,15 @@ ORDER BY position
 
 
 _EVENT_FIELDS = _struct({
-    "prunegate.event": "VARCHAR", "prunegate.message.id": "VARCHAR", "prunegate.message.role": "VARCHAR",
-    "prunegate.unit.id": "VARCHAR", "gen_ai.tool.call.id": "VARCHAR", "gen_ai.operation.name": "VARCHAR",
-    "prunegate.decision": "VARCHAR", "prunegate.violation.code": "VARCHAR",
-    "prunegate.pruned.units": ["VARCHAR"], "prunegate.blocking.units": ["VARCHAR"],
-    "prunegate.spilled.units": ["VARCHAR"], "prunegate.violation.ids": ["VARCHAR"],
-    "prunegate.context.tokens": "BIGINT", "prunegate.tokens.before": "BIGINT", "prunegate.tokens.after": "BIGINT",
-    "prunegate.budget": "BIGINT", "prunegate.hard_ceiling": "BIGINT",
-    "prunegate.message.cause": "VARCHAR", "prunegate.violation.message": "VARCHAR", "prunegate.error": "VARCHAR",
-    "prunegate.reason": "VARCHAR", "prunegate.policy": "VARCHAR",
+    sn.EVENT: "VARCHAR", sn.MESSAGE_ID: "VARCHAR", sn.MESSAGE_ROLE: "VARCHAR",
+    sn.UNIT_ID: "VARCHAR", sn.GEN_AI_TOOL_CALL_ID: "VARCHAR", sn.GEN_AI_OPERATION_NAME: "VARCHAR",
+    sn.DECISION: "VARCHAR", sn.VIOLATION_CODE: "VARCHAR",
+    sn.PRUNED_UNITS: ["VARCHAR"], sn.BLOCKING_UNITS: ["VARCHAR"],
+    sn.SPILLED_UNITS: ["VARCHAR"], sn.VIOLATION_IDS: ["VARCHAR"],
+    sn.CONTEXT_TOKENS: "BIGINT", sn.TOKENS_BEFORE: "BIGINT", sn.TOKENS_AFTER: "BIGINT",
+    sn.BUDGET: "BIGINT", sn.HARD_CEILING: "BIGINT",
+    sn.MESSAGE_CAUSE: "VARCHAR", sn.VIOLATION_MESSAGE: "VARCHAR", sn.ERROR: "VARCHAR",
+    sn.REASON: "VARCHAR", sn.POLICY: "VARCHAR",
 })
 _DECISIONS = (BUDGET_CHECK, PRUNE, DEFER, SPILL, REINJECT, FAIL)
 _IN_DECISIONS = ", ".join(f"'{n}'" for n in _DECISIONS)
@@ -398,23 +399,23 @@ _MARKED = ", ".join(f"'{n}'" for n in (PRUNE, DEFER, SPILL, FAIL, VIOLATION, REI
 # Every span of a session that has a step, as one event-log row each (the root is left out).
 _EVENTS_SQL = f"""
 SELECT seq, t, e, name, span_id, status_code,
-       CASE WHEN name = '{MESSAGE}' THEN j."prunegate.event"
-            WHEN name = '{BUDGET_CHECK}' THEN j."prunegate.decision"
-            WHEN name = '{VIOLATION}' THEN j."prunegate.violation.code"
-            WHEN j."gen_ai.operation.name" IS NOT NULL THEN j."gen_ai.operation.name"
-            ELSE replace(name, 'prunegate.', '') END AS what,
-       coalesce(j."prunegate.message.id", j."prunegate.unit.id", j."gen_ai.tool.call.id",
-                nullif(array_to_string(j."prunegate.pruned.units", ', '), ''),
-                nullif(array_to_string(j."prunegate.spilled.units", ', '), ''),
-                nullif(array_to_string(j."prunegate.blocking.units", ', '), ''),
-                nullif(array_to_string(j."prunegate.violation.ids", ', '), '')) AS subject,
-       j."prunegate.message.role" AS role,
-       coalesce(j."prunegate.context.tokens", j."prunegate.tokens.after") AS context_tokens,
-       j."prunegate.tokens.before" AS tokens_before, j."prunegate.tokens.after" AS tokens_after,
-       j."prunegate.budget" AS budget, j."prunegate.hard_ceiling" AS hard_ceiling,
-       coalesce(j."prunegate.message.cause", j."prunegate.violation.message", j."prunegate.error",
-                j."prunegate.reason", status_message) AS detail,
-       j."prunegate.policy" AS policy,
+       CASE WHEN name = '{MESSAGE}' THEN j."{sn.EVENT}"
+            WHEN name = '{BUDGET_CHECK}' THEN j."{sn.DECISION}"
+            WHEN name = '{VIOLATION}' THEN j."{sn.VIOLATION_CODE}"
+            WHEN j."{sn.GEN_AI_OPERATION_NAME}" IS NOT NULL THEN j."{sn.GEN_AI_OPERATION_NAME}"
+            ELSE replace(name, '{sn.PREFIX}', '') END AS what,
+       coalesce(j."{sn.MESSAGE_ID}", j."{sn.UNIT_ID}", j."{sn.GEN_AI_TOOL_CALL_ID}",
+                nullif(array_to_string(j."{sn.PRUNED_UNITS}", ', '), ''),
+                nullif(array_to_string(j."{sn.SPILLED_UNITS}", ', '), ''),
+                nullif(array_to_string(j."{sn.BLOCKING_UNITS}", ', '), ''),
+                nullif(array_to_string(j."{sn.VIOLATION_IDS}", ', '), '')) AS subject,
+       j."{sn.MESSAGE_ROLE}" AS role,
+       coalesce(j."{sn.CONTEXT_TOKENS}", j."{sn.TOKENS_AFTER}") AS context_tokens,
+       j."{sn.TOKENS_BEFORE}" AS tokens_before, j."{sn.TOKENS_AFTER}" AS tokens_after,
+       j."{sn.BUDGET}" AS budget, j."{sn.HARD_CEILING}" AS hard_ceiling,
+       coalesce(j."{sn.MESSAGE_CAUSE}", j."{sn.VIOLATION_MESSAGE}", j."{sn.ERROR}",
+                j."{sn.REASON}", status_message) AS detail,
+       j."{sn.POLICY}" AS policy,
        CASE WHEN name IN ({_IN_DECISIONS}) THEN attributes END AS attributes,
        status_message
 FROM (SELECT seq, start_time_ns AS t, coalesce(end_time_ns, start_time_ns) AS e, name, span_id, status_code,
@@ -423,10 +424,10 @@ FROM (SELECT seq, start_time_ns AS t, coalesce(end_time_ns, start_time_ns) AS e,
 """
 
 _ROOT_FIELDS = _struct({
-    "prunegate.session.name": "VARCHAR", "prunegate.session.source": "VARCHAR",
-    "prunegate.session.source_id": "VARCHAR", "prunegate.provider": "VARCHAR", "prunegate.policy": "VARCHAR",
-    "prunegate.gated": "BOOLEAN", "prunegate.budget": "BIGINT", "prunegate.hard_ceiling": "BIGINT",
-    "prunegate.content_captured": "BOOLEAN",
+    sn.SESSION_NAME: "VARCHAR", sn.SESSION_SOURCE: "VARCHAR",
+    sn.SESSION_SOURCE_ID: "VARCHAR", sn.PROVIDER: "VARCHAR", sn.POLICY: "VARCHAR",
+    sn.GATED: "BOOLEAN", sn.BUDGET: "BIGINT", sn.HARD_CEILING: "BIGINT",
+    sn.CONTENT_CAPTURED: "BOOLEAN",
 })
 
 
@@ -434,9 +435,9 @@ def session_root(src: Source, session_id: str) -> dict[str, Any] | None:
     """A session's root attributes (name as ``label``, source, policy, gated, budget, ...): cheap,
     reads the root span only. None while the session is still recording (no root yet) or unknown."""
     row = _one(src, f"""
-        SELECT j."prunegate.session.name", j."prunegate.session.source", j."prunegate.session.source_id",
-               j."prunegate.provider", j."prunegate.policy", j."prunegate.gated", j."prunegate.budget",
-               j."prunegate.hard_ceiling", j."prunegate.content_captured"
+        SELECT j."{sn.SESSION_NAME}", j."{sn.SESSION_SOURCE}", j."{sn.SESSION_SOURCE_ID}",
+               j."{sn.PROVIDER}", j."{sn.POLICY}", j."{sn.GATED}", j."{sn.BUDGET}",
+               j."{sn.HARD_CEILING}", j."{sn.CONTENT_CAPTURED}"
         FROM (SELECT from_json(attributes, '{_ROOT_FIELDS}') AS j FROM spans
               WHERE session_id = $sid AND name = '{SESSION}' LIMIT 1) x
         """, {"sid": session_id})
@@ -539,7 +540,7 @@ def markers_from_tables(tables: dict[str, pa.Table], *, max_markers: int = 400) 
     marks): ``seq``, ``kind`` and ``n`` spans. Beyond ``max_markers`` marks of a kind, its marks are
     grouped into that many step buckets (first step of the bucket, ``n`` = how many)."""
     sql = f"""
-    WITH m AS (SELECT seq, replace(name, 'prunegate.', '') AS kind FROM events WHERE name IN ({_MARKED})),
+    WITH m AS (SELECT seq, replace(name, '{sn.PREFIX}', '') AS kind FROM events WHERE name IN ({_MARKED})),
     b AS (SELECT kind, min(seq) AS lo, max(seq) AS hi, count(*) AS total FROM m GROUP BY kind)
     SELECT min(m.seq) AS seq, m.kind, count(*) AS n
     FROM m JOIN b USING (kind)
@@ -629,13 +630,13 @@ def next_step(src: Source, session_id: str, seq: int, target: str, *, backwards:
 def message_detail(src: Source, session_id: str, message_id: str) -> pd.DataFrame:
     """Every event of one message (its history), with the recorded content when captured."""
     sql = f"""
-    SELECT seq, attributes->>'prunegate.event' AS event, attributes->>'prunegate.unit.id' AS unit_id,
-           TRY_CAST(attributes->>'prunegate.message.tokens' AS BIGINT) AS tokens,
-           attributes->>'prunegate.message.cause' AS cause,
-           attributes->>'prunegate.message.content' AS content,
-           attributes->>'prunegate.delta.text' AS delta_text
+    SELECT seq, attributes->>'{sn.EVENT}' AS event, attributes->>'{sn.UNIT_ID}' AS unit_id,
+           TRY_CAST(attributes->>'{sn.MESSAGE_TOKENS}' AS BIGINT) AS tokens,
+           attributes->>'{sn.MESSAGE_CAUSE}' AS cause,
+           attributes->>'{sn.MESSAGE_CONTENT}' AS content,
+           attributes->>'{sn.DELTA_TEXT}' AS delta_text
     FROM spans
-    WHERE session_id = $sid AND name = '{MESSAGE}' AND attributes->>'prunegate.message.id' = $mid
+    WHERE session_id = $sid AND name = '{MESSAGE}' AND attributes->>'{sn.MESSAGE_ID}' = $mid
     ORDER BY seq, start_time_ns
     """
     return _df(src, sql, {"sid": session_id, "mid": message_id})
@@ -652,12 +653,12 @@ def violations(src: Source, *, session_id: str | None = None, limit: int = 2000)
     sql = f"""
     WITH v AS (
         SELECT session_id, seq, trace_id, span_id, start_time_ns,
-               attributes->>'prunegate.violation.code' AS code,
-               coalesce(attributes->>'prunegate.violation.message', status_message) AS message,
-               coalesce(from_json(attributes->'prunegate.violation.ids', '["VARCHAR"]'), []) AS ids,
-               coalesce(from_json(attributes->'prunegate.violation.message_ids', '["VARCHAR"]'), []) AS message_ids,
-               attributes->>'prunegate.violation.evicted_id' AS evicted_id,
-               TRY_CAST(attributes->>'prunegate.violation.index' AS BIGINT) AS request_index,
+               attributes->>'{sn.VIOLATION_CODE}' AS code,
+               coalesce(attributes->>'{sn.VIOLATION_MESSAGE}', status_message) AS message,
+               coalesce(from_json(attributes->'{sn.VIOLATION_IDS}', '["VARCHAR"]'), []) AS ids,
+               coalesce(from_json(attributes->'{sn.VIOLATION_MESSAGE_IDS}', '["VARCHAR"]'), []) AS message_ids,
+               attributes->>'{sn.VIOLATION_EVICTED_ID}' AS evicted_id,
+               TRY_CAST(attributes->>'{sn.VIOLATION_INDEX}' AS BIGINT) AS request_index,
                links
         FROM spans
         WHERE name = '{VIOLATION}' AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR))
@@ -669,14 +670,14 @@ def violations(src: Source, *, session_id: str | None = None, limit: int = 2000)
     ),
     cause AS (
         SELECT violation_span_id, violation_trace_id,
-               arg_min(link.span_id, CASE WHEN link.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END)
+               arg_min(link.span_id, CASE WHEN link.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END)
                    AS cause_span_id,
-               arg_min(link.trace_id, CASE WHEN link.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END)
+               arg_min(link.trace_id, CASE WHEN link.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END)
                    AS cause_trace_id
         FROM l GROUP BY ALL
     ),
     roots AS (
-        SELECT session_id, any_value(attributes->>'prunegate.session.name') AS label
+        SELECT session_id, any_value(attributes->>'{sn.SESSION_NAME}') AS label
         FROM spans WHERE name = '{SESSION}' AND session_id IN (SELECT session_id FROM v)
         GROUP BY session_id
     )
@@ -684,12 +685,12 @@ def violations(src: Source, *, session_id: str | None = None, limit: int = 2000)
            v.evicted_id, v.request_index,
            c.cause_span_id, c.cause_trace_id,
            p.seq AS prune_seq, p.name AS cause_name,
-           p.attributes->>'prunegate.policy' AS policy,
-           TRY_CAST(p.attributes->>'prunegate.gated' AS BOOLEAN) AS prune_gated,
-           coalesce(from_json(p.attributes->'prunegate.pruned.units', '["VARCHAR"]'), []) AS pruned_units,
-           coalesce(from_json(p.attributes->'prunegate.pruned.ids', '["VARCHAR"]'), []) AS pruned_ids,
-           TRY_CAST(p.attributes->>'prunegate.tokens.before' AS BIGINT) AS prune_tokens_before,
-           TRY_CAST(p.attributes->>'prunegate.tokens.after' AS BIGINT) AS prune_tokens_after
+           p.attributes->>'{sn.POLICY}' AS policy,
+           TRY_CAST(p.attributes->>'{sn.GATED}' AS BOOLEAN) AS prune_gated,
+           coalesce(from_json(p.attributes->'{sn.PRUNED_UNITS}', '["VARCHAR"]'), []) AS pruned_units,
+           coalesce(from_json(p.attributes->'{sn.PRUNED_IDS}', '["VARCHAR"]'), []) AS pruned_ids,
+           TRY_CAST(p.attributes->>'{sn.TOKENS_BEFORE}' AS BIGINT) AS prune_tokens_before,
+           TRY_CAST(p.attributes->>'{sn.TOKENS_AFTER}' AS BIGINT) AS prune_tokens_after
     FROM v
     LEFT JOIN cause c ON c.violation_span_id = v.span_id AND c.violation_trace_id = v.trace_id
     LEFT JOIN spans p ON p.span_id = c.cause_span_id AND p.trace_id = c.cause_trace_id
@@ -713,8 +714,8 @@ def causal_eviction(src: Source, violation_span_id: str) -> dict[str, Any] | Non
         SELECT unnest(coalesce(from_json(v.links, '{_LINK_TYPE}'), [])) AS l FROM v
     ),
     cause AS (
-        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
-               arg_min(l.trace_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS tid
+        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
+               arg_min(l.trace_id, CASE WHEN l.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END) AS tid
         FROM link
     )
     SELECT v.session_id, v.seq, v.span_id, v.status_message, v.attributes AS violation,
@@ -743,43 +744,43 @@ def partners(src: Source, violation_span_id: str) -> pd.DataFrame:
     sql = f"""
     WITH v AS (
         SELECT session_id, trace_id, links,
-               list_concat(coalesce(from_json(attributes->'prunegate.violation.ids', '["VARCHAR"]'), []),
-                           coalesce(from_json(attributes->'prunegate.violation.message_ids', '["VARCHAR"]'), []),
-                           list_filter([attributes->>'prunegate.violation.evicted_id'], lambda x: x IS NOT NULL)) AS ids
+               list_concat(coalesce(from_json(attributes->'{sn.VIOLATION_IDS}', '["VARCHAR"]'), []),
+                           coalesce(from_json(attributes->'{sn.VIOLATION_MESSAGE_IDS}', '["VARCHAR"]'), []),
+                           list_filter([attributes->>'{sn.VIOLATION_EVICTED_ID}'], lambda x: x IS NOT NULL)) AS ids
         FROM spans WHERE span_id = $vid AND name = '{VIOLATION}' LIMIT 1
     ),
     link AS (SELECT unnest(coalesce(from_json(links, '{_LINK_TYPE}'), [])) AS l FROM v),
     cause AS (
-        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
-               arg_min(l.trace_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS tid
+        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
+               arg_min(l.trace_id, CASE WHEN l.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END) AS tid
         FROM link
     ),
     p AS (
-        SELECT spans.session_id, spans.seq, TRY_CAST(spans.attributes->>'prunegate.scores' AS JSON) AS scores,
-               coalesce(from_json(spans.attributes->'prunegate.pruned.ids', '["VARCHAR"]'), []) AS pruned_ids
+        SELECT spans.session_id, spans.seq, TRY_CAST(spans.attributes->>'{sn.SCORES}' AS JSON) AS scores,
+               coalesce(from_json(spans.attributes->'{sn.PRUNED_IDS}', '["VARCHAR"]'), []) AS pruned_ids
         FROM spans, cause WHERE spans.span_id = cause.sid AND spans.trace_id = cause.tid
     ),
     removed AS (
-        SELECT s.attributes->>'prunegate.message.id' AS message_id,
-               s.attributes->>'prunegate.unit.id' AS unit_id,
-               s.attributes->>'prunegate.message.role' AS role,
-               TRY_CAST(s.attributes->>'prunegate.message.tokens' AS BIGINT) AS tokens,
-               coalesce(from_json(s.attributes->'prunegate.message.call_ids', '["VARCHAR"]'), []) AS call_ids,
-               coalesce(from_json(s.attributes->'prunegate.message.answers', '["VARCHAR"]'), []) AS answers,
-               s.attributes->>'prunegate.message.cause' AS cause,
+        SELECT s.attributes->>'{sn.MESSAGE_ID}' AS message_id,
+               s.attributes->>'{sn.UNIT_ID}' AS unit_id,
+               s.attributes->>'{sn.MESSAGE_ROLE}' AS role,
+               TRY_CAST(s.attributes->>'{sn.MESSAGE_TOKENS}' AS BIGINT) AS tokens,
+               coalesce(from_json(s.attributes->'{sn.MESSAGE_CALL_IDS}', '["VARCHAR"]'), []) AS call_ids,
+               coalesce(from_json(s.attributes->'{sn.MESSAGE_ANSWERS}', '["VARCHAR"]'), []) AS answers,
+               s.attributes->>'{sn.MESSAGE_CAUSE}' AS cause,
                p.scores
         FROM spans s, p
         WHERE s.session_id = p.session_id AND s.name = '{MESSAGE}' AND s.seq = p.seq
-          AND s.attributes->>'prunegate.event' = 'remove'
-          AND list_contains(p.pruned_ids, s.attributes->>'prunegate.message.id')
+          AND s.attributes->>'{sn.EVENT}' = 'remove'
+          AND list_contains(p.pruned_ids, s.attributes->>'{sn.MESSAGE_ID}')
     ),
     contents AS (
-        SELECT s.attributes->>'prunegate.message.id' AS message_id,
-               arg_max(s.attributes->>'prunegate.message.content', (s.seq, s.start_time_ns)) AS content
+        SELECT s.attributes->>'{sn.MESSAGE_ID}' AS message_id,
+               arg_max(s.attributes->>'{sn.MESSAGE_CONTENT}', (s.seq, s.start_time_ns)) AS content
         FROM spans s, p
         WHERE s.session_id = p.session_id AND s.name = '{MESSAGE}' AND s.seq <= p.seq
-          AND s.attributes->>'prunegate.message.content' IS NOT NULL
-          AND list_contains(p.pruned_ids, s.attributes->>'prunegate.message.id')
+          AND s.attributes->>'{sn.MESSAGE_CONTENT}' IS NOT NULL
+          AND list_contains(p.pruned_ids, s.attributes->>'{sn.MESSAGE_ID}')
         GROUP BY 1
     ),
     named AS (
@@ -800,15 +801,15 @@ def partners(src: Source, violation_span_id: str) -> pd.DataFrame:
 def retries(src: Source, *, session_id: str | None = None) -> pd.DataFrame:
     """Repeated side-effecting calls: ``execute_tool`` spans flagged ``prunegate.tool.retry``, with
     the step of the first execution of the same call id (the one the retry repeats)."""
-    sql = """
+    sql = f"""
     WITH t AS (
         SELECT session_id, seq, start_time_ns, span_id,
-               attributes->>'gen_ai.tool.name' AS tool,
-               attributes->>'gen_ai.tool.call.id' AS call_id,
-               TRY_CAST(attributes->>'prunegate.tool.side_effect' AS BOOLEAN) AS side_effect,
-               coalesce(TRY_CAST(attributes->>'prunegate.tool.retry' AS BOOLEAN), false) AS retry
+               attributes->>'{sn.GEN_AI_TOOL_NAME}' AS tool,
+               attributes->>'{sn.GEN_AI_TOOL_CALL_ID}' AS call_id,
+               TRY_CAST(attributes->>'{sn.TOOL_SIDE_EFFECT}' AS BOOLEAN) AS side_effect,
+               coalesce(TRY_CAST(attributes->>'{sn.TOOL_RETRY}' AS BOOLEAN), false) AS retry
         FROM spans
-        WHERE attributes->>'gen_ai.operation.name' = 'execute_tool'
+        WHERE attributes->>'{sn.GEN_AI_OPERATION_NAME}' = 'execute_tool'
           AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR))
     )
     SELECT r.session_id, r.seq, r.tool, r.call_id, r.side_effect, r.span_id,
@@ -916,15 +917,15 @@ def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFram
     ),
     s AS (SELECT sp.* FROM spans sp JOIN recent USING (session_id))
     SELECT session_id,
-           any_value(attributes->>'prunegate.session.source') FILTER (WHERE name = '{SESSION}') AS source,
-           any_value(attributes->>'prunegate.policy') FILTER (WHERE name = '{SESSION}') AS policy,
-           any_value(attributes->>'prunegate.session.name') FILTER (WHERE name = '{SESSION}') AS label,
+           any_value(attributes->>'{sn.SESSION_SOURCE}') FILTER (WHERE name = '{SESSION}') AS source,
+           any_value(attributes->>'{sn.POLICY}') FILTER (WHERE name = '{SESSION}') AS policy,
+           any_value(attributes->>'{sn.SESSION_NAME}') FILTER (WHERE name = '{SESSION}') AS label,
            count(*) AS spans,
            max(seq) AS last_seq,
-           arg_max(TRY_CAST(coalesce(attributes->>'prunegate.context.tokens', attributes->>'prunegate.tokens.after')
+           arg_max(TRY_CAST(coalesce(attributes->>'{sn.CONTEXT_TOKENS}', attributes->>'{sn.TOKENS_AFTER}')
                             AS BIGINT), (seq, start_time_ns))
                FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS tokens,
-           arg_max(attributes->>'prunegate.decision', (seq, start_time_ns))
+           arg_max(attributes->>'{sn.DECISION}', (seq, start_time_ns))
                FILTER (WHERE name = '{BUDGET_CHECK}') AS last_decision,
            count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
            max(coalesce(end_time_ns, start_time_ns)) AS last_ns
@@ -944,7 +945,7 @@ def policy_choices(src: Source) -> list[str]:
     """Policy names a comparison can run: the registry's built-ins and any seen in the store."""
     from policies.registry import available
 
-    row = _one(src, f"SELECT list(DISTINCT attributes->>'prunegate.policy') FROM spans WHERE name = '{SESSION}'", {})
+    row = _one(src, f"SELECT list(DISTINCT attributes->>'{sn.POLICY}') FROM spans WHERE name = '{SESSION}'", {})
     seen = {p for p in (row[0] or []) if p}
     return sorted(set(available()) | {p.split("@", 1)[0] for p in seen})
 
@@ -952,12 +953,12 @@ def policy_choices(src: Source) -> list[str]:
 def recorded_sessions(src: Source, *, limit: int = 2000) -> pd.DataFrame:
     """Sessions a comparison can replay (every source but ``replay``), newest first."""
     sql = f"""
-    SELECT session_id, any_value(attributes->>'prunegate.session.name') AS label,
-           any_value(attributes->>'prunegate.session.source') AS source,
-           any_value(attributes->>'prunegate.provider') AS provider,
+    SELECT session_id, any_value(attributes->>'{sn.SESSION_NAME}') AS label,
+           any_value(attributes->>'{sn.SESSION_SOURCE}') AS source,
+           any_value(attributes->>'{sn.PROVIDER}') AS provider,
            min(start_time_ns) AS start_time_ns
     FROM spans
-    WHERE name = '{SESSION}' AND coalesce(attributes->>'prunegate.session.source', '') <> 'replay'
+    WHERE name = '{SESSION}' AND coalesce(attributes->>'{sn.SESSION_SOURCE}', '') <> 'replay'
     GROUP BY session_id ORDER BY start_time_ns DESC LIMIT $limit
     """
     return _df(src, sql, {"limit": int(limit)})
@@ -967,16 +968,16 @@ def session_list(src: Source, *, limit: int = 5000) -> pd.DataFrame:
     """Session roots only (id, name, source, policy, gated), newest first: a cheap list for pickers.
     A session still recording has no root span yet; it is listed from its other spans."""
     fields = json.dumps({k: _SUMMARY_FIELDS[k] for k in (
-        "prunegate.session.name", "prunegate.session.source", "prunegate.policy", "prunegate.gated")})
+        sn.SESSION_NAME, sn.SESSION_SOURCE, sn.POLICY, sn.GATED)})
     sql = f"""
     WITH roots AS (
         SELECT session_id, start_time_ns, from_json(attributes, '{fields}') AS a
         FROM spans WHERE name = '{SESSION}' AND session_id IS NOT NULL
     ),
     listed AS (
-        SELECT session_id, any_value(a."prunegate.session.name") AS label,
-               any_value(a."prunegate.session.source") AS source, any_value(a."prunegate.policy") AS policy,
-               any_value(a."prunegate.gated") AS gated, min(start_time_ns) AS start_time_ns
+        SELECT session_id, any_value(a."{sn.SESSION_NAME}") AS label,
+               any_value(a."{sn.SESSION_SOURCE}") AS source, any_value(a."{sn.POLICY}") AS policy,
+               any_value(a."{sn.GATED}") AS gated, min(start_time_ns) AS start_time_ns
         FROM roots GROUP BY session_id
     ),
     open_sessions AS (

@@ -53,12 +53,13 @@ from policies.spill import MemorySpillStore, SpillStore
 from policies.tokens import TokenCounter
 from policies.validate import Violation
 from tracer.guard import history as _history
+from tracer.spans import names as sn
 from tracer.spans.genai import ChatCall, ToolCall, plain
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor
 from tracer.spans.session import TracedSession
 
-log = logging.getLogger("prunegate.tracer")
+log = logging.getLogger(sn.SCOPE)
 PROVIDERS = (convert.ANTHROPIC, convert.OPENAI)
 
 
@@ -148,7 +149,7 @@ class PruneGuard:
         """End the open model call and the session; flush the store pipeline the guard set up."""
         with self._lock:
             self._end_chat()
-            self.session.end({"prunegate.requests": self.requests, "prunegate.guard.errors": self.errors})
+            self.session.end({sn.REQUESTS: self.requests, sn.GUARD_ERRORS: self.errors})
         if self._owns_provider:
             flush = getattr(self.tracer_provider, "force_flush", None)
             if flush is not None:
@@ -187,9 +188,9 @@ class PruneGuard:
         if fps[:n] != self._fps and not self._rewrite_system(items, fps):
             at = _history.first_difference(fps, self._fps)
             old = self.session.session_id
-            self.session.end({"prunegate.session.diverged_at": at})
+            self.session.end({sn.SESSION_DIVERGED_AT: at})
             log.info("prunegate guard: history changed at item %d; starting a new session", at)
-            self._start(None, **{"prunegate.session.previous": old})
+            self._start(None, **{sn.SESSION_PREVIOUS: old})
             n = 0
         self.context.request_extra = rest
         for fp, msg in zip(fps[n:], _history.to_messages(items[n:], self.provider, offset=n), strict=True):
@@ -229,11 +230,11 @@ class PruneGuard:
         ctx = self.context
         try:
             chat = self.session.chat(out.get("model"), seq=ctx.seq, attributes={
-                "prunegate.request.tokens": ctx.tokens,
-                "prunegate.request.message_ids": [m.id for m in ctx.iter_messages()],
-                "prunegate.request.valid": True,
-                "prunegate.check": decision.check,
-                "prunegate.decision": str(decision.kind),
+                sn.REQUEST_TOKENS: ctx.tokens,
+                sn.REQUEST_MESSAGE_IDS: [m.id for m in ctx.iter_messages()],
+                sn.REQUEST_VALID: True,
+                sn.CHECK: decision.check,
+                sn.DECISION: str(decision.kind),
             })
             self._chat = chat
             found = self.session.check_request(out, self.provider, seq=ctx.seq, message_ids_of=self._message_ids_of)

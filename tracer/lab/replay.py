@@ -28,6 +28,7 @@ from policies.errors import EvictedMessageError, HardCeilingExceeded, PrunegateE
 from policies.messages import TOOL_RESULT, Block, Message
 from policies.naive import NaiveRuntime
 from policies.validate import MISSING_TOOL_RESULT, ORPHAN_TOOL_RESULT, Violation, validate
+from tracer.spans import names as sn
 from tracer.traffic.events import (
     APPEND,
     CLOSE,
@@ -189,9 +190,9 @@ class _Run:
                 tracer_provider, session_id=replay_id, source="replay", name=conv.name, provider=conv.provider,
                 policy=spec.policy, policy_params=spec.param_dict, gated=spec.gated, budget=budget,
                 hard_ceiling=spec.hard_ceiling, capture_content=capture, source_id=conv.session_id,
-                attributes={"prunegate.replay.label": spec.name, "prunegate.replay.seed": spec.seed,
-                            "prunegate.replay.stream_results": spec.stream_results,
-                            "gen_ai.request.model": conv.model},
+                attributes={sn.REPLAY_LABEL: spec.name, sn.REPLAY_SEED: spec.seed,
+                            sn.REPLAY_STREAM_RESULTS: spec.stream_results,
+                            sn.GEN_AI_REQUEST_MODEL: conv.model},
             )
             observer = SpanObserver(self.session)
         result.replay_id = replay_id
@@ -254,11 +255,11 @@ class _Run:
                 r.peak_tokens = ctx.tokens
             if self.session is not None:
                 self.session.end({
-                    "prunegate.replay.failed": bool(r.failures),
-                    "prunegate.replay.error": r.error,
-                    "prunegate.replay.invalid_requests": r.invalid_requests,
-                    "prunegate.replay.model_calls": r.model_calls,
-                    "prunegate.replay.retention": r.retention,
+                    sn.REPLAY_FAILED: bool(r.failures),
+                    sn.REPLAY_ERROR: r.error,
+                    sn.REPLAY_INVALID_REQUESTS: r.invalid_requests,
+                    sn.REPLAY_MODEL_CALLS: r.model_calls,
+                    sn.REPLAY_RETENTION: r.retention,
                 })
 
     def _check(self) -> None:
@@ -321,10 +322,10 @@ class _Run:
                 r.retained += 1
         if self.session is not None:
             chat = self.session.chat(self.conv.model, provider=provider, seq=ctx.seq, attributes={
-                "prunegate.request.tokens": ctx.tokens,
-                "prunegate.request.message_ids": [m.id for m in ctx.iter_messages()],
-                "prunegate.request.valid": True,
-                "gen_ai.usage.input_tokens": ctx.tokens,
+                sn.REQUEST_TOKENS: ctx.tokens,
+                sn.REQUEST_MESSAGE_IDS: [m.id for m in ctx.iter_messages()],
+                sn.REQUEST_VALID: True,
+                sn.GEN_AI_USAGE_INPUT_TOKENS: ctx.tokens,
             })
             found = self.session.check_request(body, provider, seq=ctx.seq, message_ids_of=self._message_ids_of)
             if found:

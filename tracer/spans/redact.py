@@ -28,8 +28,9 @@ from policies.messages import (
     Block,
     Message,
 )
+from tracer.spans import names as sn
 
-log = logging.getLogger("prunegate.tracer")
+log = logging.getLogger(sn.SCOPE)
 
 CAPTURE_ENV = "PRUNEGATE_CAPTURE_CONTENT"
 OTEL_CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

@@ -26,12 +26,13 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from policies.validate import FIRST_MESSAGE_NOT_USER, Violation, validate
+from tracer.spans import names as sn
 from tracer.spans import redact as _redact
 from tracer.spans.genai import ChatCall, ToolCall
 
-SCOPE = "prunegate.tracer"
+SCOPE = sn.SCOPE
 SOURCES = ("import", "replay", "live", "shadow", "synthetic")
-LINK_ATTRIBUTES = {"prunegate.link": "caused_by"}
+LINK_ATTRIBUTES = {sn.LINK: sn.LINK_CAUSED_BY}
 
 
 @dataclass(frozen=True)
@@ -106,23 +107,23 @@ class TracedSession:
         self.redaction_failures = 0  # contents left out because the redaction hook failed
         self.tracer_errors = 0  # span starts/ends the tracing pipeline failed (never raised)
         root_attrs = {
-            "gen_ai.conversation.id": self.session_id,
-            "prunegate.session.id": self.session_id,
-            "prunegate.seq": 0,
-            "prunegate.session.source": source,
-            "prunegate.session.source_id": source_id,
-            "prunegate.session.name": name,
-            "prunegate.provider": provider,
-            "prunegate.policy": policy,
-            "prunegate.policy.params": _redact.dumps(dict(policy_params)) if policy_params is not None else None,
-            "prunegate.gated": gated,
-            "prunegate.budget": budget,
-            "prunegate.hard_ceiling": hard_ceiling,
-            "prunegate.content_captured": self.capture,
+            sn.GEN_AI_CONVERSATION_ID: self.session_id,
+            sn.SESSION_ID: self.session_id,
+            sn.SEQ: 0,
+            sn.SESSION_SOURCE: source,
+            sn.SESSION_SOURCE_ID: source_id,
+            sn.SESSION_NAME: name,
+            sn.PROVIDER: provider,
+            sn.POLICY: policy,
+            sn.POLICY_PARAMS: _redact.dumps(dict(policy_params)) if policy_params is not None else None,
+            sn.GATED: gated,
+            sn.BUDGET: budget,
+            sn.HARD_CEILING: hard_ceiling,
+            sn.CONTENT_CAPTURED: self.capture,
             **(attributes or {}),
         }
         self.root = self.tracer.start_span(
-            "prunegate.session", context=trace.set_span_in_context(trace.INVALID_SPAN),
+            sn.SESSION, context=trace.set_span_in_context(trace.INVALID_SPAN),
             attributes=clean(root_attrs), start_time=self.clock(start_time),
         )
         self.root_context = trace.set_span_in_context(self.root)
@@ -144,7 +145,7 @@ class TracedSession:
     def common(self, seq: int | None) -> dict[str, Any]:
         if seq is not None and seq > self.seq:
             self.seq = seq
-        return {"prunegate.session.id": self.session_id, "prunegate.seq": self.seq if seq is None else seq}
+        return {sn.SESSION_ID: self.session_id, sn.SEQ: self.seq if seq is None else seq}
 
     def start_span(self, name: str, attributes: Mapping[str, Any], *, seq: int | None,
                    parent: trace.Span | None = None, kind: SpanKind = SpanKind.INTERNAL,
@@ -228,14 +229,14 @@ class TracedSession:
             cause = self._last_eviction  # the head of the context left with the latest eviction
         links = [Link(cause.span_context, LINK_ATTRIBUTES)] if cause is not None else []
         self.violations += 1
-        return self.emit("prunegate.violation", {
-            "prunegate.violation.code": code,
-            "prunegate.violation.message": message,
-            "prunegate.violation.ids": list(call_ids),
-            "prunegate.violation.message_ids": list(message_ids),
-            "prunegate.violation.index": index,
-            "prunegate.violation.evicted_id": cause.message_id if cause else None,
-            "prunegate.violation.cause_check": cause.check if cause else None,
+        return self.emit(sn.VIOLATION, {
+            sn.VIOLATION_CODE: code,
+            sn.VIOLATION_MESSAGE: message,
+            sn.VIOLATION_IDS: list(call_ids),
+            sn.VIOLATION_MESSAGE_IDS: list(message_ids),
+            sn.VIOLATION_INDEX: index,
+            sn.VIOLATION_EVICTED_ID: cause.message_id if cause else None,
+            sn.VIOLATION_CAUSE_CHECK: cause.check if cause else None,
             **(attributes or {}),
         }, seq=seq, links=links)
 
@@ -297,7 +298,7 @@ class TracedSession:
             atexit.unregister(self._atexit)
         except Exception:  # noqa: BLE001 - interpreter shutting down
             pass
-        self.end_span(self.root, {"prunegate.violations": self.violations, **(attributes or {})})
+        self.end_span(self.root, {sn.VIOLATIONS: self.violations, **(attributes or {})})
 
     def __enter__(self) -> TracedSession:
         return self

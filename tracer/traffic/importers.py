@@ -30,6 +30,7 @@ from typing import Any
 from policies import Context, convert
 from policies.errors import StructureError
 from policies.messages import Message
+from tracer.spans import names as sn
 
 FORMATS = ("auto", "anthropic", "openai", "otlp")
 # Keys a JSONL line may carry beside the request body; they describe the session, not the request.
@@ -415,9 +416,9 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str) -> list
     latest: dict[str, dict[str, Any]] = {}
     for row in rows:
         a = row.get("attributes") or {}
-        if a.get("gen_ai.operation.name") != "chat" or not isinstance(a.get("gen_ai.input.messages"), str):
+        if a.get(sn.GEN_AI_OPERATION_NAME) != "chat" or not isinstance(a.get(sn.GEN_AI_INPUT_MESSAGES), str):
             continue
-        key = str(a.get("gen_ai.conversation.id") or row.get("trace_id"))
+        key = str(a.get(sn.GEN_AI_CONVERSATION_ID) or row.get("trace_id"))
         if key not in latest or (row.get("start_time_ns") or 0) >= (latest[key].get("start_time_ns") or 0):
             latest[key] = row
     out: list[Conversation | Refusal] = []
@@ -426,9 +427,9 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str) -> list
         name = f"{Path(file).stem}:{key}"
         try:
             msgs = _genai_messages(a.get("gen_ai.system_instructions"), "system instructions", system=True)
-            msgs += _genai_messages(a["gen_ai.input.messages"], "gen_ai.input.messages")
-            if isinstance(a.get("gen_ai.output.messages"), str):
-                msgs += _genai_messages(a["gen_ai.output.messages"], "gen_ai.output.messages")[:1]
+            msgs += _genai_messages(a[sn.GEN_AI_INPUT_MESSAGES], sn.GEN_AI_INPUT_MESSAGES)
+            if isinstance(a.get(sn.GEN_AI_OUTPUT_MESSAGES), str):
+                msgs += _genai_messages(a[sn.GEN_AI_OUTPUT_MESSAGES], sn.GEN_AI_OUTPUT_MESSAGES)[:1]
             if not msgs:
                 raise _Refused("chat span without messages")
             provider = _genai_provider(a)
@@ -437,7 +438,7 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str) -> list
                 m.origin = None
             renamed = unique_call_ids(msgs)
             _dry_run(msgs, provider)
-            extra = {"model": a["gen_ai.request.model"]} if isinstance(a.get("gen_ai.request.model"), str) else {}
+            extra = {"model": a[sn.GEN_AI_REQUEST_MODEL]} if isinstance(a.get(sn.GEN_AI_REQUEST_MODEL), str) else {}
             out.append(Conversation(name=name, provider=provider, messages=msgs, request_extra=extra, file=file,
                                     line=None, format="otlp-genai", renamed=renamed))
         except _Refused as exc:
@@ -446,8 +447,8 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str) -> list
 
 
 def _genai_provider(a: dict[str, Any]) -> str:
-    name = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or "").lower()
-    return convert.ANTHROPIC if "anthropic" in name or "claude" in str(a.get("gen_ai.request.model", "")) else convert.OPENAI
+    name = str(a.get(sn.GEN_AI_PROVIDER_NAME) or a.get("gen_ai.system") or "").lower()
+    return convert.ANTHROPIC if "anthropic" in name or "claude" in str(a.get(sn.GEN_AI_REQUEST_MODEL, "")) else convert.OPENAI
 
 
 def _genai_messages(text: Any, where: str, *, system: bool = False) -> list[Message]:
