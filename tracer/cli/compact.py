@@ -6,36 +6,34 @@ import argparse
 import json
 import sys
 
+from tracer.cli import add_command, options, status
+from tracer.errors import CommandError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "compact",
-        help="move recorded segments into the store's main database",
+    parser = add_command(
+        sub, "compact",
         description="Move the store's segment files into spans.duckdb in one transaction (deduplicated by "
         "trace and span id), then delete them. Safe while agents record and the dashboard reads: writers "
         "are never blocked; readers wait at most briefly. Exit 0 when done, 3 when the store was busy "
         "(nothing lost; run it again), 2 when there is no store or it cannot be compacted.",
     )
-    parser.add_argument("--store", help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    options.add_store(parser)
     parser.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for locks held by readers (default 30)"
     )
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    options.add_json(parser, "print the result as JSON")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracer.store import Store
-
-    store = Store(args.store) if args.store else Store()
+    store = options.store_of(args)
     if not store.path.is_dir():
-        print(f"prunegate compact: no store at {store.path}", file=sys.stderr)
-        return 2
+        raise CommandError(f"no store at {store.path}")
     try:
         result = store.compact(timeout=args.timeout)
     except Exception as exc:  # a damaged database file, a permission problem: say which store
-        print(f"prunegate compact: {store.path}: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(f"{store.path}: {exc}") from exc
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
     else:
@@ -55,5 +53,5 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"prunegate compact: {store.path}: busy: {result.busy}; nothing lost, run again", file=sys.stderr
         )
-        return 3
-    return 0
+        return status.BUSY
+    return status.SUCCESS

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+from typing import TYPE_CHECKING
 
-from policies.errors import PolicyError
-from tracer.cli.replay import add_common, format_row, load_sessions
+from policies.errors import PrunegateError
+from tracer.cli import add_command, options, status
+from tracer.cli.output import format_row
+from tracer.errors import CommandError
+
+if TYPE_CHECKING:
+    from tracer.lab.compare import Comparison
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "compare",
-        help="compare policies on recorded sessions (A/B metrics with paired bootstrap CIs)",
+    parser = add_command(
+        sub, "compare",
         description="Replay every session under every policy (and gating), one row of metrics per policy and "
         "gating, plus per-session differences against the first policy with bootstrap confidence intervals. "
         "Policies are comma-separated; '@k=v' sets a parameter (e.g. recency@target=0.5). Sessions run in "
@@ -25,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policies", required=True, metavar="A,B,...", help="policies to compare; the first is the baseline")
     parser.add_argument("--gated", choices=("on", "off", "both"), default="both", help="gate on, off, or both (default)")
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
-    add_common(parser)
+    options.add_replay_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -37,20 +41,24 @@ def run(args: argparse.Namespace) -> int:
         policies = parse_policies(args.policies)
         for name, params in policies:
             get_policy(name, **dict(params))
-    except (PolicyError, ValueError) as exc:
-        print(f"prunegate compare: {exc}", file=sys.stderr)
-        return 2
-    loaded = load_sessions(args, "compare")
-    if isinstance(loaded, int):
-        return loaded
-    store, convs = loaded
+    except PrunegateError:
+        raise  # a PolicyError: main() prints it
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    store, convs = options.load_sessions(args)
     result = compare(convs, policies, gated=args.gated, budget=args.budget, hard_ceiling=args.hard_ceiling,
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
                      progress=progress_bar(), resamples=args.resamples)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
-        return 0
+    else:
+        print_result(result)
+    return status.SUCCESS
+
+
+def print_result(result: Comparison) -> None:
+    """A comparison as text: one line per policy and gating, then the paired differences."""
     for row in result.rows:
         print(format_row(row))
     if result.differences:
@@ -60,4 +68,3 @@ def run(args: argparse.Namespace) -> int:
                 continue
             print(f"  {d['policy']} - {d['baseline']} ({'gated' if d['gated'] else 'ungated'}) {d['metric']}: "
                   f"{d['mean_diff']} [{d['ci_low']}, {d['ci_high']}] over {d['n']} sessions")
-    return 0

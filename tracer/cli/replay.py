@@ -8,32 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
-from policies.errors import PolicyError
-
-
-def add_common(parser: argparse.ArgumentParser) -> None:
-    """Options ``replay`` and ``compare`` share."""
-    parser.add_argument("--budget", type=_positive, help="token budget (default: 60%% of each session's full size)")
-    parser.add_argument("--hard-ceiling", type=_positive, help="hard ceiling: spill, then fail loudly, above it (gated)")
-    parser.add_argument("--session", nargs="+", action="extend", metavar="ID",
-                        help="replay only these sessions (id or name); default: every non-replay session")
-    parser.add_argument("--stream-results", type=_nonneg, default=0, metavar="N",
-                        help="deliver every tool result as a stream of N chunks (default: only recorded streams)")
-    parser.add_argument("--seed", type=int, help="shuffle each batch's result order with this seed")
-    parser.add_argument("--workers", type=_positive, default=1, help="processes to replay in (default 1)")
-    parser.add_argument("--store", help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
-    parser.add_argument("--no-trace", dest="trace", action="store_false",
-                        help="do not record the replays (measure only; for benchmarks)")
-    parser.add_argument("--capture-content", action="store_true", help="record message content in the replay traces")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+from tracer.cli import add_command, options, status
+from tracer.cli.output import format_row
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "replay",
-        help="replay recorded sessions through a policy, gated or not; recorded as new traces",
+    parser = add_command(
+        sub, "replay",
         description="Replay recorded sessions through a policy. Gated, the commit-boundary gate decides; with "
         "--ungated, the policy is applied to raw messages after every append, as naive runtimes do, and an "
         "invalid request makes it retry the whole last batch. Every model call's request is validated for the "
@@ -42,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", required=True, help="policy name (see the policies in docs/policies.md)")
     parser.add_argument("--param", action="append", default=[], metavar="K=V", help="policy parameter (repeatable)")
     parser.add_argument("--ungated", action="store_true", help="no gate: what naive runtimes do")
-    add_common(parser)
+    options.add_replay_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -51,27 +33,20 @@ def run(args: argparse.Namespace) -> int:
     from tracer.lab.compare import aggregate, progress_bar, run_replays
     from tracer.lab.replay import ReplaySpec
 
-    try:
-        params = parse_params(args.param)
-        get_policy(args.policy, **params)  # unknown policy or bad parameters: say so before any work
-    except PolicyError as exc:
-        print(f"prunegate replay: {exc}", file=sys.stderr)
-        return 2
+    params = parse_params(args.param)
+    get_policy(args.policy, **params)  # unknown policy or bad parameters (PolicyError): say so before any work
     spec = ReplaySpec(args.policy, tuple(params.items()), gated=not args.ungated, budget=args.budget,
                       hard_ceiling=args.hard_ceiling, stream_results=args.stream_results, seed=args.seed)
     if spec.gated is False and args.hard_ceiling is not None:
         print("prunegate replay: --hard-ceiling applies to gated replays only; ignored with --ungated",
               file=sys.stderr)
-    loaded = load_sessions(args, "replay")
-    if isinstance(loaded, int):
-        return loaded
-    store, convs = loaded
+    store, convs = options.load_sessions(args)
     results = run_replays(convs, [spec], workers=args.workers, store_path=store.path if args.trace else None,
                           capture_content=args.capture_content, progress=progress_bar())[0]
     row = aggregate([spec], [results])[0]
     if args.json:
         print(json.dumps({"totals": row, "sessions": [r.to_dict() for r in results]}, indent=2))
-        return 0
+        return status.SUCCESS
     for r in results:
         line = (f"{r.name}: {r.model_calls} model calls, {r.invalid_requests} invalid, {r.orphan_results} orphan results, "
                 f"{r.dangling_calls} dangling calls, {r.duplicated_side_effects} duplicated side effects, "
@@ -80,63 +55,4 @@ def run(args: argparse.Namespace) -> int:
             line += f"; FAILED: {r.error}"
         print(line + (f" -> {r.replay_id}" if args.trace else ""))
     print(format_row(row))
-    return 0
-
-
-def load_sessions(args: argparse.Namespace, command: str) -> Any:
-    """(store, conversations) for ``--store``/``--session``, or an exit code after saying what is wrong."""
-    from tracer.store import StoreError
-    from tracer.traffic.recorded import load_conversations, store_path_arg
-
-    store = store_path_arg(args.store)
-    if not store.path.exists():
-        print(f"prunegate {command}: no store at {store.path} (import sessions first: prunegate import PATH)",
-              file=sys.stderr)
-        return 2
-    try:
-        convs = load_conversations(store, args.session)
-    except StoreError as exc:
-        print(f"prunegate {command}: {exc}", file=sys.stderr)
-        return 2
-    if args.session:
-        found = {c.session_id for c in convs} | {c.name for c in convs}
-        missing = [s for s in args.session if s not in found]
-        if missing:
-            print(f"prunegate {command}: no session {', '.join(map(repr, missing))} in {store.path}", file=sys.stderr)
-            return 2
-    if not convs:
-        print(f"prunegate {command}: no sessions to replay in {store.path}", file=sys.stderr)
-        return 2
-    return store, convs
-
-
-def format_row(row: dict[str, Any]) -> str:
-    ret = "n/a" if row["retention"] is None else f"{row['retention']:.1%}"
-    return (f"{row['policy']} ({'gated' if row['gated'] else 'ungated'}): {row['sessions']} sessions, "
-            f"{row['model_calls']} model calls, {row['invalid_requests']} invalid requests, "
-            f"{row['orphan_results']} orphan results, {row['dangling_calls']} dangling calls, "
-            f"{row['duplicated_side_effects']} duplicated side effects, {row['tokens_sent']} tokens sent, "
-            f"peak {row['peak_tokens']}, {row['prunes']} prunes, {row['deferrals']} deferrals, "
-            f"{row['spills']} spills, {row['reinjects']} re-injections, {row['failures']} failures, "
-            f"retention {ret}")
-
-
-def _positive(text: str) -> int:
-    value = _int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _nonneg(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    return status.SUCCESS

@@ -41,6 +41,8 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach,
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from tracer.errors import ExportFailed
+
 log = logging.getLogger(__name__)
 
 STAT_KEYS = ("received", "stored", "spooled", "recovered", "failed", "dropped")
@@ -64,10 +66,6 @@ class Sink(Protocol):
     def write(self, prepared: list[Any]) -> None: ...
 
     def close(self) -> None: ...
-
-
-class ExportFailed(RuntimeError):
-    """An exporter returned FAILURE instead of raising."""
 
 
 class ExporterSink:

@@ -26,6 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from policies.validate import FIRST_MESSAGE_NOT_USER, Violation, validate
+from tracer.errors import RedactionFailed
 from tracer.spans import names as sn
 from tracer.spans import redact as _redact
 from tracer.spans.genai import ChatCall, ToolCall
@@ -191,7 +192,7 @@ class TracedSession:
             return None
         try:
             return render(*args, redact=self.redact)
-        except _redact.RedactionFailed as exc:
+        except RedactionFailed as exc:
             self.redaction_failures += 1
             if self.redaction_failures == 1:
                 _redact.log.warning("prunegate: content not recorded (warned once per session): %s", exc)

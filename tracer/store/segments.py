@@ -22,11 +22,6 @@ import pyarrow.parquet as pq
 from tracer.store.locks import fsync_path, pid_alive
 from tracer.store.schema import ARROW_SCHEMA, SCHEMA_VERSION
 
-
-class StoreError(RuntimeError):
-    """The store cannot be read (damaged file, bad query); the message names the path."""
-
-
 SEGMENT_SUFFIX = ".parquet"
 TMP_SUFFIX = ".tmp"
 MARKER = "prunegate-store.json"

@@ -19,7 +19,6 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from policies import Context
@@ -188,7 +187,8 @@ def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: s
                  capture_content: bool) -> None:
     """An OTLP JSON file: its spans go in as they are (all or nothing). prunegate's own sessions are
     then sessions already; another instrumentation's GenAI chat spans become import sessions."""
-    from tracer.traffic.otlp_json import OtlpJsonError, import_otlp_json, read_otlp_json
+    from tracer.errors import OtlpJsonError
+    from tracer.traffic.otlp_json import import_otlp_json, read_otlp_json
 
     try:
         result = import_otlp_json(store, item.path)
@@ -389,11 +389,6 @@ def _json(value: Any) -> dict[str, Any]:
             return {}
         return out if isinstance(out, dict) else {}
     return {}
-
-
-def store_path_arg(value: str | None) -> Store:
-    """``--store``: the given path, else ``$PRUNEGATE_STORE``, else ``./prunegate-store``."""
-    return Store(Path(value) if value else None)
 
 
 # ------------------------------------------------------------------------------------- listing
