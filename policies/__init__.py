@@ -18,6 +18,7 @@ from .observer import MultiObserver, Observer
 from .policy import ContextView, Eviction, Policy, Proposal, Rewrite, Summary, UnitView
 from .reference import prune_context
 from .registry import available, get_policy, parse_params, register
+from .runtime import Runtime, build_runtime
 from .spill import DirectorySpillStore, MemorySpillStore, SpillStore
 from .tokens import ApproxTokenCounter, TokenCounter
 
@@ -44,6 +45,7 @@ __all__ = [
     "Proposal",
     "PruneBoundaryViolation",
     "Rewrite",
+    "Runtime",
     "SpillStore",
     "Spilled",
     "StructureError",
@@ -52,6 +54,7 @@ __all__ = [
     "Unit",
     "UnitView",
     "available",
+    "build_runtime",
     "get_policy",
     "parse_params",
     "prune_context",

@@ -350,13 +350,20 @@ class Context:
     def replace_message(self, message_id: str, new: Message, cause: str = "rewrite") -> Message:
         """Rewrite a closed message's content; its calls and results must stay the same."""
         self.check_rewrite(message_id, new)
-        old = self._messages[message_id]
-        unit = self.units[self._unit_of[message_id]]
-        new.id, new.seq, new.closed = old.id, old.seq, True
+        return self.overwrite_message(message_id, new, cause)
+
+    def overwrite_message(self, message_id: str, new: Message, cause: str) -> Message:
+        """Put ``new`` in the message's place (same id, position, unit and open/closed state), unchecked.
+
+        :meth:`replace_message` checks first; a naive runtime calls this directly, even on a message
+        still in flight, to reproduce what happens without the gate. Returns the old message.
+        """
+        old = self.message(message_id)
+        new.id, new.seq, new.closed = old.id, old.seq, old.closed
         new.tokens = self.counter.count(new)
         self._messages[message_id] = new
         delta = new.tokens - old.tokens
-        unit.tokens += delta
+        self.units[self._unit_of[message_id]].tokens += delta
         self.tokens += delta
         self._notify_message(new, REWRITE, cause=cause, tokens_before=old.tokens)
         return old
@@ -404,9 +411,18 @@ class Context:
         first_seq = min(self.units[u].first_seq for u in unit_ids)
         removed = self.remove_units(unit_ids, cause)
         summary.closed = True
-        self._admit(summary, seq=first_seq, summary=True)
-        self._notify_message(summary, APPEND, summary_of=list(unit_ids))
+        self.insert_summary(summary, seq=first_seq, summary_of=unit_ids)
         return removed
+
+    def insert_summary(self, summary: Message, *, seq: int, summary_of: list[str]) -> Message:
+        """Admit ``summary`` as a unit of its own at position ``seq``, reported as replacing ``summary_of``.
+
+        The caller has removed what it replaces: :meth:`replace_units` (whole units, checked) or a
+        naive runtime (raw messages, unchecked).
+        """
+        self._admit(summary, seq=seq, summary=True)
+        self._notify_message(summary, APPEND, summary_of=list(summary_of))
+        return summary
 
     def spill_unit(self, unit_id: str, key: str) -> Spilled:
         """Record that a closed unit moved to a spill store under ``key`` and drop it from the window."""

@@ -41,8 +41,10 @@ class Gate:
 
     ``mode="grow"`` takes a unit whole when a proposal touches part of it; ``"shrink"`` leaves it.
     ``hard_ceiling`` (default: no ceiling) is where deferral stops and spilling starts; without a
-    ``spill_store`` crossing it fails at once.
+    ``spill_store`` crossing it fails at once. Implements :class:`~policies.runtime.Runtime`.
     """
+
+    gated = True
 
     def __init__(
         self,

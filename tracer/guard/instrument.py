@@ -45,10 +45,9 @@ from policies import convert
 from policies.context import Context
 from policies.decision import Decision
 from policies.errors import HardCeilingExceeded, PolicyError
-from policies.gate import Gate
-from policies.naive import NaiveRuntime
 from policies.policy import Policy
 from policies.registry import get_policy
+from policies.runtime import Runtime, build_runtime
 from policies.spill import MemorySpillStore, SpillStore
 from policies.tokens import TokenCounter
 from policies.validate import Violation
@@ -133,11 +132,9 @@ class PruneGuard:
         self.observer = SpanObserver(self.session)
         self.context = Context(observer=self.observer, strict=self.gated, provider=self.provider,
                                session_id=self.session.session_id, token_counter=self.token_counter)
-        if self.gated:
-            self.runtime: Gate | NaiveRuntime = Gate(self.policy, self.budget, self.hard_ceiling, mode=self.mode,
-                                                     spill_store=self.spill_store)  # type: ignore[arg-type]
-        else:
-            self.runtime = NaiveRuntime(self.policy, self.budget)
+        self.runtime: Runtime = build_runtime(self.policy, self.budget, gated=self.gated,
+                                              hard_ceiling=self.hard_ceiling, mode=self.mode,
+                                              spill_store=self.spill_store)
         self._fps: list[str] = []  # fingerprints of the history items absorbed so far
         self._ids: list[str] = []  # their message ids in the context
 

@@ -22,11 +22,10 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from policies import Context, Gate, MemorySpillStore, get_policy
+from policies import Context, MemorySpillStore, Runtime, build_runtime, get_policy
 from policies.decision import Decision, DecisionKind
 from policies.errors import EvictedMessageError, HardCeilingExceeded, PrunegateError
 from policies.messages import TOOL_RESULT, Block, Message
-from policies.naive import NaiveRuntime
 from policies.validate import MISSING_TOOL_RESULT, ORPHAN_TOOL_RESULT, Violation, validate
 from tracer.spans import names as sn
 from tracer.traffic.events import (
@@ -199,12 +198,9 @@ class _Run:
         self.ctx = Context(observer=observer, strict=spec.gated, provider=conv.provider,
                            request_extra=dict(conv.request_extra), session_id=replay_id)
         policy = get_policy(spec.policy, **spec.param_dict)
-        if spec.gated:
-            store = MemorySpillStore() if spec.hard_ceiling is not None else None
-            self.runtime: Gate | NaiveRuntime = Gate(policy, budget, spec.hard_ceiling, mode=spec.mode,  # type: ignore[arg-type]
-                                                     spill_store=store)
-        else:
-            self.runtime = NaiveRuntime(policy, budget)
+        spill = MemorySpillStore() if spec.gated and spec.hard_ceiling is not None else None
+        self.runtime: Runtime = build_runtime(policy, budget, gated=spec.gated, hard_ceiling=spec.hard_ceiling,
+                                              mode=spec.mode, spill_store=spill)
         self.appended: dict[str, Message] = {}
         self.alias: dict[str, str] = {}  # evicted stream -> the message its tail went into
         self.summaries: list[str] = []
