@@ -39,6 +39,14 @@ def test_no_span_name_or_attribute_literal_outside_names_module() -> None:
     assert not stray, "use tracer.spans.names instead of these literals:\n" + "\n".join(stray)
 
 
+def test_no_constant_is_quoted_as_text_in_python_code() -> None:
+    """``v.get('{sn.POLICY}')`` inside an f-string looks the text up, not the key: a silent miss."""
+    bad = re.compile(r"""\.\w+\((['"])\{sn\.""")
+    found = [f"{p.relative_to(ROOT)}:{n}" for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if bad.search(line)]
+    assert not found
+
+
 def test_the_check_finds_a_literal(tmp_path: Path) -> None:
     """The pattern catches the shapes a literal takes: a Python string, SQL, an f-string prefix."""
     lines = ['x = {"prunegate.policy": 1}', "sql = \"SELECT attributes->>'prunegate.policy'\"",
@@ -85,10 +93,10 @@ def test_traced_sessions_emit_only_defined_names() -> None:
     from tests.otel_memory import Recorder
     from tests.scenarios import history, parallel_batch, result
     from tracer.spans.observer import SpanObserver
-    from tracer.spans.session import TracedSession
+    from tracer.spans.session import SessionConfig, TracedSession
 
     rec = Recorder()
-    gated = TracedSession(rec.provider, source="synthetic", policy="scripted", budget=100, capture_content=True)
+    gated = TracedSession(rec.provider, SessionConfig(source="synthetic", policy="scripted", budget=100, capture_content=True))
     ctx = Context(observer=SpanObserver(gated), session_id=gated.session_id)
     history(ctx, turns=2)
     Gate(Scripted(ctx.messages[2].id), budget=100).check(ctx)
@@ -99,7 +107,7 @@ def test_traced_sessions_emit_only_defined_names() -> None:
         pass
     gated.end()
 
-    naive = TracedSession(rec.provider, source="synthetic", gated=False, capture_content=True)
+    naive = TracedSession(rec.provider, SessionConfig(source="synthetic", gated=False, capture_content=True))
     ctx = Context(observer=SpanObserver(naive), strict=False, session_id=naive.session_id)
     history(ctx, turns=1)
     batch = parallel_batch(ctx)

@@ -70,7 +70,7 @@ else:
         "name": shown["label"],
         "step": shown["seq"],
         "code": shown["code"],
-        "caused by": [f"{str(n).replace('{sn.PREFIX}', '')} @ step {int(s)}" if isinstance(n, str) else "— (no link)"
+        "caused by": [f"{str(n).replace(sn.PREFIX, '')} @ step {int(s)}" if isinstance(n, str) else "— (no link)"
                       for n, s in zip(shown["cause_name"], shown["prune_seq"].fillna(-1), strict=True)],
         "policy": shown["policy"],
         "gated": shown["prune_gated"],
@@ -101,7 +101,7 @@ else:
         st.stop()
     v = _attrs(detail["violation"])
     st.subheader("The violation")
-    st.text(f"{v.get('{sn.VIOLATION_CODE}', '?')} at step {detail['seq']} of session {detail['session_id']}")
+    st.text(f"{v.get(sn.VIOLATION_CODE, '?')} at step {detail['seq']} of session {detail['session_id']}")
     st.code(str(v.get(sn.VIOLATION_MESSAGE) or detail.get("status_message") or ""), language=None)
     with st.expander("Violation span attributes"):
         st.json(v)
@@ -121,7 +121,7 @@ else:
             "value": [
                 str(detail["prune_name"]), str(seq), str(chk.get(sn.CHECK, "?")),
                 str(p.get(sn.POLICY, "?")), "yes" if gated else "no (naive runtime)" if gated is False else "?",
-                f"{p.get('{sn.TOKENS_BEFORE}', '?')} → {p.get('{sn.TOKENS_AFTER}', '?')}",
+                f"{p.get(sn.TOKENS_BEFORE, '?')} → {p.get(sn.TOKENS_AFTER, '?')}",
                 str(chk.get(sn.BUDGET, "?")),
                 ", ".join(map(str, p.get(sn.PRUNED_UNITS) or [])),
                 ", ".join(map(str, p.get(sn.PRUNED_IDS) or [])),
@@ -131,8 +131,8 @@ else:
             ],
         })
         pruned_ids = ", ".join(map(str, p.get(sn.PRUNED_IDS) or [])) or "nothing"
-        st.text(f"Caused by {detail['prune_name']} at step {seq} (budget check #{chk.get('{sn.CHECK}', '?')}): "
-                f"policy {p.get('{sn.POLICY}', '?')}, {'gated' if gated else 'ungated'}, evicted {pruned_ids}")
+        st.text(f"Caused by {detail['prune_name']} at step {seq} (budget check #{chk.get(sn.CHECK, '?')}): "
+                f"policy {p.get(sn.POLICY, '?')}, {'gated' if gated else 'ungated'}, evicted {pruned_ids}")
         c1, c2 = st.columns([2, 3])
         with c1:
             st.dataframe(facts, hide_index=True, width="stretch", key="violations_facts",

@@ -56,7 +56,7 @@ from tracer.spans import names as sn
 from tracer.spans.genai import ChatCall, ToolCall, plain
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor
-from tracer.spans.session import TracedSession
+from tracer.spans.session import SessionConfig, TracedSession
 
 log = logging.getLogger(sn.SCOPE)
 PROVIDERS = (convert.ANTHROPIC, convert.OPENAI)
@@ -123,12 +123,12 @@ class PruneGuard:
 
     # ------------------------------------------------------------------ lifecycle
     def _start(self, session_id: str | None, **root: Any) -> None:
-        self.session = TracedSession(
-            self.tracer_provider, session_id=session_id, source="live", name=self.session_name,
+        self.session = TracedSession(self.tracer_provider, SessionConfig(
+            session_id=session_id, source="live", name=self.session_name,
             provider=self.provider, policy=self.policy.name, policy_params=self.policy_params,
             gated=self.gated, budget=self.budget, hard_ceiling=self.hard_ceiling,
             capture_content=self.capture_content, redact=self.redact, attributes=root,
-        )
+        ))
         self.observer = SpanObserver(self.session)
         self.context = Context(observer=self.observer, strict=self.gated, provider=self.provider,
                                session_id=self.session.session_id, token_counter=self.token_counter)

@@ -41,7 +41,7 @@ from tracer.guard.instrument import _tracer_provider
 from tracer.spans import names as sn
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor
-from tracer.spans.session import TracedSession
+from tracer.spans.session import SessionConfig, TracedSession
 
 log = logging.getLogger(sn.SCOPE)
 
@@ -87,10 +87,10 @@ class ShadowGuard:
         self.budget = budget
         self.counter = token_counter or DEFAULT_COUNTER
         self.tracer_provider, self._owns_provider = _tracer_provider(store, tracer_provider, otlp_endpoint)
-        self.session = TracedSession(
-            self.tracer_provider, session_id=session_id, source="shadow", name=session_name, provider=provider,
+        self.session = TracedSession(self.tracer_provider, SessionConfig(
+            session_id=session_id, source="shadow", name=session_name, provider=provider,
             policy=trimmer, gated=False, budget=budget, capture_content=capture_content, redact=redact,
-        )
+        ))
         self.observer = SpanObserver(self.session, gated=False)
         self.history = Context(observer=self.observer, strict=False, provider=provider,
                                session_id=self.session.session_id, token_counter=self.counter)

@@ -183,16 +183,16 @@ class _Run:
         replay_id = "replay-" + uuid.uuid4().hex[:16]
         if tracer_provider is not None:
             from tracer.spans.observer import SpanObserver
-            from tracer.spans.session import TracedSession
+            from tracer.spans.session import SessionConfig, TracedSession
 
-            self.session = TracedSession(
-                tracer_provider, session_id=replay_id, source="replay", name=conv.name, provider=conv.provider,
+            self.session = TracedSession(tracer_provider, SessionConfig(
+                session_id=replay_id, source="replay", name=conv.name, provider=conv.provider,
                 policy=spec.policy, policy_params=spec.param_dict, gated=spec.gated, budget=budget,
                 hard_ceiling=spec.hard_ceiling, capture_content=capture, source_id=conv.session_id,
                 attributes={sn.REPLAY_LABEL: spec.name, sn.REPLAY_SEED: spec.seed,
                             sn.REPLAY_STREAM_RESULTS: spec.stream_results,
                             sn.GEN_AI_REQUEST_MODEL: conv.model},
-            )
+            ))
             observer = SpanObserver(self.session)
         result.replay_id = replay_id
         self.ctx = Context(observer=observer, strict=spec.gated, provider=conv.provider,

@@ -58,43 +58,55 @@ def clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class SessionConfig:
+    """What a traced session records about itself on its root span (docs/spans.md), and how.
+
+    ``source`` is one of :data:`SOURCES`; ``gated`` is None when no gate and no naive runtime
+    applies (an import). ``capture_content`` defaults to the environment (see
+    :func:`tracer.spans.redact.capture_enabled`); ``redact`` is applied to every string of recorded
+    content. ``attributes`` are added to the root span; ``start_time`` (ns) backdates it.
+    """
+
+    session_id: str | None = None
+    source: str = "live"
+    name: str | None = None
+    provider: str | None = None
+    policy: str | None = None
+    policy_params: Mapping[str, Any] | None = None
+    gated: bool | None = True
+    budget: int | None = None
+    hard_ceiling: int | None = None
+    capture_content: bool | None = None
+    redact: _redact.Redactor | None = None
+    source_id: str | None = None
+    attributes: Mapping[str, Any] | None = None
+    start_time: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"session source must be one of {', '.join(SOURCES)}; got {self.source!r}")
+
+
 class TracedSession:
     """The root span of one session and the helpers every prunegate span goes through.
 
-    ``tracer_provider`` defaults to the global one. ``capture_content`` defaults to the
-    environment (see :func:`tracer.spans.redact.capture_enabled`); ``redact`` is applied to every
-    string of recorded content.
+    ``tracer_provider`` defaults to the global one; ``config`` (a :class:`SessionConfig`) to a live,
+    gated session with content capture as the environment says.
     """
 
-    def __init__(
-        self,
-        tracer_provider: trace.TracerProvider | None = None,
-        *,
-        session_id: str | None = None,
-        source: str = "live",
-        name: str | None = None,
-        provider: str | None = None,
-        policy: str | None = None,
-        policy_params: Mapping[str, Any] | None = None,
-        gated: bool = True,
-        budget: int | None = None,
-        hard_ceiling: int | None = None,
-        capture_content: bool | None = None,
-        redact: _redact.Redactor | None = None,
-        source_id: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        start_time: int | None = None,
-    ) -> None:
-        if source not in SOURCES:
-            raise ValueError(f"session source must be one of {', '.join(SOURCES)}; got {source!r}")
+    def __init__(self, tracer_provider: trace.TracerProvider | None = None,
+                 config: SessionConfig | None = None) -> None:
+        config = config or SessionConfig()
+        self.config = config
         provider_obj = tracer_provider or trace.get_tracer_provider()
         self.tracer = provider_obj.get_tracer(SCOPE)
-        self.session_id = session_id or uuid.uuid4().hex
-        self.source = source
-        self.provider = provider
-        self.gated = gated
-        self.capture = _redact.capture_enabled(capture_content)
-        self.redact = redact
+        self.session_id = config.session_id or uuid.uuid4().hex
+        self.source = config.source
+        self.provider = config.provider
+        self.gated = config.gated
+        self.capture = _redact.capture_enabled(config.capture_content)
+        self.redact = config.redact
         self.seq = 0
         self._lock = threading.Lock()
         self._last_ns = 0
@@ -107,25 +119,26 @@ class TracedSession:
         self.violations = 0
         self.redaction_failures = 0  # contents left out because the redaction hook failed
         self.tracer_errors = 0  # span starts/ends the tracing pipeline failed (never raised)
+        params = config.policy_params
         root_attrs = {
             sn.GEN_AI_CONVERSATION_ID: self.session_id,
             sn.SESSION_ID: self.session_id,
             sn.SEQ: 0,
-            sn.SESSION_SOURCE: source,
-            sn.SESSION_SOURCE_ID: source_id,
-            sn.SESSION_NAME: name,
-            sn.PROVIDER: provider,
-            sn.POLICY: policy,
-            sn.POLICY_PARAMS: _redact.dumps(dict(policy_params)) if policy_params is not None else None,
-            sn.GATED: gated,
-            sn.BUDGET: budget,
-            sn.HARD_CEILING: hard_ceiling,
+            sn.SESSION_SOURCE: config.source,
+            sn.SESSION_SOURCE_ID: config.source_id,
+            sn.SESSION_NAME: config.name,
+            sn.PROVIDER: config.provider,
+            sn.POLICY: config.policy,
+            sn.POLICY_PARAMS: _redact.dumps(dict(params)) if params is not None else None,
+            sn.GATED: config.gated,
+            sn.BUDGET: config.budget,
+            sn.HARD_CEILING: config.hard_ceiling,
             sn.CONTENT_CAPTURED: self.capture,
-            **(attributes or {}),
+            **(config.attributes or {}),
         }
         self.root = self.tracer.start_span(
             sn.SESSION, context=trace.set_span_in_context(trace.INVALID_SPAN),
-            attributes=clean(root_attrs), start_time=self.clock(start_time),
+            attributes=clean(root_attrs), start_time=self.clock(config.start_time),
         )
         self.root_context = trace.set_span_in_context(self.root)
         self.ended = False

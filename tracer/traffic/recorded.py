@@ -73,7 +73,7 @@ def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id:
     """Record one conversation as an ``import`` session; returns its session id."""
     from tracer.spans.observer import SpanObserver
     from tracer.spans.redact import genai_messages_json
-    from tracer.spans.session import TracedSession
+    from tracer.spans.session import SessionConfig, TracedSession
 
     sid = session_id or session_id_for(conv)
     attrs: dict[str, Any] = {
@@ -89,9 +89,11 @@ def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id:
     }
     if capture_content and conv.request_extra:
         attrs[sn.SESSION_REQUEST] = json.dumps(conv.request_extra, ensure_ascii=False)
-    session = TracedSession(tracer_provider, session_id=sid, source="import", name=conv.name, provider=conv.provider,
-                            gated=None,  # type: ignore[arg-type] - no gate and no naive runtime: not applicable
-                            capture_content=capture_content, attributes=attrs)
+    session = TracedSession(tracer_provider, SessionConfig(
+        session_id=sid, source="import", name=conv.name, provider=conv.provider,
+        gated=None,  # no gate and no naive runtime: not applicable
+        capture_content=capture_content, attributes=attrs,
+    ))
     ctx = Context(observer=SpanObserver(session), provider=conv.provider, request_extra=dict(conv.request_extra),
                   session_id=sid)
     try:
