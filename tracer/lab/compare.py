@@ -133,51 +133,70 @@ def run_replays(
     done = 0
     if progress:
         progress(0, total)
+
+    def finished(task: Task, rs: Sequence[SessionResult]) -> None:
+        nonlocal done
+        for i, r in zip(task.sessions, rs, strict=True):
+            results[task.arm][i] = r
+        done += len(rs)
+        if progress:
+            progress(done, total)
+
     if workers <= 1 or total <= 1:
-        provider = tracer_provider
-        own = provider is None and store_path is not None
+        _run_here(convs, specs, tasks, finished, store_path=store_path, tracer_provider=tracer_provider,
+                  capture_content=capture_content)
+    else:
+        if tracer_provider is not None and store_path is None:
+            raise ValueError("parallel replays record through store_path (each worker writes its own segments)")
+        _run_in_pool(convs, specs, tasks, finished, workers=workers, store_path=store_path,
+                     capture_content=capture_content)
+    return results  # type: ignore[return-value]
+
+
+def _run_here(convs: list[Conversation], specs: list[ReplaySpec], tasks: list[Task],
+              finished: Callable[[Task, Sequence[SessionResult]], None], *,
+              store_path: str | os.PathLike[str] | None, tracer_provider: Any, capture_content: bool) -> None:
+    """Run the tasks in this process, one session at a time; event streams shared across arms."""
+    provider = tracer_provider
+    own = provider is None and store_path is not None
+    if own:
+        from tracer.traffic.recorded import store_tracer_provider
+
+        provider = store_tracer_provider(store_path)  # type: ignore[arg-type]
+    streams: dict[tuple[int, Any, int], Any] = {}
+    try:
+        for t in tasks:
+            spec = specs[t.arm]
+            for i in t.sessions:
+                key = (i, spec.seed, spec.stream_results)
+                if key not in streams:
+                    streams[key] = events_for(convs[i], spec)
+                r = replay_session(convs[i], spec, tracer_provider=provider, capture_content=capture_content,
+                                   stream=streams[key])
+                finished(Task(t.arm, [i]), [r])
+    finally:
         if own:
-            from tracer.traffic.recorded import store_tracer_provider
+            from tracer.traffic.recorded import close_provider
 
-            provider = store_tracer_provider(store_path)  # type: ignore[arg-type]
-        streams: dict[tuple[int, Any, int], Any] = {}
-        try:
-            for t in tasks:
-                spec = specs[t.arm]
-                for i in t.sessions:
-                    key = (i, spec.seed, spec.stream_results)
-                    if key not in streams:
-                        streams[key] = events_for(convs[i], spec)
-                    results[t.arm][i] = replay_session(convs[i], spec, tracer_provider=provider,
-                                                       capture_content=capture_content, stream=streams[key])
-                    done += 1
-                    if progress:
-                        progress(done, total)
-        finally:
-            if own:
-                from tracer.traffic.recorded import close_provider
+            close_provider(provider)
 
-                close_provider(provider)
-        return results  # type: ignore[return-value]
-    if tracer_provider is not None and store_path is None:
-        raise ValueError("parallel replays record through store_path (each worker writes its own segments)")
+
+def _run_in_pool(convs: list[Conversation], specs: list[ReplaySpec], tasks: list[Task],
+                 finished: Callable[[Task, Sequence[SessionResult]], None], *, workers: int,
+                 store_path: str | os.PathLike[str] | None, capture_content: bool) -> None:
+    """Run the tasks in worker processes; each worker records through its own store writer."""
     ctx = multiprocessing.get_context(_start_method())
     pool = ctx.Pool(min(workers, len(tasks)), initializer=_worker_init,
                     initargs=(convs, specs, str(store_path) if store_path is not None else None, capture_content))
     try:
         for task, rs in pool.imap_unordered(_worker_run, tasks):
-            for i, r in zip(task.sessions, rs, strict=True):
-                results[task.arm][i] = r
-            done += len(rs)
-            if progress:
-                progress(done, total)
+            finished(task, rs)
         pool.close()  # workers exit normally: their finalizer flushes and closes their writer
     except BaseException:
         pool.terminate()
         raise
     finally:
         pool.join()
-    return results  # type: ignore[return-value]
 
 
 def _start_method() -> str:
