@@ -21,7 +21,7 @@ class NaiveRuntime:
     def __init__(self, policy: Policy, budget: int, *, observer: Observer | None = None) -> None:
         self.policy = policy
         self.budget = budget
-        self.hard_ceiling = None
+        self.hard_ceiling: int | None = None  # no ceiling: nothing is ever spilled
         self.observer = observer
         self.checks = 0
 
