@@ -165,9 +165,9 @@ agg AS (
            count(*) FILTER (WHERE name = '{DEFER}') AS deferrals,
            count(*) FILTER (WHERE name = '{SPILL}') AS spills,
            count(*) FILTER (WHERE name = '{FAIL}') AS failures,
-           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = 'execute_tool' AND a."{sn.TOOL_RETRY}") AS retries,
-           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = 'chat') AS model_calls,
-           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = 'chat'
+           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = '{sn.OP_EXECUTE_TOOL}' AND a."{sn.TOOL_RETRY}") AS retries,
+           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = '{sn.OP_CHAT}') AS model_calls,
+           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = '{sn.OP_CHAT}'
                             AND a."{sn.REQUEST_VALID}" = false) AS invalid_requests,
            max(seq) AS max_seq,
            count(*) AS spans,
@@ -670,9 +670,9 @@ def violations(src: Source, *, session_id: str | None = None, limit: int = 2000)
     ),
     cause AS (
         SELECT violation_span_id, violation_trace_id,
-               arg_min(link.span_id, CASE WHEN link.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END)
+               arg_min(link.span_id, CASE WHEN link.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END)
                    AS cause_span_id,
-               arg_min(link.trace_id, CASE WHEN link.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END)
+               arg_min(link.trace_id, CASE WHEN link.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END)
                    AS cause_trace_id
         FROM l GROUP BY ALL
     ),
@@ -714,8 +714,8 @@ def causal_eviction(src: Source, violation_span_id: str) -> dict[str, Any] | Non
         SELECT unnest(coalesce(from_json(v.links, '{_LINK_TYPE}'), [])) AS l FROM v
     ),
     cause AS (
-        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
-               arg_min(l.trace_id, CASE WHEN l.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END) AS tid
+        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END) AS sid,
+               arg_min(l.trace_id, CASE WHEN l.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END) AS tid
         FROM link
     )
     SELECT v.session_id, v.seq, v.span_id, v.status_message, v.attributes AS violation,
@@ -751,8 +751,8 @@ def partners(src: Source, violation_span_id: str) -> pd.DataFrame:
     ),
     link AS (SELECT unnest(coalesce(from_json(links, '{_LINK_TYPE}'), [])) AS l FROM v),
     cause AS (
-        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
-               arg_min(l.trace_id, CASE WHEN l.attributes->>'{sn.LINK}' = 'caused_by' THEN 0 ELSE 1 END) AS tid
+        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END) AS sid,
+               arg_min(l.trace_id, CASE WHEN l.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END) AS tid
         FROM link
     ),
     p AS (
@@ -809,7 +809,7 @@ def retries(src: Source, *, session_id: str | None = None) -> pd.DataFrame:
                TRY_CAST(attributes->>'{sn.TOOL_SIDE_EFFECT}' AS BOOLEAN) AS side_effect,
                coalesce(TRY_CAST(attributes->>'{sn.TOOL_RETRY}' AS BOOLEAN), false) AS retry
         FROM spans
-        WHERE attributes->>'{sn.GEN_AI_OPERATION_NAME}' = 'execute_tool'
+        WHERE attributes->>'{sn.GEN_AI_OPERATION_NAME}' = '{sn.OP_EXECUTE_TOOL}'
           AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR))
     )
     SELECT r.session_id, r.seq, r.tool, r.call_id, r.side_effect, r.span_id,

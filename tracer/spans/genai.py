@@ -73,13 +73,13 @@ class ChatCall:
         self.session = session
         self.model = model
         attrs = {
-            sn.GEN_AI_OPERATION_NAME: "chat",
+            sn.GEN_AI_OPERATION_NAME: sn.OP_CHAT,
             sn.GEN_AI_PROVIDER_NAME: provider,
             sn.GEN_AI_REQUEST_MODEL: model,
             sn.GEN_AI_CONVERSATION_ID: session.session_id,
             **attributes,
         }
-        self.span = session.start_span(f"chat {model}" if model else "chat", attrs, seq=seq, kind=SpanKind.CLIENT)
+        self.span = session.start_span(f"{sn.OP_CHAT} {model}" if model else sn.OP_CHAT, attrs, seq=seq, kind=SpanKind.CLIENT)
         self.ended = False
 
     def set_input(self, messages: Sequence[Message]) -> None:
@@ -150,7 +150,7 @@ class ToolCall:
         self.arguments = arguments
         self.retry = retry
         self._attrs = {
-            sn.GEN_AI_OPERATION_NAME: "execute_tool",
+            sn.GEN_AI_OPERATION_NAME: sn.OP_EXECUTE_TOOL,
             sn.GEN_AI_TOOL_NAME: name,
             sn.GEN_AI_TOOL_CALL_ID: call_id,
             sn.GEN_AI_CONVERSATION_ID: session.session_id,
@@ -161,7 +161,7 @@ class ToolCall:
         self.span: Any = None
 
     def __enter__(self) -> ToolCall:
-        self.span = self.session.start_span(f"execute_tool {self.name}", self._attrs, seq=self._seq)
+        self.span = self.session.start_span(f"{sn.OP_EXECUTE_TOOL} {self.name}", self._attrs, seq=self._seq)
         args = self.session.content(_redact_json, self.arguments)
         if args is not None:
             self.span.set_attribute(sn.GEN_AI_TOOL_CALL_ARGUMENTS, args)

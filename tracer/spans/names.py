@@ -194,7 +194,7 @@ GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 ERROR_TYPE = "error.type"
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
 PROCESS_PID = "process.pid"  # on prunegate.tracer.stats
-OP_CHAT = "chat"  # values of gen_ai.operation.name
+OP_CHAT = "chat"  # values of gen_ai.operation.name, and the first word of the GenAI span names
 OP_EXECUTE_TOOL = "execute_tool"
 
 # the attributes that carry a span's session id, in order of preference (the store promotes it)

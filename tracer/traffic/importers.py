@@ -416,7 +416,7 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str) -> list
     latest: dict[str, dict[str, Any]] = {}
     for row in rows:
         a = row.get("attributes") or {}
-        if a.get(sn.GEN_AI_OPERATION_NAME) != "chat" or not isinstance(a.get(sn.GEN_AI_INPUT_MESSAGES), str):
+        if a.get(sn.GEN_AI_OPERATION_NAME) != sn.OP_CHAT or not isinstance(a.get(sn.GEN_AI_INPUT_MESSAGES), str):
             continue
         key = str(a.get(sn.GEN_AI_CONVERSATION_ID) or row.get("trace_id"))
         if key not in latest or (row.get("start_time_ns") or 0) >= (latest[key].get("start_time_ns") or 0):
