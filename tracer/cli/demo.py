@@ -52,51 +52,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tracer.cli import dashboard as dashboard_cmd
-    from tracer.cli.compare import print_result
-    from tracer.cli.import_cmd import print_report
-    from tracer.lab.compare import compare, parse_policies, progress_bar
-    from tracer.store import Store
-    from tracer.traffic.importers import shipped_sessions_dir
-    from tracer.traffic.recorded import import_paths, load_conversations
 
     path = resolve_store(args.store)
     if args.fresh and path.exists():
         shutil.rmtree(path)
     marker = path / ".demo-built"
     if not marker.exists():
-        data = shipped_sessions_dir()
-        if data is None:
-            raise CommandError("the sample sessions in data/sessions are missing")
-        try:
-            policies = parse_policies(args.policies)
-        except ValueError as exc:
-            raise CommandError(f"--policies: {exc}") from exc
-        sources = [str(data)]
-        shared = _shared_traffic()
-        tau_file = None
-        if shared is not None and args.tau > 0:
-            tau_file = _tau_subset(shared, path, args.tau)
-            sources.append(str(tau_file))
-            sources.append(str(shared / "pydantic-ai-cassettes"))
-        store = Store(path)
-        print(f"==> importing {', '.join(sources)} into {path}", flush=True)
-        try:
-            report = import_paths(sources, store, capture_content=True)
-        except OSError as exc:
-            raise CommandError(f"cannot write the store at {path}: {exc}") from exc
-        print_report(report, path)
-        print(f"==> replaying through {args.policies}, gated and ungated", flush=True)
-        convs = load_conversations(store)
-        if not convs:
-            raise CommandError(f"no sessions to replay in {path}")
-        print_result(compare(convs, policies, gated="both", seed=7, workers=args.workers, store_path=path,
-                             capture_content=True, progress=progress_bar()))
-        compacted = store.compact(timeout=30.0)
-        print(f"{path}: {compacted.segments_compacted} segments, {compacted.rows_inserted} spans moved into "
-              "spans.duckdb", flush=True)
-        if compacted.busy:
-            print(f"prunegate demo: {path}: busy: {compacted.busy}; nothing lost, run again", file=sys.stderr)
-            return status.BUSY
+        rc = _build(args, path)
+        if rc != status.SUCCESS:
+            return rc
         marker.write_text("ok\n")
     else:
         print(f"==> reusing the demo store at {path} (--fresh rebuilds it)", flush=True)
@@ -104,6 +68,49 @@ def run(args: argparse.Namespace) -> int:
         return status.SUCCESS
     print(f"==> serving the dashboard on http://{args.host}:{args.port}", flush=True)
     return dashboard_cmd.handler(argparse.Namespace(store=str(path), host=args.host, port=args.port))
+
+
+def _build(args: argparse.Namespace, path: Path) -> int:
+    """Import the sample traffic, replay it through the policies gated and ungated, compact."""
+    from tracer.cli.compare import print_result
+    from tracer.cli.import_cmd import print_report
+    from tracer.lab.compare import compare, parse_policies, progress_bar
+    from tracer.store import Store
+    from tracer.traffic.importers import shipped_sessions_dir
+    from tracer.traffic.recorded import import_paths, load_conversations
+
+    data = shipped_sessions_dir()
+    if data is None:
+        raise CommandError("the sample sessions in data/sessions are missing")
+    try:
+        policies = parse_policies(args.policies)
+    except ValueError as exc:
+        raise CommandError(f"--policies: {exc}") from exc
+    sources = [str(data)]
+    shared = _shared_traffic()
+    if shared is not None and args.tau > 0:
+        sources.append(str(_tau_subset(shared, path, args.tau)))
+        sources.append(str(shared / "pydantic-ai-cassettes"))
+    store = Store(path)
+    print(f"==> importing {', '.join(sources)} into {path}", flush=True)
+    try:
+        report = import_paths(sources, store, capture_content=True)
+    except OSError as exc:
+        raise CommandError(f"cannot write the store at {path}: {exc}") from exc
+    print_report(report, path)
+    print(f"==> replaying through {args.policies}, gated and ungated", flush=True)
+    convs = load_conversations(store)
+    if not convs:
+        raise CommandError(f"no sessions to replay in {path}")
+    print_result(compare(convs, policies, gated="both", seed=7, workers=args.workers, store_path=path,
+                         capture_content=True, progress=progress_bar()))
+    compacted = store.compact(timeout=30.0)
+    print(f"{path}: {compacted.segments_compacted} segments, {compacted.rows_inserted} spans moved into "
+          "spans.duckdb", flush=True)
+    if compacted.busy:
+        print(f"prunegate demo: {path}: busy: {compacted.busy}; nothing lost, run again", file=sys.stderr)
+        return status.BUSY
+    return status.SUCCESS
 
 
 def _tau_subset(shared: Path, store: Path, n: int) -> Path:
