@@ -144,11 +144,7 @@ def build_events(
         events.append(Event(APPEND, message=msg))
         seq_messages.append(msg)
         calls = [b for b in msg.blocks if b.type == TOOL_USE and b.id]
-        for b in calls:
-            is_side = (b.name in side) if side is not None else looks_side_effecting(b.name)
-            if is_side and b.name:
-                side_names.add(b.name)
-            events.append(Event(TOOL, call_id=b.id, tool_name=b.name, side_effect=is_side, message_id=msg.id))
+        events.extend(_tool_events(msg.id, calls, side, side_names))
         if calls:
             last_calls = tuple(b.id for b in calls if b.id)
         results, rest, i = _gather_results(messages, i + 1, {b.id for b in calls if b.id})
@@ -171,6 +167,17 @@ def build_events(
     names = side if side is not None else side_names
     refs = find_references(seq_messages, ambient_text=ambient_text)
     return EventStream(provider, events, refs, frozenset(names), n_streamed)
+
+
+def _tool_events(message_id: str, calls: list[Block], side: set[str] | None, side_names: set[str]) -> list[Event]:
+    """One tool execution per call, flagged side-effecting by ``side`` (else by name); notes those names."""
+    out = []
+    for b in calls:
+        is_side = (b.name in side) if side is not None else looks_side_effecting(b.name)
+        if is_side and b.name:
+            side_names.add(b.name)
+        out.append(Event(TOOL, call_id=b.id, tool_name=b.name, side_effect=is_side, message_id=message_id))
+    return out
 
 
 def _gather_results(messages: list[Message], i: int, pending: set[str]) -> tuple[list[Message], list[Message], int]:
