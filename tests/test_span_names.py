@@ -16,7 +16,8 @@ NOT_SPAN_NAMES = {
     ("tracer/store/schema.py", "prunegate.schema_version"),  # Parquet file metadata of a segment
 }
 LITERAL = re.compile(r"""[bfrBFR]{0,2}(['"])(prunegate\.[^'"]*)""")
-DOC_NAME = re.compile(r"(?<![\w.])((?:prunegate|gen_ai)\.[a-z_]+(?:\.[a-z_]+)*)")
+# a name in the docs; ``prunegate.replay.<metric>`` is a pattern whose names are listed beside it
+DOC_NAME = re.compile(r"(?<![\w.])((?:prunegate|gen_ai)\.[a-z_]+(?:\.[a-z_]+)*)(?!\w|\.[\w<])")
 
 
 def stray_literals() -> list[str]:

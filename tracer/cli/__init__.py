@@ -52,7 +52,12 @@ COMMANDS: dict[str, CommandInfo] = {
 
 def add_command(sub: argparse._SubParsersAction, name: str, *, description: str) -> argparse.ArgumentParser:
     """The parser of command ``name``, with its summary from :data:`COMMANDS` (for command modules)."""
-    return sub.add_parser(name, help=COMMANDS[name].summary, description=description)  # type: ignore[no-any-return]
+    return sub.add_parser(name, help=_help(COMMANDS[name].summary), description=description)  # type: ignore[no-any-return]
+
+
+def _help(text: str) -> str:
+    """A summary as argparse help text (which %-formats it)."""
+    return text.replace("%", "%%")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -69,7 +74,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         if name == command:
             importlib.import_module(info.module).register(sub)
         else:
-            sub.add_parser(name, help=info.summary)
+            sub.add_parser(name, help=_help(info.summary))
     return parser
 
 
