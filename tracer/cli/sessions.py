@@ -21,11 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 COLUMNS = ("id", "name", "source", "provider", "policy", "gated", "messages", "tool_calls", "peak_tokens", "violations")
+# the same columns as tracer.queries.LIST_COLUMNS (kept literal here: --help must not import the queries)
 
 
 def run(args: argparse.Namespace) -> int:
+    from tracer.queries import list_sessions
     from tracer.store import StoreError
-    from tracer.traffic.recorded import list_sessions, store_path_arg
+    from tracer.traffic.recorded import store_path_arg
 
     store = store_path_arg(args.store)
     if not store.path.exists():

@@ -28,6 +28,7 @@ from policies.errors import EvictedMessageError, HardCeilingExceeded, PrunegateE
 from policies.messages import TOOL_RESULT, Block, Message
 from policies.naive import NaiveRuntime
 from policies.validate import MISSING_TOOL_RESULT, ORPHAN_TOOL_RESULT, Violation, validate
+from tracer.lab import metrics
 from tracer.traffic.events import (
     APPEND,
     CLOSE,
@@ -256,12 +257,12 @@ class _Run:
                 self.session.end({
                     "prunegate.replay.failed": bool(r.failures),
                     "prunegate.replay.error": r.error,
-                    "prunegate.replay.invalid_requests": r.invalid_requests,
-                    "prunegate.replay.model_calls": r.model_calls,
-                    "prunegate.replay.retention": r.retention,
+                    **metrics.root_attributes(r),  # what a reader of the store compares (tracer.lab.metrics)
                 })
 
     def _check(self) -> None:
+        if self.ctx.tokens > self.r.peak_tokens:  # the peak counts the context before a check prunes it
+            self.r.peak_tokens = self.ctx.tokens
         self._count(self.runtime.check(self.ctx))
 
     def _count(self, d: Decision) -> None:
