@@ -49,6 +49,9 @@ COMPARED: tuple[Metric, ...] = (
     Metric("retention", "share of references still available at the model call that used them; none without references"),
 )
 NAMES: tuple[str, ...] = tuple(m.name for m in COMPARED)
+# A decision counts as a deferral when it deferred, or when its reason starts with one of these
+# (a deferral that then spilled or failed at the hard ceiling: "pending_calls; spilled to hold ...").
+DEFERRAL_REASONS: tuple[str, ...] = ("pending_calls", "open_messages", "no_safe_prune", "policy_error")
 # Counted by the replay and recorded with the metrics, not compared (context for the compared ones).
 RECORDED_EXTRA: tuple[str, ...] = ("model_calls", "reinjects", "references", "retained", "lost_stream_heads")
 _PREFIX = "prunegate.replay."
@@ -198,7 +201,7 @@ def result_rows(specs: Sequence[Any], results: Sequence[Sequence[Any]]) -> list[
 
 
 __all__ = [
-    "COMPARED", "DIGITS", "LEVEL", "NAMES", "RECORDED_EXTRA", "Interval", "Metric", "Pair", "arm_label",
+    "COMPARED", "DEFERRAL_REASONS", "DIGITS", "LEVEL", "NAMES", "RECORDED_EXTRA", "Interval", "Metric", "Pair", "arm_label",
     "attribute", "difference_summary", "interval", "pairs", "result_rows", "root_attributes", "rounded",
     "t95", "value",
 ]

@@ -44,7 +44,7 @@ from tracer.traffic.events import (
 from tracer.traffic.importers import Conversation
 
 DEFAULT_BUDGET_SHARE = 0.6  # no --budget: prune at 60% of the session's full size
-DEFERRAL_REASONS = ("pending_calls", "open_messages", "no_safe_prune", "policy_error")
+DEFERRAL_REASONS = metrics.DEFERRAL_REASONS
 LOST_STREAM_HEAD = "lost_stream_head"
 
 

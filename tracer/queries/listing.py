@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from tracer.lab.metrics import DEFERRAL_REASONS
 from tracer.queries._sql import (
     BUDGET_CHECK,
     DEFER,
@@ -51,9 +52,9 @@ _ROOT_FIELDS = {
 }
 _COUNT_FIELDS = {
     "prunegate.message.id": "VARCHAR", "prunegate.event": "VARCHAR", "prunegate.message.summary_of": ["VARCHAR"],
-    "prunegate.message.call_ids": ["VARCHAR"],
+    "prunegate.message.call_ids": ["VARCHAR"], "prunegate.spilled.units": ["VARCHAR"],
     "prunegate.context.tokens": "BIGINT", "prunegate.tokens.before": "BIGINT", "prunegate.tokens.after": "BIGINT",
-    "prunegate.budget": "BIGINT",
+    "prunegate.budget": "BIGINT", "prunegate.reason": "VARCHAR",
     "gen_ai.operation.name": "VARCHAR", "prunegate.tool.retry": "BOOLEAN", "prunegate.request.valid": "BOOLEAN",
 }
 
@@ -77,7 +78,10 @@ roots AS (
     GROUP BY session_id
 )"""
 
-# Per session: what its spans add up to (the Sessions page's columns).
+# A spill or failure whose decision had deferred first (tracer.lab.metrics.DEFERRAL_REASONS; constants only).
+_DEFERRED_FIRST = " OR ".join(f"starts_with(coalesce(a.\"prunegate.reason\", ''), '{r}')" for r in DEFERRAL_REASONS)
+
+# Per session: what its spans add up to (the Sessions page's columns; the definitions of docs/replay.md).
 _COUNTS = f"""
 agg AS (
     SELECT session_id,
@@ -100,8 +104,9 @@ agg AS (
            count(*) FILTER (WHERE name = '{PRUNE}') AS prunes,
            CAST(coalesce(sum(a."prunegate.tokens.before" - a."prunegate.tokens.after")
                          FILTER (WHERE name = '{PRUNE}'), 0) AS BIGINT) AS tokens_pruned,
-           count(*) FILTER (WHERE name = '{DEFER}') AS deferrals,
-           count(*) FILTER (WHERE name = '{SPILL}') AS spills,
+           count(*) FILTER (WHERE name = '{DEFER}' OR (name IN ('{SPILL}', '{FAIL}') AND ({_DEFERRED_FIRST}))) AS deferrals,
+           CAST(coalesce(sum(len(a."prunegate.spilled.units")) FILTER (WHERE name IN ('{SPILL}', '{FAIL}')), 0)
+               AS BIGINT) AS spills,
            count(*) FILTER (WHERE name = '{FAIL}') AS failures,
            count(*) FILTER (WHERE a."gen_ai.operation.name" = 'execute_tool' AND a."prunegate.tool.retry") AS retries,
            count(*) FILTER (WHERE a."gen_ai.operation.name" = 'chat') AS model_calls,
