@@ -9,10 +9,10 @@ recorded session) and the interval are computed here and nowhere else.
 
 The interval is Student's t at 95% over the per-session values (paired: over the per-session
 differences). Chosen over the percentile bootstrap the comparison used before because, resampling
-real τ-bench differences (docs/replay.md, "Confidence intervals"), it covers the true mean at
-least as often at every sample size and much more often at the small samples a dashboard run
-uses (5-12 sessions), and it is deterministic without a seed: the same values give the same
-interval in any order, on any machine.
+real τ-bench differences (docs/replay.md, "Confidence intervals"; bench/bench_intervals.py), it
+covers the true mean much more often at the small samples a dashboard run uses (5-12 sessions)
+and as often from about 100, and it is deterministic without a seed: the same values give the
+same interval in any order, on any machine.
 """
 
 from __future__ import annotations
