@@ -159,3 +159,21 @@ def test_prunegate_sessions_lists_what_the_sessions_page_lists(compared: dict[st
     assert main(["sessions", "--store", str(compared["path"]), "--source", "import", "--json"]) == 0
     imported = json.loads(capsys.readouterr().out)
     assert {r["source"] for r in imported} == {"import"} and len(imported) < len(rows)
+
+
+def test_pairs_match_sessions_and_skip_undefined_values() -> None:
+    rows = [
+        {"source_id": "s1", "arm": "a", "retention": 0.5}, {"source_id": "s1", "arm": "b", "retention": 0.75},
+        {"source_id": "s2", "arm": "a", "retention": None}, {"source_id": "s2", "arm": "b", "retention": 1.0},
+        {"source_id": "s3", "arm": "b", "retention": 0.0},  # no baseline run: not paired
+        {"source_id": "s4", "arm": "a", "retention": 0.2}, {"source_id": "s4", "arm": "b", "retention": 0.4},
+        {"source_id": "s4", "arm": "b", "retention": 0.6},  # replayed twice under b: averaged
+    ]
+    pairs = metrics.pairs(rows, "retention", "a")
+    assert [(p.source_id, p.arm, p.difference) for p in pairs] == [
+        ("s1", "b", 0.25), ("s4", "b", pytest.approx(0.3))]
+    [summary] = metrics.difference_summary(rows, "retention", "a")
+    iv = metrics.interval([0.25, 0.5 - 0.2])
+    assert summary == {"arm": "b", "baseline": "a", "metric": "retention", "n": 2, "mean_diff": metrics.rounded(iv.mean),
+                       "ci_low": metrics.rounded(iv.low), "ci_high": metrics.rounded(iv.high), "level": 0.95}
+    assert metrics.difference_summary(rows, "retention", "c") == []  # no session ran the baseline
