@@ -162,7 +162,7 @@ def test_prunegate_sessions_lists_what_the_sessions_page_lists(compared: dict[st
 
 
 def test_pairs_match_sessions_and_skip_undefined_values() -> None:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"source_id": "s1", "arm": "a", "retention": 0.5}, {"source_id": "s1", "arm": "b", "retention": 0.75},
         {"source_id": "s2", "arm": "a", "retention": None}, {"source_id": "s2", "arm": "b", "retention": 1.0},
         {"source_id": "s3", "arm": "b", "retention": 0.0},  # no baseline run: not paired
