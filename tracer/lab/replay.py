@@ -65,6 +65,15 @@ class ReplaySpec:
     mode: str = "grow"
     label: str | None = None
 
+    def __post_init__(self) -> None:
+        """Refuse impossible numbers before any session is replayed (not part way through)."""
+        for name in ("budget", "hard_ceiling"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if self.budget is not None and self.hard_ceiling is not None and self.hard_ceiling < self.budget:
+            raise ValueError(f"hard_ceiling ({self.hard_ceiling}) must be at least the budget ({self.budget})")
+
     @property
     def name(self) -> str:
         if self.label:
@@ -126,9 +135,11 @@ def full_tokens(conv: Conversation) -> int:
 
 
 def budget_for(conv: Conversation, spec: ReplaySpec) -> int:
+    """The spec's budget, else a share of the session's size (never above the spec's hard ceiling)."""
     if spec.budget is not None:
         return spec.budget
-    return max(1, int(full_tokens(conv) * DEFAULT_BUDGET_SHARE))
+    budget = max(1, int(full_tokens(conv) * DEFAULT_BUDGET_SHARE))
+    return budget if spec.hard_ceiling is None else min(budget, spec.hard_ceiling)
 
 
 def events_for(conv: Conversation, spec: ReplaySpec) -> EventStream:
