@@ -1,6 +1,8 @@
 """``prunegate replay``: recorded sessions through one policy, gated or ungated, recorded as new traces.
 
-Exit status: 0 done (whatever the replays found), 2 bad arguments, no sessions or an unreadable store.
+Exit status: 0 done (whatever the replays found) and every replay read back from the store, 2 bad
+arguments, no sessions or an unreadable store, 3 some replay traces did not reach the store (the
+line printed says where they are and how to move them in).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     row = aggregate([spec], [results])[0]
     if args.json:
         print(json.dumps({"totals": row, "sessions": [r.to_dict() for r in results]}, indent=2))
-        return 0
+        return recorded_outcome(args, store, [r.replay_id for r in results])
     for r in results:
         line = (f"{r.name}: {r.model_calls} model calls, {r.invalid_requests} invalid, {r.orphan_results} orphan results, "
                 f"{r.dangling_calls} dangling calls, {r.duplicated_side_effects} duplicated side effects, "
@@ -81,7 +83,16 @@ def run(args: argparse.Namespace) -> int:
             line += f"; FAILED: {r.error}"
         print(line + (f" -> {r.replay_id}" if args.trace else ""))
     print(format_row(row))
-    return 0
+    return recorded_outcome(args, store, [r.replay_id for r in results])
+
+
+def recorded_outcome(args: argparse.Namespace, store: Any, replay_ids: list[str | None]) -> int:
+    """0 when the recorded replays are in the store (read back), else say what is not (exit 3)."""
+    if not args.trace:
+        return 0
+    from tracer.cli.outcome import check_recorded
+
+    return check_recorded(args.command, store, replay_ids)
 
 
 def load_sessions(args: argparse.Namespace, command: str) -> Any:

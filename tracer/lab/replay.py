@@ -130,7 +130,7 @@ def full_tokens(conv: Conversation) -> int:
     """The token count of the whole conversation held in one context (no pruning)."""
     ctx = Context(provider=conv.provider, strict=False)
     for m in conv.messages:
-        ctx.append(m.copy())
+        ctx.append(m.shallow_copy())
     return ctx.tokens
 
 
@@ -170,6 +170,14 @@ def replay_session(
     stream: EventStream | None = None,
 ) -> SessionResult:
     """Replay one conversation; record it as a traced session when ``tracer_provider`` is given."""
+    from tracer.traffic.jsonparse import deep_enough
+
+    with deep_enough():  # recorded tool inputs may nest a few thousand levels
+        return _replay_session(conv, spec, tracer_provider, capture_content, stream)
+
+
+def _replay_session(conv: Conversation, spec: ReplaySpec, tracer_provider: Any, capture_content: bool,
+                    stream: EventStream | None) -> SessionResult:
     started = time.perf_counter()
     budget = budget_for(conv, spec)
     if stream is None:

@@ -193,6 +193,14 @@ def import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | o
     the spool (counted in the report). The counts of stored sessions and spans are read back
     from the store (see :mod:`tracer.traffic.committer`).
     """
+    from tracer.traffic.jsonparse import deep_enough
+
+    with deep_enough():  # recorded content may nest a few thousand levels (parsing, encoding, counting)
+        return _import_paths(paths, store, fmt, capture_content, batch_spans, wait_busy)
+
+
+def _import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | os.PathLike[str] | None, fmt: str,
+                  capture_content: bool, batch_spans: int, wait_busy: float) -> ImportReport:
     from tracer.traffic.committer import SessionCommitter
 
     store = store if isinstance(store, Store) else Store(store)
@@ -308,9 +316,16 @@ def load_conversations(store: Store | str | os.PathLike[str] | None = None, sess
     replay carries its source's name); otherwise every session whose source is in ``sources``
     (replays are left out: they are derived data).
     """
+    from tracer.traffic.jsonparse import deep_enough
+
     store = store if isinstance(store, Store) else Store(store)
     if not store.path.exists():
         return []
+    with deep_enough():
+        return _load_conversations(store, session_ids, sources)
+
+
+def _load_conversations(store: Store, session_ids: Iterable[str] | None, sources: Iterable[str]) -> list[Conversation]:
     with store.reader() as r:
         roots = r.query("SELECT session_id, attributes, start_time_ns FROM spans WHERE name = 'prunegate.session' "
                         "ORDER BY start_time_ns, session_id")
