@@ -10,7 +10,6 @@ over the hard ceiling → spill the oldest closed units, and fail loudly if even
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal

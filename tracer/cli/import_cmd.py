@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from tracer.cli.checks import store_dir
+from tracer.cli.checks import positive_int, store_dir
 from tracer.traffic.importers import FORMATS
 
 
@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-content", dest="content", action="store_false",
                         help="record structure only, not message content (content is recorded by default: "
                              "import is for files you own, and replay needs it to reproduce token counts exactly)")
+    parser.add_argument("--batch-spans", type=positive_int, default=2048, metavar="N",
+                        help="sessions are written whole, several to a segment of about N spans (default 2048)")
     parser.add_argument("--json", action="store_true",
                         help='print {"sessions", "messages", "tool_calls", "refused", "renamed_ids", ...} as JSON')
     parser.set_defaults(func=run)
@@ -43,12 +45,13 @@ def run(args: argparse.Namespace) -> int:
     from tracer.traffic.recorded import import_paths, store_path_arg
 
     store = store_path_arg(args.store)
-    report = import_paths(args.paths, store, fmt=args.format, capture_content=args.content)
+    report = import_paths(args.paths, store, fmt=args.format, capture_content=args.content,
+                          batch_spans=args.batch_spans)
+    for r in report.refused:  # on stderr with --json too: one line each, file:line and why
+        print(f"prunegate import: refused {r}", file=sys.stderr)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
-        for r in report.refused:
-            print(f"prunegate import: refused {r}", file=sys.stderr)
         print(f"imported {report.sessions} sessions ({report.spans} spans, read back from the store; "
               f"{report.messages} messages, {report.tool_calls} tool calls) into {store.path}")
         if report.skipped:
