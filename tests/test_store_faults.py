@@ -207,6 +207,7 @@ def _chmod_tree(path: Path, writable: bool) -> None:
             p.chmod(0o755 if writable else 0o555)
 
 
+@pytest.mark.slow
 def test_read_only_store_exit_3_twice_then_recover_stores_each_span_once(read_only, traffic, other_traffic,
                                                                           reference, env):
     store, view, extra = read_only
@@ -272,11 +273,12 @@ def _stopped(pid: int, timeout: float = 120.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["claimed:3", "segment-written:1", "segment-written:2", "committed:1"])
 def test_kill_9_mid_import_then_reimport_each_session_exactly_once(tmp_path, traffic, other_traffic, reference,
                                                                    env, point):
     store = tmp_path / "store"
-    assert cli("import", str(other_traffic), "--store", str(store), env=env).returncode == 0
+    assert import_paths([other_traffic], store).complete
     ref = reference["traffic"]
     proc = subprocess.Popen([sys.executable, "-m", "tracer.cli", "import", str(traffic), "--store", str(store),
                              "--batch-spans", "300"],
@@ -294,7 +296,7 @@ def test_kill_9_mid_import_then_reimport_each_session_exactly_once(tmp_path, tra
     assert run.returncode == 0, run.stderr
     assert report["sessions"] == len(ref) - len(set(half) & set(ref))
     assert counts(store) == {**reference["other"], **ref}
-    assert cli("compact", "--store", str(store), env=env).returncode == 0
+    assert Store(store).compact().busy is None
     assert counts(store) == {**reference["other"], **ref}
     assert total_rows(store) == sum(reference["other"].values()) + sum(ref.values())
 

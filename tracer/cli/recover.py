@@ -53,14 +53,15 @@ def run(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"prunegate recover: {exc}", file=sys.stderr)
         return 2
+    damaged = [str(p) for p in spool.damaged()]
     out = {"store": str(store.path), "spool": str(spool.path), "waiting": waiting, "moved": moved, "left": left,
-           "store_spans": in_store, "damaged": [str(p) for p in spool.damaged()], "error": error}
+           "store_spans": in_store, "damaged": damaged, "error": error}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         print(f"moved {moved} spans from the spool {spool.path} into {store.path} (which now holds {in_store} "
               f"spans); {left} spans left in the spool")
-        for p in out["damaged"]:
+        for p in damaged:
             print(f"prunegate recover: unreadable spool file set aside: {p}", file=sys.stderr)
     if left:
         print(f"prunegate recover: {left} spans are still in the spool {spool.path}: the store refused them"

@@ -124,10 +124,10 @@ class StoreReader:
                     return set()
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 0.1) * (0.5 + random.random())
-        has_tables = self.con.execute(
+        has_tables = self._scalar(
             "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'store' "
             "AND table_name IN ('spans', 'compacted_segments')"
-        ).fetchone()[0]
+        )
         if has_tables < 2:
             return set()
         self.main_attached = True
@@ -185,7 +185,11 @@ class StoreReader:
 
     def count(self) -> int:
         """Number of spans visible in this snapshot."""
-        return int(self.con.execute("SELECT count(*) FROM spans").fetchone()[0])
+        return int(self._scalar("SELECT count(*) FROM spans"))
+
+    def _scalar(self, sql: str) -> Any:
+        row = self.con.execute(sql).fetchone()
+        return row[0] if row is not None else None
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -208,7 +208,7 @@ def _import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | 
     existing = _existing_ids(store)
     committer = SessionCommitter(store, batch_spans=batch_spans, wait_busy=wait_busy)
     convs: dict[str, Conversation] = {}
-    for item in read_paths(list(paths), fmt):
+    for item in read_paths([Path(p) for p in paths], fmt):
         if isinstance(item, Refusal):
             report.refused.append(item)
         elif isinstance(item, OtlpFile):
