@@ -229,8 +229,8 @@ def test_read_only_store_exit_3_twice_then_recover_stores_each_span_once(read_on
     if extra.get("chmod"):
         _chmod_tree(store, writable=True)
     # The spool is tied to the path the import was given: recover through it once it is writable.
-    rec = cli("recover", "--store", str(view if extra.get("chmod") else store), "--spool-dir",
-              str(next(Path(env["PRUNEGATE_SPOOL_DIR"]).iterdir())), env=env)
+    rec = cli("recover", "--store", str(store), "--spool-dir", str(next(Path(env["PRUNEGATE_SPOOL_DIR"]).iterdir())),
+              env=env)
     assert rec.returncode == 0, rec.stderr
     assert counts(store) == {**reference["other"], **ref}  # two spooled copies, each span once
     rec2 = cli("recover", "--store", str(store), env=env)
@@ -466,3 +466,51 @@ def test_bad_arguments_exit_2_with_one_line_before_any_work(tmp_path, env, traff
 def test_gate_refuses_impossible_numbers_with_value_error(kwargs):
     with pytest.raises(ValueError):
         Gate(get_policy("recency"), **kwargs)
+
+
+# ----------------------------------------------------------------------------------- in-process tracing
+GUARD_SCRIPT = r"""
+import json, sys
+from tracer.guard.instrument import PruneGuard
+bodies = [json.loads(line) for line in open(sys.argv[2]) if line.strip()]
+pg = PruneGuard("recency", budget=2000, store=sys.argv[1])
+for body in bodies:
+    body = {k: v for k, v in body.items() if k not in ("id", "side_effect_tools", "streamed_calls")}
+    pg.gate(body)
+    pg.record_response({"content": [{"type": "text", "text": "ok"}]})
+pg.close()
+print(json.dumps(pg.stats()["tracing"]["store"]))
+print("agent finished", flush=True)
+"""
+
+
+def test_guard_on_a_read_only_store_never_breaks_the_agent_and_reports_the_same_counts(read_only, tmp_path, env):
+    import ast
+
+    store, view, extra = read_only
+    assert import_paths([SHIPPED[0]], store).complete
+    before = counts(store)
+    if extra.get("chmod"):
+        _chmod_tree(store, writable=False)
+    bodies = next(p for p in SHIPPED if "anthropic" in p.name)
+    run = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, str(view), str(bodies)], cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, **env}, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "agent finished" in run.stdout and "Traceback" not in run.stderr
+    during = json.loads(run.stdout.splitlines()[0])
+    assert during["received"] > 0 and during["stored"] == 0 and during["dropped"] == 0
+    assert during["spooled"] == during["received"]
+    at_exit = ast.literal_eval(run.stderr.split("at shutdown: ", 1)[1].splitlines()[0])
+    assert {k: at_exit[k] for k in ("received", "stored", "spooled", "dropped")} == \
+        {k: during[k] for k in ("received", "stored", "spooled", "dropped")}
+    assert "prunegate recover --store" in run.stderr
+    assert counts(store) == before  # nothing that was there is lost
+    if extra.get("chmod"):
+        _chmod_tree(store, writable=True)
+    spool = next(Path(env["PRUNEGATE_SPOOL_DIR"]).iterdir())  # the spool of the path the guard was given
+    rec = cli("recover", "--store", str(store), "--spool-dir", str(spool), env=env)
+    assert rec.returncode == 0, rec.stderr
+    after = counts(store)
+    live = set(after) - set(before)  # the guard's sessions (one per conversation it saw)
+    assert live and {s: after[s] for s in before} == before
+    assert sum(after[s] for s in live) == during["received"]  # every span it received, once
