@@ -514,3 +514,26 @@ def test_guard_on_a_read_only_store_never_breaks_the_agent_and_reports_the_same_
     live = set(after) - set(before)  # the guard's sessions (one per conversation it saw)
     assert live and {s: after[s] for s in before} == before
     assert sum(after[s] for s in live) == during["received"]  # every span it received, once
+
+
+def test_replay_into_a_read_only_store_exits_3_and_recover_brings_every_replay_in(read_only, env):
+    store, view, extra = read_only
+    source = SHIPPED[0]
+    assert import_paths([source], store).complete
+    before = counts(store)
+    if extra.get("chmod"):
+        _chmod_tree(store, writable=False)
+    run = cli("replay", "--policy", "recency", "--json", "--store", str(view), env=env)
+    assert run.returncode == 3, run.stderr
+    replayed = [s["replay_id"] for s in json.loads(run.stdout)["sessions"]]
+    assert len(replayed) == len(before)
+    line = [x for x in run.stderr.splitlines() if "recorded sessions are not in the store" in x]
+    assert len(line) == 1 and f"{len(before)} of {len(before)}" in line[0] and "prunegate recover --store" in line[0]
+    assert counts(store) == before
+    if extra.get("chmod"):
+        _chmod_tree(store, writable=True)
+    spool = next(Path(env["PRUNEGATE_SPOOL_DIR"]).iterdir())
+    assert cli("recover", "--store", str(store), "--spool-dir", str(spool), env=env).returncode == 0
+    after = counts(store)
+    assert {s: after[s] for s in before} == before
+    assert set(after) - set(before) == set(replayed)

@@ -159,10 +159,11 @@ def compact(
     :class:`StoreError` when its database cannot be opened."""
     result = CompactResult(store=str(layout.root))
     deadline = time.monotonic() + timeout
-    if not layout.segments.is_dir():
-        result.busy = "no store here yet (no segments directory)"
-        return result
+    if not layout.root.is_dir():
+        raise StoreError(f"{layout.root}: no store here")
     check_writable(layout)  # a read-only store is a permission problem, not a busy one
+    if not layout.segments.is_dir():
+        return result  # an empty store: nothing to compact
     lock = FileLock(layout.compact_lock)
     if not lock.acquire(timeout):
         result.busy = "another compaction is running"
