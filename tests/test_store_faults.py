@@ -537,3 +537,20 @@ def test_replay_into_a_read_only_store_exits_3_and_recover_brings_every_replay_i
     after = counts(store)
     assert {s: after[s] for s in before} == before
     assert set(after) - set(before) == set(replayed)
+
+
+def test_shadow_guard_stats_carry_the_pipeline_counters(tmp_path, env, monkeypatch):
+    from tracer.guard.shadow import ShadowGuard
+
+    monkeypatch.setenv("PRUNEGATE_SPOOL_DIR", env["PRUNEGATE_SPOOL_DIR"])
+    store = tmp_path / "store"
+    sg = ShadowGuard(store=store, trimmer="last-two")
+    history = [{"role": "user", "content": f"question {i}"} if i % 2 == 0 else
+               {"role": "assistant", "content": f"answer {i}"} for i in range(6)]
+    sg.observe(history, history[-2:])
+    sg.close()
+    stats = sg.stats()
+    tracing = stats["tracing"]["store"]
+    assert stats["errors"] == 0 and tracing["received"] > 0
+    assert tracing["received"] == tracing["stored"] + tracing["spooled"] + tracing["dropped"] + tracing["queued"]
+    assert tracing["stored"] == tracing["received"] and counts(store)[sg.session_id] == tracing["stored"]

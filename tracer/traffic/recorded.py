@@ -151,6 +151,7 @@ class ImportReport:
     unverified: list[str] = field(default_factory=list)  # written, but the read-back disagrees
     store_error: str | None = None
     spool_error: str | None = None
+    otlp_sessions: dict[str, tuple[int, int, int]] = field(default_factory=dict, repr=False)  # spans, msgs, calls
 
     @property
     def complete(self) -> bool:
@@ -232,12 +233,21 @@ def _import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | 
 
 def _verify(store: Store, written: dict[str, int], convs: dict[str, Conversation], report: ImportReport) -> None:
     """Count what this run wrote by reading the store back: only what is there is reported as imported."""
-    if not written:
+    if not written and not report.otlp_sessions:
         return
     with store.reader() as r:
         rows = r.query("SELECT session_id, count(*) AS n FROM spans WHERE list_contains(?::VARCHAR[], session_id) "
-                       "GROUP BY session_id", [list(written)])
+                       "GROUP BY session_id", [[*written, *report.otlp_sessions]])
     found = {row["session_id"]: int(row["n"]) for row in rows}
+    for sid, (n, messages, tool_calls) in report.otlp_sessions.items():  # sessions an OTLP file held whole
+        if found.get(sid) != n:
+            report.unverified.append(sid)
+            continue
+        report.session_ids.append(sid)
+        report.sessions += 1
+        report.spans += n
+        report.messages += messages
+        report.tool_calls += tool_calls
     for sid, n in written.items():
         if found.get(sid) != n:
             report.unverified.append(sid)
@@ -275,11 +285,8 @@ def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: s
             mine = [r["attributes"] for r in rows if r["session_id"] == sid and r["name"] == "prunegate.message"
                     and r["attributes"].get("prunegate.event") in ARRIVALS
                     and not r["attributes"].get("prunegate.message.summary_of")]
-            report.sessions += 1
-            report.spans += sum(1 for r in rows if r["session_id"] == sid)
-            report.messages += len(mine)
-            report.tool_calls += sum(len(a.get("prunegate.message.call_ids") or []) for a in mine)
-            report.session_ids.append(sid)
+            report.otlp_sessions[sid] = (sum(1 for r in rows if r["session_id"] == sid), len(mine),
+                                         sum(len(a.get("prunegate.message.call_ids") or []) for a in mine))
         existing |= own
         return
     for conv in conversations_from_genai_rows(rows, str(item.path)):
