@@ -322,6 +322,11 @@ def test_truncated_and_zero_byte_segments_are_skipped_named_then_quarantined(tmp
     warned = [line for line in run.stderr.splitlines() if "skipping unreadable segment" in line]
     assert len(warned) == 2 and any(str(victim) in w for w in warned) and any(str(empty) in w for w in warned)
     assert counts(store) == expected
+    from tracer import queries  # what the dashboard reads through
+
+    with Store(store).reader() as r:
+        assert set(queries.sessions(r)["session_id"]) == set(expected)
+        assert sorted(r.damaged_segments) == sorted([victim, empty]) and not r.complete
     replay = cli("replay", "--policy", "recency", "--no-trace", "--store", str(store), env=env)
     assert replay.returncode == 0, replay.stderr
     comp = cli("compact", "--json", "--store", str(store), env=env)
