@@ -207,7 +207,6 @@ def _chmod_tree(path: Path, writable: bool) -> None:
             p.chmod(0o755 if writable else 0o555)
 
 
-@pytest.mark.slow
 def test_read_only_store_exit_3_twice_then_recover_stores_each_span_once(read_only, traffic, other_traffic,
                                                                           reference, env):
     store, view, extra = read_only
@@ -273,7 +272,6 @@ def _stopped(pid: int, timeout: float = 120.0) -> bool:
     return False
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("point", ["claimed:3", "segment-written:1", "segment-written:2", "committed:1"])
 def test_kill_9_mid_import_then_reimport_each_session_exactly_once(tmp_path, traffic, other_traffic, reference,
                                                                    env, point):

@@ -161,7 +161,7 @@ def compact(
     result = CompactResult(store=str(layout.root))
     deadline = time.monotonic() + timeout
     if not layout.root.is_dir():
-        raise StoreError(f"{layout.root}: no store here")
+        return result  # no store yet (writers create it): nothing to compact
     check_writable(layout)  # a read-only store is a permission problem, not a busy one
     if not layout.segments.is_dir():
         return result  # an empty store: nothing to compact
