@@ -19,6 +19,7 @@ __all__ = [
     "OtlpJsonError",
     "RedactionFailed",
     "StoreError",
+    "StorePermissionError",
     "TracerError",
 ]
 
@@ -29,6 +30,11 @@ class TracerError(PrunegateError):
 
 class StoreError(TracerError, RuntimeError):
     """The store cannot be read (damaged file, bad query); the message names the path."""
+
+
+class StorePermissionError(StoreError):
+    """The store (or one of its files) cannot be written or read for lack of permission; the
+    message names the path. Never reported as "busy": waiting does not help, permissions do."""
 
 
 class OtlpJsonError(TracerError, ValueError):

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from policies.errors import PrunegateError
 from tracer.cli import status
+from tracer.cli.checks import OneLineParser, check_args, fail_usage
 from tracer.store.settings import ENVIRONMENT
 
 __all__ = ["COMMANDS", "CommandInfo", "build_parser", "main"]
@@ -39,8 +40,10 @@ COMMANDS: dict[str, CommandInfo] = {
     "replay": CommandInfo("tracer.cli.replay",
                           "replay recorded sessions through a policy, gated or not; recorded as new traces"),
     "compare": CommandInfo("tracer.cli.compare",
-                           "compare policies on recorded sessions (A/B metrics with paired bootstrap CIs)"),
+                           "compare policies on recorded sessions (A/B metrics with paired 95% confidence intervals)"),
     "compact": CommandInfo("tracer.cli.compact", "move recorded segments into the store's main database"),
+    "recover": CommandInfo("tracer.cli.recover",
+                           "move spooled spans (written aside when the store refused them) into the store"),
     "dashboard": CommandInfo(
         "tracer.cli.dashboard",
         "serve the web dashboard (sessions, replay, violations, compare, live) over a trace store"),
@@ -63,13 +66,13 @@ def _help(text: str) -> str:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``prunegate`` parser; only ``command``'s module is imported (the others are listed by summary)."""
     epilog = "environment:\n" + "\n".join(f"  {name:<28}{doc}" for name, doc in ENVIRONMENT.items())
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="prunegate",
         description="Safe, observable context pruning for LLM agents.",
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name, info in COMMANDS.items():
         if name == command:
             importlib.import_module(info.module).register(sub)
@@ -88,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return status.ERROR
+    problem = check_args(args)  # before any work, for every command
+    if problem:
+        fail_usage(f"prunegate {args.command}", problem)
     try:
         return int(func(args))
     except PrunegateError as exc:

@@ -7,7 +7,7 @@ import json
 import sys
 
 from tracer.cli import add_command, options, status
-from tracer.errors import CommandError
+from tracer.errors import CommandError, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     options.add_store(parser)
     parser.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds to wait for locks held by readers (default 30)"
+        "--timeout", type=options.positive_seconds, default=30.0, help="seconds to wait for locks held by readers (default 30)"
     )
     options.add_json(parser, "print the result as JSON")
     parser.set_defaults(func=run)
@@ -32,8 +32,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"no store at {store.path}")
     try:
         result = store.compact(timeout=args.timeout)
-    except Exception as exc:  # a damaged database file, a permission problem: say which store
-        raise CommandError(f"{store.path}: {exc}") from exc
+    except StoreError:
+        raise  # permission denied (named as such), a damaged database file: main() prints it
+    except OSError as exc:
+        raise CommandError(f"{store.path}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")) from exc
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
     else:

@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING
 
 from policies.errors import PrunegateError
-from tracer.cli import add_command, options, status
+from tracer.cli import add_command, options
 from tracer.cli.output import format_row
 from tracer.errors import CommandError
 
@@ -22,13 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = add_command(
         sub, "compare",
         description="Replay every session under every policy (and gating), one row of metrics per policy and "
-        "gating, plus per-session differences against the first policy with bootstrap confidence intervals. "
+        "gating, plus per-session differences against the first policy with Student-t 95% confidence intervals. "
         "Policies are comma-separated; '@k=v' sets a parameter (e.g. recency@target=0.5). Sessions run in "
         "parallel with --workers; each worker records its replays into the store.",
     )
     parser.add_argument("--policies", required=True, metavar="A,B,...", help="policies to compare; the first is the baseline")
     parser.add_argument("--gated", choices=("on", "off", "both"), default="both", help="gate on, off, or both (default)")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     options.add_replay_options(parser)
     parser.set_defaults(func=run)
 
@@ -49,12 +48,13 @@ def run(args: argparse.Namespace) -> int:
     result = compare(convs, policies, gated=args.gated, budget=args.budget, hard_ceiling=args.hard_ceiling,
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
-                     progress=progress_bar(), resamples=args.resamples)
+                     progress=progress_bar())
+    recorded = [r.replay_id for rs in result.results for r in rs]
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         print_result(result)
-    return status.SUCCESS
+    return options.recorded_outcome(args, store, recorded)
 
 
 def print_result(result: Comparison) -> None:
@@ -62,7 +62,7 @@ def print_result(result: Comparison) -> None:
     for row in result.rows:
         print(format_row(row))
     if result.differences:
-        print("\npaired differences per session against the baseline (mean, 95% bootstrap CI):")
+        print("\npaired differences per session against the baseline (mean, Student-t 95% CI):")
         for d in result.differences:
             if d["mean_diff"] == 0 and d["ci_low"] == 0 and d["ci_high"] == 0:
                 continue

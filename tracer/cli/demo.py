@@ -74,6 +74,7 @@ def _build(args: argparse.Namespace, path: Path) -> int:
     """Import the sample traffic, replay it through the policies gated and ungated, compact."""
     from tracer.cli.compare import print_result
     from tracer.cli.import_cmd import print_report
+    from tracer.cli.outcome import check_recorded
     from tracer.lab.compare import compare, parse_policies, progress_bar
     from tracer.store import Store
     from tracer.traffic.importers import shipped_sessions_dir
@@ -98,12 +99,18 @@ def _build(args: argparse.Namespace, path: Path) -> int:
     except OSError as exc:
         raise CommandError(f"cannot write the store at {path}: {exc}") from exc
     print_report(report, path)
+    if not report.complete:
+        return status.NOT_STORED
     print(f"==> replaying through {args.policies}, gated and ungated", flush=True)
     convs = load_conversations(store)
     if not convs:
         raise CommandError(f"no sessions to replay in {path}")
-    print_result(compare(convs, policies, gated="both", seed=7, workers=args.workers, store_path=path,
-                         capture_content=True, progress=progress_bar()))
+    result = compare(convs, policies, gated="both", seed=7, workers=args.workers, store_path=path,
+                     capture_content=True, progress=progress_bar())
+    print_result(result)
+    rc = check_recorded("demo", store, [r.replay_id for rs in result.results for r in rs])
+    if rc != status.SUCCESS:
+        return rc
     compacted = store.compact(timeout=30.0)
     print(f"{path}: {compacted.segments_compacted} segments, {compacted.rows_inserted} spans moved into "
           "spans.duckdb", flush=True)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from tracer.cli.checks import nonneg_int as nonnegative
+from tracer.cli.checks import positive_int as positive
+from tracer.cli.checks import positive_seconds, store_dir
 from tracer.errors import CommandError
 from tracer.store.settings import STORE_HELP, resolve_store
 
@@ -18,13 +21,14 @@ if TYPE_CHECKING:
     from tracer.traffic.importers import Conversation
 
 __all__ = [
-    "add_json", "add_replay_options", "add_store", "load_sessions", "nonnegative", "port", "positive", "store_of",
+    "add_json", "add_replay_options", "add_store", "load_sessions", "nonnegative", "port", "positive",
+    "positive_seconds", "recorded_outcome", "store_of",
 ]
 
 
 def add_store(parser: argparse.ArgumentParser) -> None:
     """``--store DIR`` (default ``$PRUNEGATE_STORE``, else ``./prunegate-store``)."""
-    parser.add_argument("--store", help=STORE_HELP)
+    parser.add_argument("--store", type=store_dir, help=STORE_HELP)
 
 
 def add_json(parser: argparse.ArgumentParser, help: str = "print JSON instead of text") -> None:
@@ -75,22 +79,7 @@ def load_sessions(args: argparse.Namespace) -> tuple[Store, list[Conversation]]:
 
 
 # ----------------------------------------------------------------------------- argument types
-def positive(text: str) -> int:
-    """An integer > 0 (``1_000`` allowed)."""
-    value = _int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def nonnegative(text: str) -> int:
-    """An integer >= 0."""
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
+# positive, nonnegative, positive_seconds and store_dir are tracer.cli.checks' (one definition each).
 def port(text: str) -> int:
     """A TCP port, 1-65535."""
     try:
@@ -102,8 +91,10 @@ def port(text: str) -> int:
     return value
 
 
-def _int(text: str) -> int:
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+def recorded_outcome(args: argparse.Namespace, store: Store, replay_ids: list[str | None]) -> int:
+    """SUCCESS when the recorded replays are in the store (read back), else say what is not (exit 3)."""
+    if not args.trace:
+        return 0
+    from tracer.cli.outcome import check_recorded
+
+    return check_recorded(args.command, store, replay_ids)

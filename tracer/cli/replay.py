@@ -1,6 +1,8 @@
 """``prunegate replay``: recorded sessions through one policy, gated or ungated, recorded as new traces.
 
-Exit status: 0 done (whatever the replays found), 2 bad arguments, no sessions or an unreadable store.
+Exit status: 0 done (whatever the replays found) and every replay read back from the store, 2 bad
+arguments, no sessions or an unreadable store, 3 some replay traces did not reach the store (the
+line printed says where they are and how to move them in).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import argparse
 import json
 import sys
 
-from tracer.cli import add_command, options, status
+from tracer.cli import add_command, options
 from tracer.cli.output import format_row
 
 
@@ -46,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     row = aggregate([spec], [results])[0]
     if args.json:
         print(json.dumps({"totals": row, "sessions": [r.to_dict() for r in results]}, indent=2))
-        return status.SUCCESS
+        return options.recorded_outcome(args, store, [r.replay_id for r in results])
     for r in results:
         line = (f"{r.name}: {r.model_calls} model calls, {r.invalid_requests} invalid, {r.orphan_results} orphan results, "
                 f"{r.dangling_calls} dangling calls, {r.duplicated_side_effects} duplicated side effects, "
@@ -55,4 +57,4 @@ def run(args: argparse.Namespace) -> int:
             line += f"; FAILED: {r.error}"
         print(line + (f" -> {r.replay_id}" if args.trace else ""))
     print(format_row(row))
-    return status.SUCCESS
+    return options.recorded_outcome(args, store, [r.replay_id for r in results])

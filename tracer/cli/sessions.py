@@ -22,10 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 COLUMNS = ("id", "name", "source", "provider", "policy", "gated", "messages", "tool_calls", "peak_tokens", "violations")
+# the same columns as tracer.queries.LIST_COLUMNS (kept literal here: --help must not import the queries)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracer.traffic.recorded import list_sessions
+    from tracer.queries import list_sessions
 
     store = options.store_of(args)
     if not store.path.exists():

@@ -11,5 +11,8 @@ FOUND_PROBLEMS = 1
 ERROR = 2
 """The command could not do what it was asked: bad arguments, unreadable input, no store (argparse's 2 too)."""
 
-BUSY = 3
-"""The store was busy (``compact``): nothing lost, run it again."""
+NOT_STORED = 3
+"""Some of what the command recorded did not reach the store, or the store was busy (``compact``):
+nothing is lost; the line printed says where it is and which command moves it in (``recover``)."""
+
+BUSY = NOT_STORED

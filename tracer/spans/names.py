@@ -67,9 +67,24 @@ REPLAY_SEED = "prunegate.replay.seed"
 REPLAY_STREAM_RESULTS = "prunegate.replay.stream_results"
 REPLAY_FAILED = "prunegate.replay.failed"
 REPLAY_ERROR = "prunegate.replay.error"
+# replay sessions, at the end: one attribute per metric of tracer.lab.metrics (its ``attribute(name)``)
+REPLAY_METRIC_PREFIX = "prunegate.replay."
 REPLAY_INVALID_REQUESTS = "prunegate.replay.invalid_requests"
-REPLAY_MODEL_CALLS = "prunegate.replay.model_calls"
+REPLAY_ORPHAN_RESULTS = "prunegate.replay.orphan_results"
+REPLAY_DANGLING_CALLS = "prunegate.replay.dangling_calls"
+REPLAY_DUPLICATED_SIDE_EFFECTS = "prunegate.replay.duplicated_side_effects"
+REPLAY_TOKENS_SENT = "prunegate.replay.tokens_sent"
+REPLAY_PEAK_TOKENS = "prunegate.replay.peak_tokens"
+REPLAY_PRUNES = "prunegate.replay.prunes"
+REPLAY_DEFERRALS = "prunegate.replay.deferrals"
+REPLAY_SPILLS = "prunegate.replay.spills"
+REPLAY_FAILURES = "prunegate.replay.failures"
 REPLAY_RETENTION = "prunegate.replay.retention"
+REPLAY_MODEL_CALLS = "prunegate.replay.model_calls"
+REPLAY_REINJECTS = "prunegate.replay.reinjects"
+REPLAY_REFERENCES = "prunegate.replay.references"
+REPLAY_RETAINED = "prunegate.replay.retained"
+REPLAY_LOST_STREAM_HEADS = "prunegate.replay.lost_stream_heads"
 
 # ---------------------------------------------------------------- prunegate.message
 EVENT = "prunegate.event"
@@ -208,7 +223,7 @@ def span_names() -> tuple[str, ...]:
 
 def attribute_keys() -> tuple[str, ...]:
     """Every attribute key above (``prunegate.*`` and the GenAI/OTel keys prunegate emits)."""
-    names = set(SPAN_NAMES) | {PREFIX, SCOPE}
+    names = set(SPAN_NAMES) | {PREFIX, SCOPE, REPLAY_METRIC_PREFIX}
     return tuple(sorted(
         v for k, v in globals().items()
         if k.isupper() and isinstance(v, str) and "." in v and v not in names

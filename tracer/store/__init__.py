@@ -8,6 +8,7 @@ Layout (see docs/store.md for the whole design)::
       spans.duckdb         the compacted main table plus the ledger of absorbed segments
       compact.lock         flock: one compactor at a time
       readers.lock         flock: readers (shared) vs. segment deletion (exclusive)
+      claims/<session>     imported sessions: flock while written, "committed" once they are
 
 Writers append segments and never open DuckDB; ``compact()`` moves segments into ``spans.duckdb``;
 ``reader()`` gives a consistent snapshot over both. Queries take parameters, never formatted values.
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracer.errors import StoreError
+from tracer.errors import StoreError, StorePermissionError
 from tracer.store.settings import STORE_ENV, resolve_store
 
 # pyarrow loads when a Store is made, not on ``import tracer.store`` (the command line's --help and
@@ -34,7 +35,10 @@ if TYPE_CHECKING:
 
 Params = Sequence[Any] | dict[str, Any] | None
 
-__all__ = ["Store", "StoreError", "StoreReader", "CompactResult", "default_store_path", "resolve_store"]
+__all__ = [
+    "Store", "StoreError", "StorePermissionError", "StoreReader", "CompactResult", "default_store_path",
+    "resolve_store",
+]
 
 ENV_STORE = STORE_ENV  # the name tests and callers used before tracer.store.settings
 

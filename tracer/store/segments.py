@@ -8,6 +8,7 @@ deletes later. Writers never open the DuckDB file, so they never wait for a lock
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import secrets
@@ -19,8 +20,29 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracer.errors import StorePermissionError
 from tracer.store.locks import fsync_path, pid_alive
 from tracer.store.schema import ARROW_SCHEMA, SCHEMA_VERSION
+
+
+def check_writable(layout: StoreLayout) -> None:
+    """Raise :class:`StorePermissionError` when this process cannot create files in the store.
+
+    Tries for real (a file in ``tmp/`` or the root): ``os.access`` says yes to root on a
+    read-only mount and cannot see every refusal."""
+    where = layout.tmp if layout.tmp.is_dir() else layout.root
+    probe = where / f"probe.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise StorePermissionError(
+                f"{where}: permission denied: this process cannot write the store ({exc.strerror})"
+            ) from exc
+        raise
+    os.close(fd)
+    os.unlink(probe)
+
 
 SEGMENT_SUFFIX = ".parquet"
 TMP_SUFFIX = ".tmp"

@@ -23,10 +23,19 @@ CAPTURE_CONTENT_ENV = "PRUNEGATE_CAPTURE_CONTENT"
 """``true``/``false``: record message content in spans (structure is always recorded). When unset,
 the GenAI convention's ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` decides; default off."""
 
+MAX_INPUT_BYTES_ENV = "PRUNEGATE_MAX_INPUT_BYTES"
+"""Largest input file ``prunegate import`` reads (bytes); default 256 MiB."""
+
+FAULT_STOP_ENV = "PRUNEGATE_FAULT_STOP"
+"""Test hook of the fault-injection suite: ``<point>:<n>`` stops (SIGSTOP) an importer the n-th time it
+reaches ``<point>``. Never set it outside the tests."""
+
 ENVIRONMENT: dict[str, str] = {
     STORE_ENV: "trace store directory when --store is not given (default ./prunegate-store)",
     SPOOL_DIR_ENV: "spool directory for span batches the store refused (default ~/.cache/prunegate/spool)",
     CAPTURE_CONTENT_ENV: "true/false: record message content in spans (default: off)",
+    MAX_INPUT_BYTES_ENV: "largest input file import reads, in bytes (default 256 MiB)",
+    FAULT_STOP_ENV: "test hook of the fault-injection suite; never set it otherwise",
 }
 """Every ``PRUNEGATE_*`` variable, with one line on what it does (shown by ``prunegate --help``)."""
 
