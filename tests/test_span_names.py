@@ -127,3 +127,11 @@ def test_traced_sessions_emit_only_defined_names() -> None:
         assert set(span.attributes or {}) <= defined, (span.name, set(span.attributes or {}) - defined)
         for link in span.links:
             assert set(link.attributes or {}) <= defined
+
+
+def test_replay_metric_attributes_are_defined() -> None:
+    """The replay's per-metric root attributes (tracer.lab.metrics) are constants of names.py."""
+    from tracer.lab import metrics
+
+    keys = {metrics.attribute(n) for n in (*metrics.NAMES, *metrics.RECORDED_EXTRA)}
+    assert keys <= set(names.attribute_keys()), sorted(keys - set(names.attribute_keys()))

@@ -20,7 +20,10 @@ __all__ = [
     "RedactionFailed",
     "StoreError",
     "StorePermissionError",
+    "TooDeep",
+    "TooLarge",
     "TracerError",
+    "Unparseable",
 ]
 
 
@@ -54,6 +57,18 @@ class RedactionFailed(TracerError):
 
 class ExportFailed(TracerError, RuntimeError):
     """An exporter returned FAILURE instead of raising."""
+
+
+class Unparseable(TracerError, ValueError):
+    """A JSON value that cannot be accepted; ``str()`` is the reason (no file or line: callers add them)."""
+
+
+class TooDeep(Unparseable):
+    """JSON nested deeper than the parser accepts."""
+
+
+class TooLarge(Unparseable):
+    """A JSON value larger than ``$PRUNEGATE_MAX_INPUT_BYTES``."""
 
 
 class InputError(TracerError):
