@@ -28,6 +28,19 @@ def fingerprint(item: Any) -> str:
     return hashlib.blake2b(raw.encode("utf-8"), digest_size=12).hexdigest()
 
 
+def message_fingerprint(message: Message) -> str:
+    """A digest of what a message says (role, blocks, call ids, content), not how a framework holds it.
+
+    Converters keep different bookkeeping (ids, provider keys, content shapes) on the way in and
+    out of a framework; a message that comes back unchanged must fingerprint the same.
+    """
+    blocks = [[b.type, b.plain_text() if b.type != "other" else json.dumps(b.extra, sort_keys=True, default=str),
+               b.id if b.call_id else None, b.name if b.call_id else None, b.answers, bool(b.is_error)]
+              for b in message.blocks]
+    role = "tool" if message.role == "user" and message.answered_ids and not message.has_user_text() else message.role
+    return fingerprint([role, blocks])
+
+
 def split_body(body: Any, provider: str) -> tuple[list[Any], dict[str, Any]]:
     """(history items, the other keys) of a request body; SDK objects become plain data.
 
