@@ -16,7 +16,7 @@ from typing import Any
 
 from policies import convert
 from policies.errors import StructureError
-from policies.messages import Message
+from policies.messages import Message, content_digest
 from tracer.spans.genai import plain
 
 SYSTEM_KEY = "__system__"  # an Anthropic body's top-level ``system`` as one history item
@@ -29,16 +29,8 @@ def fingerprint(item: Any) -> str:
 
 
 def message_fingerprint(message: Message) -> str:
-    """A digest of what a message says (role, blocks, call ids, content), not how a framework holds it.
-
-    Converters keep different bookkeeping (ids, provider keys, content shapes) on the way in and
-    out of a framework; a message that comes back unchanged must fingerprint the same.
-    """
-    blocks = [[b.type, b.plain_text() if b.type != "other" else json.dumps(b.extra, sort_keys=True, default=str),
-               b.id if b.call_id else None, b.name if b.call_id else None, b.answers, bool(b.is_error)]
-              for b in message.blocks]
-    role = "tool" if message.role == "user" and message.answered_ids and not message.has_user_text() else message.role
-    return fingerprint([role, blocks])
+    """What a message says, however a framework holds it (:func:`policies.messages.content_digest`)."""
+    return content_digest(message)
 
 
 def split_body(body: Any, provider: str) -> tuple[list[Any], dict[str, Any]]:
