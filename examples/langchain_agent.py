@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -20,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from langchain.agents import create_agent  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
+from pydantic import SecretStr  # noqa: E402
 from scripted import PROMPT, SYSTEM, get_weather, lookup_order, main  # noqa: E402
 
 from policies.adapters.langchain_middleware import prune_middleware  # noqa: E402
@@ -27,14 +29,14 @@ from tracer import PruneGuard  # noqa: E402
 
 
 def run(base_url: str, *, budget: int, store: str | None, mode: str = "sync") -> PruneGuard:
-    model = ChatOpenAI(model="gpt-4o", base_url=base_url, api_key="dummy-key", streaming=mode == "stream")
+    model = ChatOpenAI(model="gpt-4o", base_url=base_url, api_key=SecretStr("dummy-key"), streaming=mode == "stream")
     tools = [tool(lookup_order), tool(get_weather)]
     # --- the integration ------------------------------------------------------------------------
     guard = PruneGuard("tiered", budget=budget, provider="openai", store=store)
     agent = create_agent(model, tools, system_prompt=SYSTEM, middleware=[prune_middleware(guard)])
     # --------------------------------------------------------------------------------------------
-    question = {"messages": [{"role": "user", "content": f"{PROMPT} ({mode})"}]}
-    config = {"recursion_limit": 500}
+    question: Any = {"messages": [{"role": "user", "content": f"{PROMPT} ({mode})"}]}
+    config: Any = {"recursion_limit": 500}
     if mode == "sync":
         agent.invoke(question, config)
     elif mode == "async":

@@ -14,12 +14,14 @@ import asyncio
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from langchain_core.tools import tool  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
+from pydantic import SecretStr  # noqa: E402
 from scripted import PROMPT, SYSTEM, get_weather, lookup_order, main  # noqa: E402
 
 from policies.adapters.langgraph import prune_hook  # noqa: E402
@@ -31,7 +33,7 @@ with warnings.catch_warnings():  # create_react_agent is deprecated in favour of
 
 
 def run(base_url: str, *, budget: int, store: str | None, mode: str = "sync") -> PruneGuard:
-    model = ChatOpenAI(model="gpt-4o", base_url=base_url, api_key="dummy-key", streaming=mode == "stream")
+    model = ChatOpenAI(model="gpt-4o", base_url=base_url, api_key=SecretStr("dummy-key"), streaming=mode == "stream")
     tools = [tool(lookup_order), tool(get_weather)]
     # --- the integration ------------------------------------------------------------------------
     guard = PruneGuard("tiered", budget=budget, provider="openai", store=store)
@@ -40,8 +42,8 @@ def run(base_url: str, *, budget: int, store: str | None, mode: str = "sync") ->
         agent = create_react_agent(model, tools, prompt=SYSTEM,
                                    pre_model_hook=prune_hook(guard, tools=tools, prompt=SYSTEM))
     # --------------------------------------------------------------------------------------------
-    question = {"messages": [{"role": "user", "content": f"{PROMPT} ({mode})"}]}
-    config = {"recursion_limit": 500}
+    question: Any = {"messages": [{"role": "user", "content": f"{PROMPT} ({mode})"}]}
+    config: Any = {"recursion_limit": 500}
     if mode == "sync":
         agent.invoke(question, config)
     elif mode == "async":

@@ -98,7 +98,7 @@ class StandIn:
     @property
     def url(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def _count(self, key: str, rejection: str | None = None) -> None:
         with self._lock:

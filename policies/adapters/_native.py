@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from ..messages import Message, content_digest
+from ..messages import Block, Message, content_digest
 
 
 class MessageGate(Protocol):
@@ -36,3 +36,10 @@ class Originals:
     def lookup(self, message: Message) -> Any | None:
         """The native object that said exactly this, or None (rewritten, summary, new)."""
         return self._by_digest.get(content_digest(message))
+
+    def remember_block(self, role: str, block: Block, native: Any) -> None:
+        """One block's native part (a message whose other blocks change keeps this one as it was)."""
+        self._by_digest["block:" + content_digest(Message(id="", role=role, blocks=[block]))] = native
+
+    def lookup_block(self, role: str, block: Block) -> Any | None:
+        return self._by_digest.get("block:" + content_digest(Message(id="", role=role, blocks=[block])))

@@ -45,6 +45,7 @@ def prune_input(guard: MessageGate) -> Callable[[Any], Any]:
         if model_data.instructions:
             extra["instructions"] = model_data.instructions
         gated = guard.gate_messages(from_items(model_data.input), extra)
-        return ModelInputData(input=to_items(gated), instructions=model_data.instructions)
+        items: Any = to_items(gated)  # Responses input items (TypedDicts at runtime: plain dicts)
+        return ModelInputData(input=items, instructions=model_data.instructions)
 
     return gate

@@ -45,6 +45,9 @@ def from_pydantic_ai(messages: Iterable[Any], originals: Originals | None = None
     def add(msg: Message, native: Any, parts: list[Any]) -> None:
         if originals is not None:
             originals.remember(msg, (native, parts))
+            if len(parts) == len(msg.blocks):
+                for block, part in zip(msg.blocks, parts, strict=True):
+                    originals.remember_block(msg.role, block, (native, part))
         out.append(msg)
 
     for i, native in enumerate(messages):
@@ -97,7 +100,7 @@ def to_pydantic_ai(messages: Sequence[Message], originals: Originals | None = No
     groups: list[tuple[Any, list[Any], str]] = []  # (original message or None, parts, kind)
     for m in messages:
         found = originals.lookup(m) if originals is not None else None
-        parent, parts = found if found is not None else (None, _parts(m))
+        parent, parts = found if found is not None else (_parent(m, originals), _parts(m, originals))
         kind = "response" if m.role == "assistant" else "request"
         if groups and parent is not None and groups[-1][0] is parent:
             groups[-1][1].extend(parts)
@@ -118,8 +121,22 @@ def to_pydantic_ai(messages: Sequence[Message], originals: Originals | None = No
     return out
 
 
-def _parts(m: Message) -> list[Any]:
-    """New parts for a message the gate changed or wrote."""
+def _parent(m: Message, originals: Originals | None) -> Any | None:
+    """The original message a changed message's unchanged parts came from (None: a new message)."""
+    for b in m.blocks:
+        found = originals.lookup_block(m.role, b) if originals is not None else None
+        if found is not None:
+            return found[0]
+    return None
+
+
+def _parts(m: Message, originals: Originals | None = None) -> list[Any]:
+    """Parts for a message the gate changed or wrote: unchanged blocks keep their original part."""
+    if originals is not None and m.role not in ("system", "developer"):
+        kept = [originals.lookup_block(m.role, b) for b in m.blocks]
+        if any(k is not None for k in kept):
+            return [k[1] if k is not None else _parts(Message(id="", role=m.role, blocks=[b]))[0]
+                    for k, b in zip(kept, m.blocks, strict=True)]
     pm = _pai()
     if m.role in ("system", "developer"):
         return [pm.SystemPromptPart(content=m.plain_text())]

@@ -36,7 +36,8 @@ CALIBRATION: dict[str, float] = {  # bench/bench_tokens.py --fit (training files
 }
 
 _FENCE = re.compile(r"```.*?(?:```|$)", re.S)
-_CODE_LINE = re.compile(r"[;{}:]\s*$|^\s*(def|class|import|from|return|function|const|let|var|if|for)\b.*[(=:]")
+_CODE_LINE = re.compile(r"[;{}:]\s*$|^\s*(def|class|import|from|return|function|const|let|var|pass|elif|else)\b"
+                        r"|^\s*[A-Za-z_][\w.\[\]]*\s*[+\-*/]?=\s*\S")
 
 
 def kind_of(text: str) -> str:

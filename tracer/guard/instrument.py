@@ -154,8 +154,9 @@ class PruneGuard:
                                 session_id=self._session.session_id, token_counter=self.token_counter,
                                 count_request=self.count_request)
         if self.gated:
-            self.runtime: Gate | NaiveRuntime = Gate(self.policy, self.budget, self.hard_ceiling, mode=self.mode,
-                                                     spill_store=self.spill_store)  # type: ignore[arg-type]
+            self.runtime: Gate | NaiveRuntime = Gate(self.policy, self.budget, self.hard_ceiling,
+                                                     mode=self.mode,  # type: ignore[arg-type]
+                                                     spill_store=self.spill_store)
         else:
             self.runtime = NaiveRuntime(self.policy, self.budget)
         self._fps: list[str] = []  # fingerprints of the history items absorbed so far
@@ -455,7 +456,8 @@ def _error_details(error: Any) -> tuple[str, int | None, str | None]:
     status = getattr(error, "status_code", None)
     body = getattr(error, "body", None) if not isinstance(error, Mapping) else error
     if isinstance(body, Mapping):
-        err = body.get("error") if isinstance(body.get("error"), Mapping) else body
+        inner = body.get("error")
+        err: Mapping[str, Any] = inner if isinstance(inner, Mapping) else body
         message = err.get("message")
         if isinstance(message, str):
             return message, status, err.get("type") if isinstance(err.get("type"), str) else None
