@@ -73,6 +73,11 @@ class PruneGuard:
     your own; none of them: the global tracer provider.
     ``gated=False`` runs the naive runtime instead of the gate (to measure what the gate prevents).
     ``side_effects`` names the tools (or a predicate) whose repetition is a duplicated side effect.
+    ``budget`` is held against the whole request (``count_request=False``: the messages only) in
+    ``token_counter``'s tokens (default: :func:`policies.tokens.counter_for` the provider: exact for
+    OpenAI with the ``tokens`` extra, calibrated for Anthropic). The session starts with the first
+    request: a guard that is never used records nothing. Framework adapters
+    (:mod:`policies.adapters`, docs/frameworks.md) call :meth:`gate_messages`.
     """
 
     def __init__(
