@@ -75,3 +75,21 @@ def test_a_framework_writing_the_gated_history_back_stays_one_session(tmp_path):
     assert [r.error for r in conversation.requests if not r.valid] == []
     assert max(r.tokens for r in conversation.requests) <= BUDGET
     assert [s["session_id"] for s in Store(store_dir).sessions()] == [guard.session_id]
+
+
+def test_without_the_gate_the_same_conversation_outgrows_the_budget():
+    """The control: the scripted conversation is big enough that the budget means something."""
+    pytest.importorskip("langchain")
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
+    from scripted import PROMPT, SYSTEM, get_weather, lookup_order
+
+    conversation = ScriptedConversation(ROUNDS)
+    with StandIn(recording=conversation) as server:
+        model = ChatOpenAI(model="gpt-4o", base_url=f"{server.url}/v1", api_key=SecretStr("dummy-key"))
+        agent = create_agent(model, [tool(lookup_order), tool(get_weather)], system_prompt=SYSTEM)
+        agent.invoke({"messages": [{"role": "user", "content": PROMPT}]}, {"recursion_limit": 500})
+    tokens = [r.tokens for r in conversation.requests]
+    assert len(tokens) == ROUNDS + 1 and max(tokens) > 3 * BUDGET
