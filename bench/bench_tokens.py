@@ -147,7 +147,8 @@ def counters_for(api: str, model: str) -> dict[str, TokenCounter]:
         from policies.tokens.bpe import TiktokenCounter  # noqa: PLC0415
 
         harmony = api == "responses" and model.startswith(("gpt-5", "o1", "o3", "o4"))
-        out["tiktoken o200k_base"] = TiktokenCounter("o200k_base", framing="harmony" if harmony else "chat")
+        name = "tiktoken o200k_base" if api != "anthropic" else "o200k (not Claude's)"
+        out[name] = TiktokenCounter("o200k_base", framing="harmony" if harmony else "chat")
     except Exception as exc:  # noqa: BLE001 - the table says which counter is missing
         print(f"bench_tokens: tiktoken counter unavailable: {exc}", file=sys.stderr)
     if api == "anthropic":
