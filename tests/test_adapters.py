@@ -83,3 +83,16 @@ def test_an_unused_guard_records_no_session(tmp_path):
     used.gate_messages([text_message("", "user", "hello")])
     used.close()
     assert [s["session_id"] for s in Store(store_dir).sessions()] == [used.session_id]
+
+
+def test_policies_and_its_adapters_import_nothing_beyond_the_standard_library():
+    import subprocess
+    import sys
+
+    code = ("import sys, policies, policies.tokens.bpe, policies.tokens.calibrated, policies.adapters.responses, "
+            "policies.adapters.langchain_middleware, policies.adapters.langgraph, policies.adapters.pydantic_ai, "
+            "policies.adapters.openai_agents\n"
+            "print(sorted(m for m in ('tiktoken', 'langchain', 'langchain_core', 'langgraph', 'pydantic_ai', "
+            "'agents', 'openai', 'opentelemetry', 'tracer') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
