@@ -96,3 +96,14 @@ def test_policies_and_its_adapters_import_nothing_beyond_the_standard_library():
             "'agents', 'openai', 'opentelemetry', 'tracer') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_repeated_identical_messages_map_back_each_to_its_own_original():
+    lc = pytest.importorskip("langchain_core.messages")
+    from policies.adapters.langchain_messages import from_langchain, to_langchain_messages
+
+    native = [lc.HumanMessage(content="go on", id="a"), lc.AIMessage(content="ok", id="b"),
+              lc.HumanMessage(content="go on", id="c")]
+    originals = Originals()
+    back = to_langchain_messages(from_langchain(native, originals), originals)
+    assert [m.id for m in back] == ["a", "b", "c"]

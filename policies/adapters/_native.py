@@ -29,13 +29,20 @@ class Originals:
 
     def __init__(self) -> None:
         self._by_digest: dict[str, Any] = {}
+        self._messages: dict[str, list[Any]] = {}
 
     def remember(self, message: Message, native: Any) -> None:
-        self._by_digest[content_digest(message)] = native
+        self._messages.setdefault(content_digest(message), []).append(native)
 
     def lookup(self, message: Message) -> Any | None:
-        """The native object that said exactly this, or None (rewritten, summary, new)."""
-        return self._by_digest.get(content_digest(message))
+        """The native object that said exactly this, or None (rewritten, summary, new).
+
+        Messages that say the same thing (a repeated "go on") come back in their order, each once.
+        """
+        found = self._messages.get(content_digest(message))
+        if not found:
+            return None
+        return found.pop(0) if len(found) > 1 else found[0]
 
     def remember_block(self, role: str, block: Block, native: Any) -> None:
         """One block's native part (a message whose other blocks change keeps this one as it was)."""
