@@ -135,6 +135,7 @@ class SpanObserver(Observer):
             sn.TOKENS_AFTER: d.tokens_after,
             sn.BUDGET: d.budget,
             sn.HARD_CEILING: d.hard_ceiling,
+            sn.TOKENS_OVERHEAD: d.overhead_tokens,
             sn.PENDING_CALLS: len(ctx.pending),
             sn.OPEN_MESSAGES: len(ctx.open_ids),
             sn.GATED: gated,
