@@ -14,6 +14,7 @@ COMMANDS = (
     "sessions",
     "replay",
     "compare",
+    "recommend",
     "compact",
     "dashboard",
     "demo",

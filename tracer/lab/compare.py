@@ -12,6 +12,7 @@ Metric definitions are in docs/replay.md; the per-session values come from
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import multiprocessing.util
 import os
@@ -19,48 +20,78 @@ import random
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from policies.registry import parse_params
+from tracer.lab.cost import PriceTable, price_results
 from tracer.lab.replay import ReplaySpec, SessionResult, events_for, replay_session
 from tracer.traffic.importers import Conversation
 
 Progress = Callable[[int, int], None]
 
 ROW_KEYS = (
-    "policy", "gated", "sessions", "model_calls", "invalid_requests", "orphan_results", "dangling_calls",
+    "policy", "gated", "budget", "sessions", "model_calls", "invalid_requests", "orphan_results", "dangling_calls",
     "duplicated_side_effects", "tokens_sent", "peak_tokens", "prunes", "deferrals", "spills", "reinjects",
-    "failures", "retention",
+    "failures", "retention", "cost",
 )
 SUMMED = ("model_calls", "invalid_requests", "orphan_results", "dangling_calls", "duplicated_side_effects",
           "tokens_sent", "prunes", "deferrals", "spills", "reinjects", "failures")
 # metrics compared pairwise per session against the baseline arm
 PAIRED = ("invalid_requests", "orphan_results", "dangling_calls", "duplicated_side_effects", "tokens_sent",
-          "peak_tokens", "prunes", "deferrals", "spills", "failures", "retention")
+          "peak_tokens", "prunes", "deferrals", "spills", "failures", "retention", "cost")
 GATINGS = {"on": (True,), "off": (False,), "both": (True, False)}
 
 
 # ------------------------------------------------------------------------------------- arms
 def parse_policies(text: str) -> list[tuple[str, tuple[tuple[str, Any], ...]]]:
-    """``"salience,recency@target=0.5"`` → [(name, params)]: ``@k=v`` pairs set parameters."""
+    """``"salience,recency@target=0.5"`` → [(name, params)]: ``@k=v`` pairs set parameters.
+
+    A value may list alternatives with ``|`` (``recency@target=0.5|0.8``): one entry per
+    combination of alternatives, in order (a sweep over the parameter).
+    """
     out = []
     for item in (p.strip() for p in text.split(",")):
         if not item:
             continue
         name, *pairs = item.split("@")
-        params = tuple(parse_params(pairs).items())
-        out.append((name.strip(), params))
+        choices = []
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise ValueError(f"{item!r}: expected name@key=value, got {pair!r}")
+            alternatives = [v.strip() for v in value.split("|")]
+            if any(not v for v in alternatives):
+                raise ValueError(f"{item!r}: empty alternative in {pair!r}")
+            choices.append([f"{key.strip()}={v}" for v in alternatives])
+        for combo in itertools.product(*choices):
+            out.append((name.strip(), tuple(parse_params(list(combo)).items())))
     if not out:
         raise ValueError("no policy named")
     return out
 
 
-def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str = "both", **spec: Any) -> list[ReplaySpec]:
-    """One :class:`ReplaySpec` per policy and gating; ``spec`` sets budget, hard_ceiling, seed, ..."""
+def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str = "both",
+         budgets: Sequence[int | None] | None = None, **spec: Any) -> list[ReplaySpec]:
+    """One :class:`ReplaySpec` per gating × policy × budget; ``spec`` sets hard_ceiling, seed, ...
+
+    ``budgets`` (a sweep) defaults to ``[spec["budget"]]``; with more than one budget each arm's
+    label names its budget (``recency budget=4000``).
+    """
     if gated not in GATINGS:
         raise ValueError(f"--gated must be on, off or both; got {gated!r}")
-    return [ReplaySpec(name, params, gated=g, **spec) for g in GATINGS[gated] for name, params in policies]
+    if budgets is None:
+        budgets = [spec.pop("budget", None)]
+    else:
+        spec.pop("budget", None)
+    several = len(budgets) > 1
+    out = []
+    for g in GATINGS[gated]:
+        for name, params in policies:
+            for b in budgets:
+                arm = ReplaySpec(name, params, gated=g, budget=b, **spec)
+                out.append(replace(arm, label=f"{arm.name} budget={b or 'auto'}") if several else arm)
+    return out
 
 
 # ------------------------------------------------------------------------------------- running
@@ -199,33 +230,52 @@ def aggregate(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionRes
         row["peak_tokens"] = max((r.peak_tokens for r in rs), default=0)
         refs = sum(r.references for r in rs)
         row["retention"] = round(sum(r.retained for r in rs) / refs, 4) if refs else None
+        row["budget"] = spec.budget
+        costs = [r.cost for r in rs if r.cost is not None]
+        row["cost"] = round(sum(costs), 6) if costs else None  # US dollars, priced sessions only
         rows.append({k: row[k] for k in ROW_KEYS})
     return rows
 
 
-def bootstrap_ci(values: Sequence[float], *, seed: int = 0, resamples: int = 2000,
-                 level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of ``values`` and its percentile bootstrap confidence interval (seeded, deterministic)."""
+def bootstrap_ci(values: Sequence[float], *, weights: Sequence[float] | None = None, seed: int = 0,
+                 resamples: int = 2000, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``values`` and its percentile bootstrap confidence interval (seeded, deterministic).
+
+    With ``weights`` the statistic is the pooled ratio ``sum(values) / sum(weights)`` over the
+    resampled items (retention: references kept / references, sessions resampled whole).
+    """
     n = len(values)
     if n == 0:
         return float("nan"), float("nan"), float("nan")
-    mean = sum(values) / n
-    if n == 1:
-        return mean, mean, mean
-    rng = random.Random(seed)
     vals = list(values)
+    w = list(weights) if weights is not None else None
+
+    def stat(idx: Sequence[int]) -> float:
+        if w is None:
+            return sum(map(vals.__getitem__, idx)) / len(idx)
+        den = sum(map(w.__getitem__, idx))
+        return sum(map(vals.__getitem__, idx)) / den if den else float("nan")
+
+    point = stat(range(n))
+    if n == 1:
+        return point, point, point
+    rng = random.Random(seed)
     idx = range(n)
-    means = sorted(sum(map(vals.__getitem__, rng.choices(idx, k=n))) / n for _ in range(resamples))
-    lo = means[int((1 - level) / 2 * resamples)]
-    hi = means[min(resamples - 1, int((1 + level) / 2 * resamples))]
-    return mean, lo, hi
+    means = sorted(m for m in (stat(rng.choices(idx, k=n)) for _ in range(resamples)) if m == m)
+    if not means:
+        return point, float("nan"), float("nan")
+    k = len(means)
+    lo = means[int((1 - level) / 2 * k)]
+    hi = means[min(k - 1, int((1 + level) / 2 * k))]
+    return point, lo, hi
 
 
 def paired_differences(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionResult]], *,
                        metrics: Iterable[str] = PAIRED, seed: int = 0, resamples: int = 2000,
                        level: float = 0.95) -> list[dict[str, Any]]:
-    """Per-session differences (arm − baseline) with bootstrap CIs; the baseline is the first policy
-    of the same gating. Sessions without references are left out of the retention difference."""
+    """Per-session differences (arm − baseline) with bootstrap CIs; the baseline is the first arm
+    of the same gating. Sessions without references are left out of the retention difference, and
+    sessions without a price out of the cost difference; a metric no session has is left out."""
     out = []
     by_gating: dict[bool, list[int]] = {}
     for a, spec in enumerate(specs):
@@ -240,6 +290,8 @@ def paired_differences(specs: Sequence[ReplaySpec], results: Sequence[Sequence[S
                     vb, va = _metric(rb, metric), _metric(ra, metric)
                     if vb is not None and va is not None:
                         diffs.append(va - vb)
+                if not diffs and metric == "cost":
+                    continue
                 mean, lo, hi = bootstrap_ci(diffs, seed=seed * 1009 + a * 31 + k, resamples=resamples, level=level)
                 out.append({"policy": specs[a].name, "baseline": specs[base].name, "gated": gated, "metric": metric,
                             "n": len(diffs), "mean_diff": _r(mean), "ci_low": _r(lo), "ci_high": _r(hi),
@@ -248,9 +300,8 @@ def paired_differences(specs: Sequence[ReplaySpec], results: Sequence[Sequence[S
 
 
 def _metric(r: SessionResult, metric: str) -> float | None:
-    if metric == "retention":
-        return r.retention
-    return float(getattr(r, metric))
+    value = r.retention if metric == "retention" else getattr(r, metric)
+    return None if value is None else float(value)
 
 
 def _r(x: float) -> float | None:
@@ -265,6 +316,7 @@ class Comparison:
     rows: list[dict[str, Any]]
     differences: list[dict[str, Any]]
     results: list[list[SessionResult]] = field(repr=False, default_factory=list)
+    models: dict[str, int] = field(default_factory=dict)  # sessions per priced model (tracer.lab.cost)
 
     def to_dict(self, *, sessions: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {"rows": self.rows, "differences": self.differences}
@@ -281,7 +333,7 @@ def compare(
     policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]] | str,
     *,
     gated: str = "both",
-    budget: int | None = None,
+    budget: int | None | Sequence[int | None] = None,
     hard_ceiling: int | None = None,
     stream_results: int = 0,
     seed: int | None = None,
@@ -291,20 +343,25 @@ def compare(
     capture_content: bool = False,
     progress: Progress | None = None,
     resamples: int = 2000,
+    prices: PriceTable | None = None,
+    price_model: str | None = None,
 ) -> Comparison:
-    """Replay ``conversations`` under every policy × gating and compare them (see module docstring).
+    """Replay ``conversations`` under every policy × gating × budget and compare them (see module
+    docstring). ``budget`` may be a list (a sweep: every arm at every budget).
 
     ``seed`` shuffles each batch's result order (None: recorded order); ``bootstrap_seed`` seeds the
-    confidence intervals.
+    confidence intervals. Each session's cost is priced with ``prices`` (default: the dated default
+    table; :mod:`tracer.lab.cost`), its model being the recorded one, else ``price_model``.
     """
     if isinstance(policies, str):
         policies = parse_policies(policies)
-    specs = arms(policies, gated, budget=budget, hard_ceiling=hard_ceiling, stream_results=stream_results,
-                 seed=seed)
+    budgets = list(budget) if isinstance(budget, Sequence) else [budget]
+    specs = arms(policies, gated, budgets, hard_ceiling=hard_ceiling, stream_results=stream_results, seed=seed)
     results = run_replays(conversations, specs, workers=workers, store_path=store_path,
                           capture_content=capture_content, progress=progress)
+    models = price_results(conversations, results, prices or PriceTable(), price_model)
     return Comparison(specs, aggregate(specs, results), paired_differences(specs, results, seed=bootstrap_seed,
-                                                                           resamples=resamples), results)
+                                                                           resamples=resamples), results, models)
 
 
 # ------------------------------------------------------------------------------------- progress bar
