@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from tracer.cli.compare import add_prices, run_sweep
 from tracer.cli.replay import add_common
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from tracer.lab.recommend import describe, recommend
     from tracer.traffic.recorded import store_path_arg
 
+    rec: dict[str, Any]
     if args.policies:
         args.gated, wanted = {"any": "both"}.get(args.gated, args.gated), args.gated
         try:
@@ -51,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         args.gated = wanted
     else:
         store = store_path_arg(args.store)
+        found: dict[str, Any] | None
         try:
             if args.sweep:
                 path = store.path / sweep.SWEEPS_DIR / f"{args.sweep}.json"
