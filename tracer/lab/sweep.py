@@ -8,8 +8,9 @@ with a bootstrap interval over sessions; :func:`record` adds what is needed to f
 the sweep (the sessions, the options, the ``prunegate compare`` command of every arm); and
 :func:`save` writes it to ``<store>/sweeps/`` as one JSON file (written whole, then renamed).
 
-An arm's interval is seeded by its own label, so the same arm replayed alone (its reproducing
-command) gets the same interval as in the sweep.
+Every arm's intervals use the same resampling seed: arms with the same per-session values get the
+same interval, and an arm replayed alone (its reproducing command) gets the interval it had in the
+sweep.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import os
 import shlex
 import time
 import uuid
-import zlib
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,10 +55,6 @@ def parse_budgets(text: str) -> list[int | None]:
     return out
 
 
-def _seed(spec: ReplaySpec, salt: int) -> int:
-    return zlib.crc32(f"{spec.name}|{spec.gated}".encode()) ^ salt
-
-
 def _r(x: float, digits: int = 4) -> float | None:
     return None if x != x else round(x, digits)
 
@@ -69,11 +65,11 @@ def summarize(spec: ReplaySpec, results: Sequence[SessionResult], *, resamples: 
     lost and to which tools; where each replay's first lost reference is."""
     kept = [float(r.retained) for r in results]
     refs = [float(r.references) for r in results]
-    ret, ret_lo, ret_hi = bootstrap_ci(kept, weights=refs, seed=_seed(spec, seed), resamples=resamples, level=level)
+    ret, ret_lo, ret_hi = bootstrap_ci(kept, weights=refs, seed=seed, resamples=resamples, level=level)
     costs = [r.cost for r in results if r.cost is not None]
-    cost, cost_lo, cost_hi = bootstrap_ci(costs, seed=_seed(spec, seed) + 1, resamples=resamples, level=level)
+    cost, cost_lo, cost_hi = bootstrap_ci(costs, seed=seed + 1, resamples=resamples, level=level)
     tokens = [float(r.tokens_sent) for r in results]
-    tok, tok_lo, tok_hi = bootstrap_ci(tokens, seed=_seed(spec, seed) + 2, resamples=resamples, level=level)
+    tok, tok_lo, tok_hi = bootstrap_ci(tokens, seed=seed + 2, resamples=resamples, level=level)
     tools = Counter((x.tool or NOT_A_TOOL) for r in results for x in r.lost_references)
     return {
         "arm": spec.name, "policy": spec.policy, "params": dict(spec.params), "gated": spec.gated,
