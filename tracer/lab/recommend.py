@@ -67,7 +67,7 @@ def describe(rec: dict[str, Any]) -> list[str]:
                  "lower bound with no invalid request and no failure:"]
         lines += [f"  {r['arm']} ({'gated' if r['gated'] else 'ungated'}): {r['why']}" for r in rec["rejected"]]
         return lines
-    money = (f"${a['cost_per_session']:.4f} per session [{a['cost_low']:.4f}, {a['cost_high']:.4f}]"
+    money = (f"${a['cost_per_session']:.6f} per session [{a['cost_low']:.6f}, {a['cost_high']:.6f}]"
              if a.get("cost_per_session") is not None else "cost unknown (no price for the sessions' model)")
     names = [s["name"] or s["id"] for s in rec["sessions"]]
     shown = ", ".join(names[:5]) + (f", ... ({n - 5} more)" if n > 5 else "")
