@@ -29,6 +29,7 @@ from tests.test_browser_dashboard import (
 from tracer.cli import main
 from tracer.lab import sweep
 from tracer.lab.lost import lost_references
+from tracer.lab.recommend import recommend
 from tracer.store import Store
 from tracer.traffic.importers import shipped_sessions_dir
 from tracer.traffic.recorded import import_paths, list_sessions
@@ -123,7 +124,10 @@ def test_the_frontier_shows_every_arm_and_a_click_opens_its_first_lost_reference
     chart = page.locator('[data-testid="stPlotlyChart"]').filter(
         has=page.locator(".legendtext", has_text="Pareto frontier"))
     assert chart.locator(".scatterlayer .trace .points path").count() == len(rec["arms"])
-    assert page.get_by_text("Recommended:", exact=False).count() + page.get_by_text("No arm keeps", exact=False).count() > 0
+    best = recommend(rec, 0.95)["arm"]  # the page's default minimum
+    assert best is not None
+    assert page.get_by_text(f"Recommended: {best['arm']} (gated)", exact=False).count() == 1
+    assert page.get_by_text(best["command"], exact=False).count() >= 1
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "frontier.png"))  # not full_page: that re-lays out the chart
     # hover: the arm's parameters
