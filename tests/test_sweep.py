@@ -173,3 +173,14 @@ def test_recommend_says_when_nothing_qualifies_or_no_sweep_exists(tmp_path, caps
     with pytest.raises(SystemExit) as exc:
         main(["recommend", "--store", str(tmp_path), "--min-retention", "1.5"])
     assert exc.value.code == 2 and "between 0 and 1" in capsys.readouterr().err
+
+
+def test_recommend_can_run_the_sweep_itself(swept, capsys):
+    store, names = swept["store"], swept["names"][:3]
+    code, rec = run_json(capsys, ["recommend", "--store", str(store), "--min-retention", "0.9", "--gated", "on",
+                                  "--policies", "recency", "--budget", "1500,6000", "--session", *names])
+    assert code == 0
+    assert rec["arm"]["policy"] == "recency" and rec["arm"]["gated"] is True
+    assert sorted(s["name"] for s in rec["sessions"]) == sorted(names)
+    stored = sweep.last_sweep(store)  # the sweep it ran is stored, and is the one it chose from
+    assert stored["id"] == rec["sweep"] and [a["budget"] for a in stored["arms"]] == [1500, 6000]
