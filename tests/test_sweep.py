@@ -184,3 +184,22 @@ def test_recommend_can_run_the_sweep_itself(swept, capsys):
     assert sorted(s["name"] for s in rec["sessions"]) == sorted(names)
     stored = sweep.last_sweep(store)  # the sweep it ran is stored, and is the one it chose from
     assert stored["id"] == rec["sweep"] and [a["budget"] for a in stored["arms"]] == [1500, 6000]
+
+
+def test_a_sweep_builds_each_session_event_stream_once(monkeypatch):
+    from tracer.lab import compare as compare_mod
+    from tracer.traffic.importers import Conversation, read_paths
+
+    convs = [c for c in read_paths([shipped_sessions_dir()]) if isinstance(c, Conversation)][:5]
+    built: list[str] = []
+    real = compare_mod.events_for
+
+    def counting(conv, spec):
+        built.append(conv.name)
+        return real(conv, spec)
+
+    monkeypatch.setattr(compare_mod, "events_for", counting)
+    specs = arms(parse_policies("recency,salience,mask"), "both", [1500, 6000])
+    results = compare_mod.run_replays(convs, specs)
+    assert len(specs) == 12 and all(r is not None for rs in results for r in rs)
+    assert sorted(built) == sorted(c.name for c in convs)  # once per session, not once per arm

@@ -97,8 +97,29 @@ def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str
 # ------------------------------------------------------------------------------------- running
 @dataclass
 class Task:
-    arm: int
+    """Some sessions under some arms: each session's event stream is built once for all of them."""
+
+    arms: list[int]
     sessions: list[int]
+
+    def cells(self) -> list[tuple[int, int]]:
+        """(arm, session) in the order the task replays them: session by session."""
+        return [(a, i) for i in self.sessions for a in self.arms]
+
+
+def _replay_cells(task: Task, convs: Sequence[Conversation], specs: Sequence[ReplaySpec], provider: Any,
+                  capture: bool) -> Iterable[SessionResult]:
+    """Replay a task session by session, every arm of it on the session's one event stream (per
+    arrival order: arms with another seed or streaming get their own)."""
+    for i in task.sessions:
+        streams: dict[tuple[Any, int], Any] = {}
+        for a in task.arms:
+            spec = specs[a]
+            key = (spec.seed, spec.stream_results)
+            if key not in streams:
+                streams[key] = events_for(convs[i], spec)
+            yield replay_session(convs[i], spec, tracer_provider=provider, capture_content=capture,
+                                 stream=streams[key])
 
 
 _WORKER: dict[str, Any] = {}
@@ -106,7 +127,7 @@ _WORKER: dict[str, Any] = {}
 
 def _worker_init(conversations: list[Conversation], specs: list[ReplaySpec], store_path: str | None,
                  capture: bool) -> None:
-    _WORKER.update(conversations=conversations, specs=specs, capture=capture, streams={}, provider=None)
+    _WORKER.update(conversations=conversations, specs=specs, capture=capture, provider=None)
     if store_path is not None:
         from tracer.traffic.recorded import store_tracer_provider
 
@@ -115,16 +136,8 @@ def _worker_init(conversations: list[Conversation], specs: list[ReplaySpec], sto
 
 
 def _worker_run(task: Task) -> tuple[Task, list[SessionResult]]:
-    convs: list[Conversation] = _WORKER["conversations"]
-    spec: ReplaySpec = _WORKER["specs"][task.arm]
-    out = []
-    for i in task.sessions:
-        key = (i, spec.seed, spec.stream_results)
-        stream = _WORKER["streams"].get(key)
-        if stream is None:
-            stream = _WORKER["streams"][key] = events_for(convs[i], spec)
-        out.append(replay_session(convs[i], spec, tracer_provider=_WORKER["provider"],
-                                  capture_content=_WORKER["capture"], stream=stream))
+    out = list(_replay_cells(task, _WORKER["conversations"], _WORKER["specs"], _WORKER["provider"],
+                             _WORKER["capture"]))
     provider = _WORKER["provider"]
     if provider is not None:
         provider.force_flush()  # every finished task is in the store, whatever happens next
@@ -153,14 +166,21 @@ def run_replays(
 ) -> list[list[SessionResult]]:
     """Replay every conversation under every spec; results[arm][session], in input order.
 
+    One pass over the sessions: a task is a chunk of ``chunk`` sessions under every spec, replayed
+    session by session, so each session's event stream is built once and shared by all arms (with
+    ``workers`` > 1 and fewer than two chunks per worker, arms are split across tasks instead).
+
     Traces go to ``store_path`` (each worker opens its own writer) or, in-process only, to
     ``tracer_provider``; with neither, nothing is recorded. ``workers`` > 1 uses processes.
     """
     convs, specs = list(conversations), list(specs)
     total = len(convs) * len(specs)
     results: list[list[SessionResult | None]] = [[None] * len(convs) for _ in specs]
-    tasks = [Task(a, list(range(s, min(s + chunk, len(convs))))) for a in range(len(specs))
-             for s in range(0, len(convs), chunk)]
+    chunks = [list(range(s, min(s + chunk, len(convs)))) for s in range(0, len(convs), chunk)]
+    groups = [list(range(len(specs)))]  # one pass: every arm of a chunk of sessions in one task
+    if workers > 1 and len(chunks) < 2 * workers:
+        groups = [[a] for a in range(len(specs))]  # few sessions: split the arms so every worker has work
+    tasks = [Task(g, c) for c in chunks for g in groups]
     done = 0
     if progress:
         progress(0, total)
@@ -171,16 +191,11 @@ def run_replays(
             from tracer.traffic.recorded import store_tracer_provider
 
             provider = store_tracer_provider(store_path)  # type: ignore[arg-type]
-        streams: dict[tuple[int, Any, int], Any] = {}
         try:
             for t in tasks:
-                spec = specs[t.arm]
-                for i in t.sessions:
-                    key = (i, spec.seed, spec.stream_results)
-                    if key not in streams:
-                        streams[key] = events_for(convs[i], spec)
-                    results[t.arm][i] = replay_session(convs[i], spec, tracer_provider=provider,
-                                                       capture_content=capture_content, stream=streams[key])
+                for (a, i), r in zip(t.cells(), _replay_cells(t, convs, specs, provider, capture_content),
+                                     strict=True):
+                    results[a][i] = r
                     done += 1
                     if progress:
                         progress(done, total)
@@ -197,8 +212,8 @@ def run_replays(
                     initargs=(convs, specs, str(store_path) if store_path is not None else None, capture_content))
     try:
         for task, rs in pool.imap_unordered(_worker_run, tasks):
-            for i, r in zip(task.sessions, rs, strict=True):
-                results[task.arm][i] = r
+            for (a, i), r in zip(task.cells(), rs, strict=True):
+                results[a][i] = r
             done += len(rs)
             if progress:
                 progress(done, total)
