@@ -46,7 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     import_paths([shipped_sessions_dir()], path)
     names = sorted(r["name"] for r in list_sessions(path))[::5]
     assert main(["compare", "--store", str(path), "--policies", "recency,salience", "--budget", "1500,6000",
-                 "--gated", "on", "--session", *names]) == 0
+                 "--gated", "both", "--session", *names]) == 0
     rec = sweep.last_sweep(path)
     port = _free_port()
     log = open(tmp_path_factory.mktemp("logs") / "dashboard.log", "w")  # noqa: SIM115 - closed below
@@ -124,6 +124,9 @@ def test_the_frontier_shows_every_arm_and_a_click_opens_its_first_lost_reference
     chart = page.locator('[data-testid="stPlotlyChart"]').filter(
         has=page.locator(".legendtext", has_text="Pareto frontier"))
     assert chart.locator(".scatterlayer .trace .points path").count() == len(rec["arms"])
+    invalid = [a for a in rec["arms"] if a["invalid_requests"]]
+    assert invalid and not any(a["pareto"] for a in invalid)  # ungated arms sent 400s: shown, never optimal
+    assert page.get_by_text(f"{len(invalid)} arms sent invalid requests (crosses)", exact=False).count() == 1
     best = recommend(rec, 0.95)["arm"]  # the page's default minimum
     assert best is not None
     assert page.get_by_text(f"Recommended: {best['arm']} (gated)", exact=False).count() == 1

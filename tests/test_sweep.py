@@ -86,8 +86,9 @@ def test_prices_and_prefix_cache_billing(tmp_path):
 
 def test_pareto_marks_the_arms_nothing_beats():
     a = [{"retention": 0.9, "cost_per_session": 1.0}, {"retention": 0.95, "cost_per_session": 2.0},
-         {"retention": 0.9, "cost_per_session": 1.5}, {"retention": None, "cost_per_session": 0.1}]
-    assert sweep.pareto(a) == [True, True, False, False]
+         {"retention": 0.9, "cost_per_session": 1.5}, {"retention": None, "cost_per_session": 0.1},
+         {"retention": 0.99, "cost_per_session": 0.5, "invalid_requests": 4}]  # cheap and good, but sends 400s
+    assert sweep.pareto(a) == [True, True, False, False, False]
 
 
 def test_the_lower_bound_decides_and_invalid_arms_never_qualify():

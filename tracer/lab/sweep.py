@@ -91,18 +91,25 @@ def summarize(spec: ReplaySpec, results: Sequence[SessionResult], *, resamples: 
 
 
 def pareto(arms: Sequence[dict[str, Any]], *, cost_key: str = "cost_per_session") -> list[bool]:
-    """Which arms are Pareto-optimal: no other arm has at least their retention for at most their
-    cost, and is better on one of the two (arms without retention or cost are never optimal)."""
+    """Which arms are Pareto-optimal among the safe ones: no other safe arm has at least their
+    retention for at most their cost and is better on one of the two. An arm that sent an invalid
+    request or had a failed session is not an option, so it is never optimal and dominates none;
+    nor is an arm without retention or cost."""
+
+    def usable(a: dict[str, Any]) -> bool:
+        return (a.get("retention") is not None and a.get(cost_key) is not None
+                and not a.get("invalid_requests") and not a.get("failures"))
+
+    ok = [a for a in arms if usable(a)]
     out = []
     for a in arms:
-        ra, ca = a.get("retention"), a.get(cost_key)
-        if ra is None or ca is None:
+        if not usable(a):
             out.append(False)
             continue
+        ra, ca = a["retention"], a[cost_key]
         dominated = any(
-            b is not a and b.get("retention") is not None and b.get(cost_key) is not None
-            and b["retention"] >= ra and b[cost_key] <= ca and (b["retention"] > ra or b[cost_key] < ca)
-            for b in arms)
+            b is not a and b["retention"] >= ra and b[cost_key] <= ca and (b["retention"] > ra or b[cost_key] < ca)
+            for b in ok)
         out.append(not dominated)
     return out
 
