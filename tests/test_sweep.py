@@ -204,3 +204,11 @@ def test_a_sweep_builds_each_session_event_stream_once(monkeypatch):
     results = compare_mod.run_replays(convs, specs)
     assert len(specs) == 12 and all(r is not None for rs in results for r in rs)
     assert sorted(built) == sorted(c.name for c in convs)  # once per session, not once per arm
+
+
+def test_a_bad_price_file_is_one_line_and_exit_2(tmp_path, capsys):
+    bad = tmp_path / "prices.json"
+    bad.write_text('{"models": {"gpt-4o": {"input": -1, "output": 10}}}')
+    assert main(["compare", "--store", str(tmp_path), "--policies", "recency", "--prices", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"prunegate compare: price file {bad}: model 'gpt-4o': prices cannot be negative"]
