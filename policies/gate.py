@@ -9,6 +9,7 @@ over the hard ceiling → spill the oldest closed units, and fail loudly if even
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -55,8 +56,10 @@ class Gate:
         observer: Observer | None = None,
         reinject: bool = True,
     ) -> None:
-        if budget <= 0:
-            raise PolicyError(f"budget must be a positive token count, got {budget}")
+        if not _positive_count(budget):
+            raise PolicyError(f"budget must be a positive token count (finite), got {budget!r}")
+        if hard_ceiling is not None and not _positive_count(hard_ceiling):
+            raise PolicyError(f"hard_ceiling must be a positive token count (finite) or None, got {hard_ceiling!r}")
         if hard_ceiling is not None and hard_ceiling < budget:
             raise PolicyError(f"hard_ceiling ({hard_ceiling}) must be at least the budget ({budget})")
         if mode not in ("grow", "shrink"):
@@ -284,3 +287,9 @@ def _skip(plan: _Plan, unit_ids: Iterable[str]) -> None:
 
 def _unit_order(ctx: Context) -> Callable[[str], int]:
     return lambda uid: ctx.units[uid].first_seq if uid in ctx.units else -1
+
+
+def _positive_count(value: object) -> bool:
+    """A token count the gate can compare against: a finite number above zero (NaN never is)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)

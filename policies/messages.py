@@ -7,6 +7,7 @@ request body converted into a :class:`Message` list and back comes out equal to 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +135,13 @@ class Message:
 
     def copy(self) -> Message:
         return copy.deepcopy(self)
+
+    def shallow_copy(self) -> Message:
+        """A copy with its own block objects that shares their payloads (tool input, result
+        content, extra values). Enough to append to a context (which sets message and block
+        fields, never edits payloads in place), and no recursion: payloads may be deeply nested."""
+        return dataclasses.replace(self, blocks=[dataclasses.replace(b, extra=dict(b.extra)) for b in self.blocks],
+                                   extra=dict(self.extra))
 
 
 def text_message(mid: str, role: str, text: str, *, closed: bool = True) -> Message:

@@ -30,9 +30,10 @@ from tracer.cli import main
 from tracer.lab import sweep
 from tracer.lab.lost import lost_references
 from tracer.lab.recommend import recommend
+from tracer.queries import list_sessions
 from tracer.store import Store
 from tracer.traffic.importers import shipped_sessions_dir
-from tracer.traffic.recorded import import_paths, list_sessions
+from tracer.traffic.recorded import import_paths
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")

@@ -15,9 +15,10 @@ from tracer.cli import main
 from tracer.lab import cost, sweep
 from tracer.lab.compare import arms, parse_policies
 from tracer.lab.recommend import recommend
+from tracer.queries import list_sessions
 from tracer.store import Store
 from tracer.traffic.importers import shipped_sessions_dir
-from tracer.traffic.recorded import import_paths, list_sessions
+from tracer.traffic.recorded import import_paths
 
 POLICIES = "recency,salience,mask"
 BUDGETS = "1500,3000,6000"

@@ -58,8 +58,8 @@ def figure(arms: list[dict[str, Any]], x_key: str = "cost_per_session") -> go.Fi
             marker={"size": [16 if a["pareto"] else 11 for a in pts], "symbol": symbols,
                     "color": PALETTE[p_i % len(PALETTE)], "line": {"width": 1, "color": "#333"}},
             error_y={"type": "data", "symmetric": False,
-                     "array": [a["retention_high"] - a["retention"] for a in pts],
-                     "arrayminus": [a["retention"] - a["retention_low"] for a in pts], "thickness": 1},
+                     "array": [_bound(a, "retention_high") - a["retention"] for a in pts],
+                     "arrayminus": [a["retention"] - _bound(a, "retention_low") for a in pts], "thickness": 1},
             error_x={"type": "data", "symmetric": False,
                      "array": [(a[hi_key] or a[x_key]) - a[x_key] for a in pts],
                      "arrayminus": [a[x_key] - (a[lo_key] or a[x_key]) for a in pts], "thickness": 1},
@@ -78,6 +78,12 @@ def figure(arms: list[dict[str, Any]], x_key: str = "cost_per_session") -> go.Fi
     return fig
 
 
+def _bound(a: dict[str, Any], key: str) -> float:
+    """An interval bound, or the point itself when there is no interval (one session)."""
+    v = a.get(key)
+    return float(a["retention"] if v is None else v)
+
+
 def _short_label(a: dict[str, Any]) -> str:
     return f"{a['budget'] or 'auto'}" + (" ✕" if a["invalid_requests"] else "")
 
@@ -85,11 +91,12 @@ def _short_label(a: dict[str, Any]) -> str:
 def _hover(a: dict[str, Any]) -> str:
     params = ", ".join(f"{k}={v}" for k, v in a["params"].items()) or "defaults"
     cost = ("n/a" if a.get("cost_per_session") is None else
-            f"${a['cost_per_session']:.4f} [{a['cost_low']:.4f}, {a['cost_high']:.4f}]")
+            f"${a['cost_per_session']:.4f} [{a['cost_low'] or a['cost_per_session']:.4f}, "
+            f"{a['cost_high'] or a['cost_per_session']:.4f}]")
     lines = [
         f"<b>{esc(a['arm'])}</b> ({'gated' if a['gated'] else 'ungated'})",
         f"policy {esc(a['policy'])} · {esc(params)} · budget {a['budget'] or 'auto'}",
-        f"retention {a['retention']:.3f} [{a['retention_low']:.3f}, {a['retention_high']:.3f}]",
+        f"retention {a['retention']:.3f} [{_bound(a, 'retention_low'):.3f}, {_bound(a, 'retention_high'):.3f}]",
         f"cost/session {cost}",
         f"tokens/session {a['tokens_per_session']:,.0f}",
         f"invalid requests {a['invalid_requests']} · lost references {a['lost_references']}",
@@ -132,7 +139,7 @@ def render() -> None:
     if invalid:
         st.warning(md(f"{len(invalid)} arms sent invalid requests (crosses): "
                       + ", ".join(f"{a['arm']} ({a['invalid_requests']})" for a in invalid)))
-    st.caption("Stars: Pareto-optimal arms (nothing keeps more for less). Bars: 95% intervals. "
+    st.caption("Stars: Pareto-optimal arms (nothing keeps more for less). Bars: Student-t 95% intervals. "
                "Click a point to open a session of that arm at its first lost reference.")
     event = st.plotly_chart(figure(arms, axis), width="stretch", key="frontier_chart", on_select="rerun",
                             selection_mode="points")

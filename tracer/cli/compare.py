@@ -2,7 +2,8 @@
 with lists of budgets and parameter values, a sweep of every combination in one pass.
 
 Every run is stored as a sweep in ``<store>/sweeps/`` (``prunegate recommend`` reads the last one).
-Exit status: 0 done, 2 bad arguments, no sessions or an unreadable store.
+Exit status: 0 done (replays read back from the store), 2 bad arguments, no sessions or an unreadable
+store, 3 some replay traces did not reach the store.
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from policies.errors import PolicyError
-from tracer.cli.replay import add_common, load_sessions
+from tracer.cli.replay import add_common, load_sessions, recorded_outcome
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "compare",
-        help="compare policies on recorded sessions (A/B metrics with paired bootstrap CIs; sweeps)",
+        help="compare policies on recorded sessions (A/B metrics with paired 95% confidence intervals; sweeps)",
         description="Replay every session under every arm (policy, parameters, budget, gating) in one pass: one "
         "row of metrics per arm with retention and cost intervals, plus per-session differences against the "
-        "first arm of each gating with bootstrap confidence intervals. Policies are comma-separated; '@k=v' sets "
+        "first arm of each gating with Student-t 95% confidence intervals. Policies are comma-separated; '@k=v' sets "
         "a parameter and '@k=v1|v2' sweeps it (e.g. recency@target=0.5|0.8); '--budget 2000,4000' sweeps "
         "budgets. Sessions run in parallel with --workers; each worker records its replays into the store. "
         "The run is stored as a sweep for 'prunegate recommend'.",
@@ -31,7 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policies", required=True, metavar="A,B,...",
                         help="policies to compare; the first (at the first budget) is the baseline")
     parser.add_argument("--gated", choices=("on", "off", "both"), default="both", help="gate on, off, or both (default)")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     add_prices(parser)
     add_common(parser, budgets=True)
     parser.set_defaults(func=run)
@@ -47,19 +47,23 @@ def add_prices(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tracer.traffic.recorded import store_path_arg
+
     try:
         sweep = run_sweep(args, "compare")
     except SystemExit as exc:
         return int(exc.code or 0)
     rec, path = sweep
+    store = Path(rec["options"]["store"])
+    recorded = [r["replay_id"] for a in rec["arms"] for r in a["replays"]]
     if args.json:
         print(json.dumps({"rows": rec["rows"], "differences": rec["differences"], "arms": rec["arms"],
                           "sweep": {"id": rec["id"], "path": str(path), "command": rec["command"]},
                           "models": rec["models"], "prices_as_of": rec["prices"]["as_of"]}, indent=2))
-        return 0
+        return recorded_outcome(args, store_path_arg(str(store)), recorded)
     print_table(rec)
     print(f"\nstored as {rec['id']} ({path}); prices as of {rec['prices']['as_of']} ({rec['prices']['source']})")
-    return 0
+    return recorded_outcome(args, store_path_arg(str(store)), recorded)
 
 
 def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path]:
@@ -85,20 +89,20 @@ def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], P
     result = compare(convs, policies, gated=args.gated, budget=budgets, hard_ceiling=args.hard_ceiling,
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
-                     progress=progress_bar(), resamples=args.resamples, prices=prices,
+                     progress=progress_bar(), prices=prices,
                      price_model=args.price_model)
     models = result.models
     used = {k for k in models if not k.startswith("(unpriced)")}
     options = {
         "store": str(store.path.resolve()), "session": list(args.session) if args.session else None,
         "hard_ceiling": args.hard_ceiling, "stream_results": args.stream_results, "seed": args.seed,
-        "resamples": args.resamples, "prices": str(Path(args.prices).resolve()) if args.prices else None,
+        "prices": str(Path(args.prices).resolve()) if args.prices else None,
         "price_model": args.price_model, "traced": args.trace,
     }
     table = prices.to_dict()
     table["models"] = {k: v for k, v in table["models"].items() if k in used}
     rec = sweep.record(result, options=options, sessions=convs, prices=table, models=models,
-                       policies=args.policies, budgets=budgets, gated=args.gated, resamples=args.resamples)
+                       policies=args.policies, budgets=budgets, gated=args.gated)
     for key in models:
         if key.startswith("(unpriced)"):
             print(f"prunegate {command}: {models[key]} sessions have no price ({key.removeprefix('(unpriced) ')}); "
@@ -124,7 +128,7 @@ def print_table(rec: dict[str, Any]) -> None:
     diffs = [d for d in rec["differences"] if d["metric"] in ("retention", "cost", "tokens_sent", "invalid_requests")
              and not (d["mean_diff"] == 0 and d["ci_low"] == 0 and d["ci_high"] == 0)]
     if diffs:
-        print(f"\npaired differences per session against the baseline (mean, {level}% bootstrap CI):")
+        print(f"\npaired differences per session against the baseline (mean, Student-t {level}% CI):")
         for d in diffs:
             print(f"  {d['policy']} - {d['baseline']} ({'gated' if d['gated'] else 'ungated'}) {d['metric']}: "
                   f"{d['mean_diff']} [{d['ci_low']}, {d['ci_high']}] over {d['n']} sessions")

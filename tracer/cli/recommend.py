@@ -32,7 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--sweep", metavar="ID|FILE", help="a stored sweep (id or file) instead of the last one")
     parser.add_argument("--policies", metavar="A,B,...",
                         help="run a sweep of these policies first (same syntax as prunegate compare), then pick")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of that sweep (default 2000)")
     add_prices(parser)
     add_common(parser, budgets=True)
     parser.set_defaults(func=run)

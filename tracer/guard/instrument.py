@@ -296,6 +296,7 @@ class PruneGuard:
             "errors": self.errors,
             "observer_errors": self.context.observer_errors.count,
             "tracer_errors": self.session.tracer_errors,
+            "tracing": tracing_stats(self.tracer_provider),
         }
 
 
@@ -386,6 +387,16 @@ def _raise(exc: BaseException) -> None:
 
 _SHARED: dict[tuple[str, str | None], Any] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+def tracing_stats(provider: Any) -> dict[str, dict[str, Any]]:
+    """The span pipeline's counters per sink (``received``, ``stored``, ``spooled``, ``dropped``, ...)
+    for a provider a guard set up: the same numbers its exit summary logs (see docs/store.md)."""
+    with _SHARED_LOCK:
+        for tracing in _SHARED.values():
+            if tracing.provider is provider:
+                return tracing.stats()
+    return {}
 
 
 def _tracer_provider(store: str | Path | None, tracer_provider: trace.TracerProvider | None,

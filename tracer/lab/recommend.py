@@ -46,8 +46,10 @@ def recommend(sweep: dict[str, Any], min_retention: float, *, gated: str = "any"
 
 def _rejection(arm: dict[str, Any], min_retention: float) -> str | None:
     low = arm.get("retention_low")
-    if low is None:
+    if arm.get("retention") is None:
         return "no references to measure retention on"
+    if low is None:
+        return "retention measured on one session only: no interval"
     if low < min_retention:
         return f"retention interval's lower bound {low:.4f} < {min_retention}"
     if arm.get("invalid_requests"):

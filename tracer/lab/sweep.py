@@ -3,14 +3,13 @@ interval, stored so that a later ``prunegate recommend`` (or the dashboard) can 
 
 ``prunegate compare`` runs one pass over the sessions (one import of content, shared event
 streams per session: :func:`tracer.lab.compare.run_replays`) and hands the results here:
-:func:`summarize` gives each arm its retention (pooled over sessions) and cost per session, each
-with a bootstrap interval over sessions; :func:`record` adds what is needed to find and reproduce
+:func:`summarize` gives each arm its retention and cost per session, each with its 95% interval
+over sessions (:mod:`tracer.lab.metrics`, the project's one interval method); :func:`record` adds what is needed to find and reproduce
 the sweep (the sessions, the options, the ``prunegate compare`` command of every arm); and
 :func:`save` writes it to ``<store>/sweeps/`` as one JSON file (written whole, then renamed).
 
-Every arm's intervals use the same resampling seed: arms with the same per-session values get the
-same interval, and an arm replayed alone (its reproducing command) gets the interval it had in the
-sweep.
+The interval depends only on the per-session values, so an arm replayed alone (its reproducing
+command) gets the interval it had in the sweep.
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tracer.lab.compare import Comparison, bootstrap_ci
+from tracer.lab import metrics
+from tracer.lab.compare import Comparison
 from tracer.lab.replay import ReplaySpec, SessionResult
 
 SWEEPS_DIR = "sweeps"
@@ -55,32 +55,37 @@ def parse_budgets(text: str) -> list[int | None]:
     return out
 
 
-def _r(x: float, digits: int = 4) -> float | None:
-    return None if x != x else round(x, digits)
+def _r(x: float | None, digits: int) -> float | None:
+    return None if x is None or x != x else round(x, digits)
 
 
-def summarize(spec: ReplaySpec, results: Sequence[SessionResult], *, resamples: int = 2000,
-              level: float = 0.95, seed: int = 0) -> dict[str, Any]:
-    """One arm: retention (pooled) and cost and tokens per session, each with its interval; what was
-    lost and to which tools; where each replay's first lost reference is."""
-    kept = [float(r.retained) for r in results]
-    refs = [float(r.references) for r in results]
-    ret, ret_lo, ret_hi = bootstrap_ci(kept, weights=refs, seed=seed, resamples=resamples, level=level)
-    costs = [r.cost for r in results if r.cost is not None]
-    cost, cost_lo, cost_hi = bootstrap_ci(costs, seed=seed + 1, resamples=resamples, level=level)
-    tokens = [float(r.tokens_sent) for r in results]
-    tok, tok_lo, tok_hi = bootstrap_ci(tokens, seed=seed + 2, resamples=resamples, level=level)
+def _clip(x: float | None) -> float | None:
+    """A retention bound within what a share can be (the t interval does not know it is one)."""
+    return None if x is None else min(1.0, max(0.0, x))
+
+
+def summarize(spec: ReplaySpec, results: Sequence[SessionResult]) -> dict[str, Any]:
+    """One arm: retention, cost and tokens per session, each with its 95% interval over sessions
+    (:func:`tracer.lab.metrics.interval`, the one method; retention bounds are clipped to [0, 1],
+    sessions without references are left out of retention and sessions without a price out of
+    cost); what was lost and to which tools; where each replay's first lost reference is."""
+    ret = metrics.interval(r.retention for r in results)
+    cost = metrics.interval(r.cost for r in results)
+    tok = metrics.interval(float(r.tokens_sent) for r in results)
+    refs = sum(r.references for r in results)
+    kept = sum(r.retained for r in results)
     tools = Counter((x.tool or NOT_A_TOOL) for r in results for x in r.lost_references)
     return {
         "arm": spec.name, "policy": spec.policy, "params": dict(spec.params), "gated": spec.gated,
-        "budget": spec.budget, "sessions": len(results), "level": level,
-        "references": int(sum(refs)), "retained": int(sum(kept)),
-        "retention": _r(ret), "retention_low": _r(ret_lo), "retention_high": _r(ret_hi),
-        "priced_sessions": len(costs),
-        "cost_per_session": _r(cost, 6), "cost_low": _r(cost_lo, 6), "cost_high": _r(cost_hi, 6),
-        "cost": round(sum(costs), 6) if costs else None,
-        "tokens_per_session": _r(tok, 1), "tokens_low": _r(tok_lo, 1), "tokens_high": _r(tok_hi, 1),
-        "tokens_sent": int(sum(tokens)),
+        "budget": spec.budget, "sessions": len(results), "level": metrics.LEVEL,
+        "references": refs, "retained": kept, "retention_pooled": round(kept / refs, 4) if refs else None,
+        "retention_sessions": ret.n, "retention": metrics.rounded(ret.mean),
+        "retention_low": _clip(metrics.rounded(ret.low)), "retention_high": _clip(metrics.rounded(ret.high)),
+        "priced_sessions": cost.n,
+        "cost_per_session": _r(cost.mean, 6), "cost_low": _r(cost.low, 6), "cost_high": _r(cost.high, 6),
+        "cost": round(sum(r.cost for r in results if r.cost is not None), 6) if cost.n else None,
+        "tokens_per_session": _r(tok.mean, 1), "tokens_low": _r(tok.low, 1), "tokens_high": _r(tok.high, 1),
+        "tokens_sent": sum(r.tokens_sent for r in results),
         "invalid_requests": sum(r.invalid_requests for r in results),
         "failures": sum(r.failures for r in results),
         "lost_references": sum(len(r.lost_references) for r in results),
@@ -135,8 +140,6 @@ def compare_command(options: dict[str, Any], *, policies: str, budgets: Sequence
             argv += [flag, str(options[key])]
     if options.get("stream_results"):
         argv += ["--stream-results", str(options["stream_results"])]
-    if options.get("resamples", 2000) != 2000:
-        argv += ["--resamples", str(options["resamples"])]
     if options.get("session"):
         argv += ["--session", *options["session"]]
     return shlex.join(argv)
@@ -149,10 +152,9 @@ def arm_command(options: dict[str, Any], spec: ReplaySpec) -> str:
 
 
 def record(cmp: Comparison, *, options: dict[str, Any], sessions: Sequence[Any], prices: dict[str, Any],
-           models: dict[str, int], policies: str, budgets: Sequence[int | None], gated: str,
-           resamples: int = 2000) -> dict[str, Any]:
+           models: dict[str, int], policies: str, budgets: Sequence[int | None], gated: str) -> dict[str, Any]:
     """Everything a sweep found and what reproduces it, as JSON-ready data."""
-    arms_ = [summarize(spec, rs, resamples=resamples) for spec, rs in zip(cmp.specs, cmp.results, strict=True)]
+    arms_ = [summarize(spec, rs) for spec, rs in zip(cmp.specs, cmp.results, strict=True)]
     for a, spec, optimal in zip(arms_, cmp.specs, pareto(arms_), strict=True):
         a["pareto"] = optimal
         a["command"] = arm_command(options, spec)
