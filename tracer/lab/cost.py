@@ -9,8 +9,9 @@ one. A replay records, per model call, the input tokens, the tokens of the prefi
 the previous request and the tokens of the message the call produced (:attr:`SessionResult.calls`);
 :func:`call_cost` bills them.
 
-Prices are US dollars per million tokens. :data:`DEFAULT_PRICES` was transcribed from the
-providers' public price pages on :data:`PRICES_AS_OF`; prices change, so a team sets its own with
+Prices are US dollars per million tokens. :data:`DEFAULT_PRICES` holds the providers' list prices
+as known on :data:`PRICES_AS_OF` (written without access to the live price pages: check them before
+relying on a figure); prices change, so a team sets its own with
 a JSON or TOML file (``--prices FILE`` or ``$PRUNEGATE_PRICES``) whose ``models`` entries replace
 or add to the defaults::
 
