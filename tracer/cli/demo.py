@@ -72,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _build(args: argparse.Namespace, path: Path) -> int:
     """Import the sample traffic, replay it through the policies gated and ungated, compact."""
-    from tracer.cli.compare import print_result
     from tracer.cli.import_cmd import print_report
     from tracer.cli.outcome import check_recorded
+    from tracer.cli.output import format_row
     from tracer.lab.compare import compare, parse_policies, progress_bar
     from tracer.store import Store
     from tracer.traffic.importers import shipped_sessions_dir
@@ -107,7 +107,8 @@ def _build(args: argparse.Namespace, path: Path) -> int:
         raise CommandError(f"no sessions to replay in {path}")
     result = compare(convs, policies, gated="both", seed=7, workers=args.workers, store_path=path,
                      capture_content=True, progress=progress_bar())
-    print_result(result)
+    for row in result.rows:
+        print(format_row(row))
     rc = check_recorded("demo", store, [r.replay_id for rs in result.results for r in rs])
     if rc != status.SUCCESS:
         return rc

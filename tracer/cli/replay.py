@@ -10,14 +10,39 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
-from tracer.cli import add_command, options
-from tracer.cli.output import format_row
+from policies.errors import PolicyError
+from tracer.cli import options
+from tracer.cli.checks import nonneg_int, positive_int
+
+
+def add_common(parser: argparse.ArgumentParser, *, budgets: bool = False) -> None:
+    """Options ``replay`` and ``compare`` share; ``budgets``: ``--budget`` takes a list (a sweep)."""
+    if budgets:
+        parser.add_argument("--budget", type=_budgets, metavar="N[,N...]",
+                            help="token budget, or a comma-separated list to sweep every arm over "
+                                 "(default: 60%% of each session's full size; 'auto' in a list means that)")
+    else:
+        parser.add_argument("--budget", type=positive_int, help="token budget (default: 60%% of each session's full size)")
+    parser.add_argument("--hard-ceiling", type=positive_int, help="hard ceiling: spill, then fail loudly, above it (gated)")
+    parser.add_argument("--session", nargs="+", action="extend", metavar="ID",
+                        help="replay only these sessions (id or name); default: every non-replay session")
+    parser.add_argument("--stream-results", type=nonneg_int, default=0, metavar="N",
+                        help="deliver every tool result as a stream of N chunks (default: only recorded streams)")
+    parser.add_argument("--seed", type=int, help="shuffle each batch's result order with this seed")
+    parser.add_argument("--workers", type=positive_int, default=1, help="processes to replay in (default 1)")
+    options.add_store(parser)
+    parser.add_argument("--no-trace", dest="trace", action="store_false",
+                        help="do not record the replays (measure only; for benchmarks)")
+    parser.add_argument("--capture-content", action="store_true", help="record message content in the replay traces")
+    options.add_json(parser)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = add_command(
-        sub, "replay",
+    parser = sub.add_parser(
+        "replay",
+        help="replay recorded sessions through a policy, gated or not; recorded as new traces",
         description="Replay recorded sessions through a policy. Gated, the commit-boundary gate decides; with "
         "--ungated, the policy is applied to raw messages after every append, as naive runtimes do, and an "
         "invalid request makes it retry the whole last batch. Every model call's request is validated for the "
@@ -26,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", required=True, help="policy name (see the policies in docs/policies.md)")
     parser.add_argument("--param", action="append", default=[], metavar="K=V", help="policy parameter (repeatable)")
     parser.add_argument("--ungated", action="store_true", help="no gate: what naive runtimes do")
-    options.add_replay_options(parser)
+    add_common(parser)
     parser.set_defaults(func=run)
 
 
@@ -35,20 +60,27 @@ def run(args: argparse.Namespace) -> int:
     from tracer.lab.compare import aggregate, progress_bar, run_replays
     from tracer.lab.replay import ReplaySpec
 
-    params = parse_params(args.param)
-    get_policy(args.policy, **params)  # unknown policy or bad parameters (PolicyError): say so before any work
+    try:
+        params = parse_params(args.param)
+        get_policy(args.policy, **params)  # unknown policy or bad parameters: say so before any work
+    except PolicyError as exc:
+        print(f"prunegate replay: {exc}", file=sys.stderr)
+        return 2
     spec = ReplaySpec(args.policy, tuple(params.items()), gated=not args.ungated, budget=args.budget,
                       hard_ceiling=args.hard_ceiling, stream_results=args.stream_results, seed=args.seed)
     if spec.gated is False and args.hard_ceiling is not None:
         print("prunegate replay: --hard-ceiling applies to gated replays only; ignored with --ungated",
               file=sys.stderr)
-    store, convs = options.load_sessions(args)
+    loaded = load_sessions(args, "replay")
+    if isinstance(loaded, int):
+        return loaded
+    store, convs = loaded
     results = run_replays(convs, [spec], workers=args.workers, store_path=store.path if args.trace else None,
                           capture_content=args.capture_content, progress=progress_bar())[0]
     row = aggregate([spec], [results])[0]
     if args.json:
         print(json.dumps({"totals": row, "sessions": [r.to_dict() for r in results]}, indent=2))
-        return options.recorded_outcome(args, store, [r.replay_id for r in results])
+        return recorded_outcome(args, store, [r.replay_id for r in results])
     for r in results:
         line = (f"{r.name}: {r.model_calls} model calls, {r.invalid_requests} invalid, {r.orphan_results} orphan results, "
                 f"{r.dangling_calls} dangling calls, {r.duplicated_side_effects} duplicated side effects, "
@@ -57,4 +89,60 @@ def run(args: argparse.Namespace) -> int:
             line += f"; FAILED: {r.error}"
         print(line + (f" -> {r.replay_id}" if args.trace else ""))
     print(format_row(row))
-    return options.recorded_outcome(args, store, [r.replay_id for r in results])
+    return recorded_outcome(args, store, [r.replay_id for r in results])
+
+
+def recorded_outcome(args: argparse.Namespace, store: Any, replay_ids: list[str | None]) -> int:
+    """0 when the recorded replays are in the store (read back), else say what is not (exit 3)."""
+    if not args.trace:
+        return 0
+    from tracer.cli.outcome import check_recorded
+
+    return check_recorded(args.command, store, replay_ids)
+
+
+def load_sessions(args: argparse.Namespace, command: str) -> Any:
+    """(store, conversations) for ``--store``/``--session``, or an exit code after saying what is wrong."""
+    from tracer.store import StoreError
+    from tracer.traffic.recorded import load_conversations, store_path_arg
+
+    store = store_path_arg(args.store)
+    if not store.path.exists():
+        print(f"prunegate {command}: no store at {store.path} (import sessions first: prunegate import PATH)",
+              file=sys.stderr)
+        return 2
+    try:
+        convs = load_conversations(store, args.session)
+    except StoreError as exc:
+        print(f"prunegate {command}: {exc}", file=sys.stderr)
+        return 2
+    if args.session:
+        found = {c.session_id for c in convs} | {c.name for c in convs}
+        missing = [s for s in args.session if s not in found]
+        if missing:
+            print(f"prunegate {command}: no session {', '.join(map(repr, missing))} in {store.path}", file=sys.stderr)
+            return 2
+    if not convs:
+        print(f"prunegate {command}: no sessions to replay in {store.path}", file=sys.stderr)
+        return 2
+    return store, convs
+
+
+def format_row(row: dict[str, Any]) -> str:
+    ret = "n/a" if row["retention"] is None else f"{row['retention']:.1%}"
+    return (f"{row['policy']} ({'gated' if row['gated'] else 'ungated'}): {row['sessions']} sessions, "
+            f"{row['model_calls']} model calls, {row['invalid_requests']} invalid requests, "
+            f"{row['orphan_results']} orphan results, {row['dangling_calls']} dangling calls, "
+            f"{row['duplicated_side_effects']} duplicated side effects, {row['tokens_sent']} tokens sent, "
+            f"peak {row['peak_tokens']}, {row['prunes']} prunes, {row['deferrals']} deferrals, "
+            f"{row['spills']} spills, {row['reinjects']} re-injections, {row['failures']} failures, "
+            f"retention {ret}")
+
+
+def _budgets(text: str) -> list[int | None]:
+    from tracer.lab.sweep import parse_budgets
+
+    try:
+        return parse_budgets(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--budget: ")) from None

@@ -136,6 +136,16 @@ BLOCKING_UNITS = "prunegate.blocking.units"
 SPILLED_UNITS = "prunegate.spilled.units"
 REINJECTED_UNITS = "prunegate.reinjected.units"
 
+# replays: references a prune made unavailable (tracer.lab.attribution), on the prune span and the session root
+LOST_REFERENCES = "prunegate.lost_references"
+LOST_REFERRERS = "prunegate.lost_references.referrers"
+LOST_SOURCES = "prunegate.lost_references.sources"
+REFERENCES = "prunegate.references"
+REFERENCES_LOST = "prunegate.references.lost"
+REFERENCES_LOST_SOURCES = "prunegate.references.lost_sources"
+REFERENCES_LOST_TOOLS = "prunegate.references.lost_tools"
+REFERENCES_LOST_PRUNE_SEQS = "prunegate.references.lost_prune_seqs"
+REFERENCES_LOST_PRUNE_SPANS = "prunegate.references.lost_prune_span_ids"
 # ---------------------------------------------------------------- shadow mode (on the prune span)
 SHADOW_VERDICT = "prunegate.shadow.verdict"
 SHADOW_SPLIT_UNITS = "prunegate.shadow.split.units"

@@ -30,10 +30,14 @@ FAULT_STOP_ENV = "PRUNEGATE_FAULT_STOP"
 """Test hook of the fault-injection suite: ``<point>:<n>`` stops (SIGSTOP) an importer the n-th time it
 reaches ``<point>``. Never set it outside the tests."""
 
+PRICES_ENV = "PRUNEGATE_PRICES"
+"""A price table (JSON or TOML) laid over the dated default for compare/recommend costs (docs/replay.md)."""
+
 ENVIRONMENT: dict[str, str] = {
     STORE_ENV: "trace store directory when --store is not given (default ./prunegate-store)",
     SPOOL_DIR_ENV: "spool directory for span batches the store refused (default ~/.cache/prunegate/spool)",
     CAPTURE_CONTENT_ENV: "true/false: record message content in spans (default: off)",
+    PRICES_ENV: "price table (JSON or TOML) over the dated default, for compare and recommend",
     MAX_INPUT_BYTES_ENV: "largest input file import reads, in bytes (default 256 MiB)",
     FAULT_STOP_ENV: "test hook of the fault-injection suite; never set it otherwise",
 }
