@@ -17,6 +17,7 @@ __all__ = [
     "ExportFailed",
     "InputError",
     "OtlpJsonError",
+    "PriceError",
     "RedactionFailed",
     "StoreError",
     "StorePermissionError",
@@ -69,6 +70,10 @@ class TooDeep(Unparseable):
 
 class TooLarge(Unparseable):
     """A JSON value larger than ``$PRUNEGATE_MAX_INPUT_BYTES``."""
+
+
+class PriceError(TracerError, ValueError):
+    """A price file that cannot be read or says something impossible (names the file and entry)."""
 
 
 class InputError(TracerError):

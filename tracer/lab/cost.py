@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracer.errors import PriceError
 from tracer.store.settings import PRICES_ENV
 
 ENV_PRICES = PRICES_ENV
@@ -114,10 +115,6 @@ class PriceTable:
     def to_dict(self) -> dict[str, Any]:
         return {"as_of": self.as_of, "source": self.source,
                 "models": {n: p.to_dict() for n, p in sorted(self.models.items())}}
-
-
-class PriceError(ValueError):
-    """A price file that cannot be read or says something impossible (names the file and entry)."""
 
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
