@@ -8,6 +8,7 @@ a missing browser fails. Screenshots land in tests/artifacts/ (gitignored).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -29,6 +30,8 @@ from tests.dashboard_fixtures import (
     orphan_session,
     recording,
 )
+
+pytestmark = pytest.mark.browser
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -245,15 +248,136 @@ def test_browser_replay_steps_and_plays(server: dict[str, Any], page: Any) -> No
     open_page(page, server, "/replay?session=s-gated&step=0", charts=2)
     click_until(page, page.get_by_role("button", name="Next deferral"), lambda: "step=5" in page.url,
                 "jump to the next deferral")
-    open_page(page, server, "/replay?session=s-gated&step=8", charts=2)
+    open_page(page, server, "/replay?session=s-gated&step=6", charts=2)
     switch = page.get_by_role("switch", name="Play")  # the input is hidden; its label takes the click
-    click_until(page, page.get_by_text("Play", exact=True), lambda: switch.is_checked() or "step=8" not in page.url,
-                "press Play")
+    for _ in range(4):  # not click_until: its settle() would wait for Play to finish
+        page.get_by_text("Play", exact=True).click()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not (switch.is_checked() or "step=6" not in page.url):
+            time.sleep(0.1)
+        if switch.is_checked() or "step=6" not in page.url:
+            break
     thumb = page.locator('[data-testid="stSliderThumbValue"]')
+    seen: set[str] = set()
     deadline = time.monotonic() + 60  # Play reaches the last step, then switches itself off
     while time.monotonic() < deadline and (switch.is_checked() or thumb.inner_text().strip() != "10"):
-        time.sleep(0.5)
+        shown = thumb.inner_text().strip()
+        if shown not in ("6", "10") and page.url.endswith(f"step={shown}"):
+            seen.add(shown)  # mid-play, the address bar shows the step on screen
+        time.sleep(0.1)
     assert thumb.inner_text().strip() == "10", f"Play stopped at step {thumb.inner_text()} ({page.url})"
     assert not switch.is_checked()
+    wait_for_url(page, "step=10", timeout=5)  # the URL you copy is the step you see
+    assert seen, "while playing, the URL never showed the step on screen"
     settle(page)
     page.screenshot(path=str(ARTIFACTS / "replay-played.png"), full_page=True)
+
+
+# ----------------------------------------------------------------------------- replay: why a request broke
+EVICTED_STROKE = "stroke: rgb(213, 94, 0)"  # charts.EVICTED_COLOR #D55E00
+VIOLATING_STROKE = "stroke: rgb(0, 0, 0)"  # charts.VIOLATING_COLOR
+
+
+def _multi_unit_ungated_violation(path: Path) -> dict[str, Any]:
+    """From the store: a violation caused by an ungated prune that took messages from several units,
+    with the units each pruned message was in just before (read with context_at, message by message)."""
+    from tracer import queries
+    from tracer.store import Store
+
+    with Store(path).reader() as r:
+        found = queries.violations(r)
+        for rec in found[found["prune_gated"].eq(False) & found["prune_seq"].notna()].to_dict("records"):
+            before = queries.context_at(r, rec["session_id"], int(rec["prune_seq"]) - 1)
+            unit_of = dict(zip(before["message_id"], before["unit_id"], strict=True))
+            units = sorted({unit_of[m] for m in rec["pruned_ids"] if m in unit_of})
+            if len(units) >= 2 and rec["code"] == "orphan_tool_result" and rec["message_ids"]:
+                now = queries.context_at(r, rec["session_id"], int(rec["seq"]))
+                bad = sorted(set(now.loc[now["message_id"].isin(list(rec["message_ids"])), "unit_id"]))
+                root = queries.session_root(r, rec["session_id"])
+                return {**rec, "units": units, "violating": bad, "root": root,
+                        "now_units": queries.units_at(r, rec["session_id"], int(rec["seq"]))}
+    raise AssertionError("the demo store holds no ungated prune that evicted several units and caused a violation")
+
+
+def _chart(pg: Any, title_prefix: str) -> Any:
+    charts = pg.locator('[data-testid="stPlotlyChart"]').filter(
+        has=pg.locator(".gtitle", has_text=title_prefix))
+    assert charts.count() >= 1, f"no chart titled {title_prefix!r}"
+    return charts.first
+
+
+def _drawn(locator: Any) -> int:
+    """How many of these SVG shapes have an area (legend placeholders draw an empty path)."""
+    return int(locator.evaluate_all("els => els.filter(e => { const b = e.getBBox(); "
+                                    "return b.width > 0 && b.height > 0; }).length"))
+
+
+def _cells(pg: Any) -> list[str]:
+    """Every cell of every table on the page, as the grid exposes them (its accessible table)."""
+    deadline = time.monotonic() + 20
+    cells: list[str] = []
+    while time.monotonic() < deadline:
+        cells = pg.locator('[data-testid="stDataFrame"] td').all_inner_texts()
+        if cells:
+            return cells
+        time.sleep(0.5)
+    return cells
+
+
+def test_browser_replay_shows_why_a_request_broke(server: dict[str, Any], page: Any) -> None:
+    v = _multi_unit_ungated_violation(server["path"])
+    sid, seq, pseq = v["session_id"], int(v["seq"]), int(v["prune_seq"])
+    open_page(page, server, f"/replay?session={sid}&step={seq}", charts=4)
+    assert page.get_by_role("heading", name="Why this request broke").is_visible()
+    assert page.get_by_text(f"violation(s) at step {seq}", exact=False).first.is_visible()
+    # the complete causal eviction: every evicted unit named and outlined before the prune
+    line = page.get_by_text(re.compile(r"^Evicted \d+ message\(s\) in \d+ unit\(s\)")).filter(
+        has_text=v["units"][0])
+    text = line.first.inner_text()
+    assert f"in {len(v['units'])} unit(s)" in text or all(u in text for u in v["units"]), text
+    for unit in v["units"]:
+        assert re.search(rf"(^|[:;] ){re.escape(unit)} \(", text), f"{unit} missing from {text!r}"
+    before = _chart(page, f"before the eviction (step {pseq - 1})")
+    outlined = _drawn(before.locator(f'.point path[style*="{EVICTED_STROKE}"]'))
+    assert outlined == len(v["units"]), f"{outlined} outlined, expected {v['units']}"
+    assert page.get_by_text(f"policy {v['policy']}, ungated, reason over_budget", exact=False).first.is_visible()
+    # the violating unit marked on the context at this step
+    marked = page.get_by_text("Violating unit(s) at this step, outlined in black:", exact=False)
+    assert marked.is_visible()
+    for unit in v["violating"]:
+        assert unit in marked.inner_text()
+    main = _chart(page, "tokens in context")
+    assert _drawn(main.locator(f'.point path[style*="{VIOLATING_STROKE}"]')) >= len(v["violating"])
+    # labelled segments and a legend naming colours, hatching and outlines
+    labels = main.locator(".bartext").evaluate_all("els => els.map(e => e.textContent)")
+    units = v["now_units"]
+    biggest = units.sort_values("tokens").iloc[-1]
+    assert any(t.startswith(str(biggest["unit_id"])) and t.endswith(f"{int(biggest['tokens']):,} tok")
+               for t in labels), labels
+    legend = main.locator(".legendtext").evaluate_all("els => els.map(e => e.textContent)")
+    assert {"user", "assistant", "violating unit", "pinned (never pruned)"} <= set(legend), legend
+    # two step buttons that say which way they go; no literal None in any table
+    assert page.get_by_role("button", name="◀ previous step").is_visible()
+    assert page.get_by_role("button", name="next step ▶").is_visible()
+    assert page.get_by_role("button", name="step", exact=True).count() == 0
+    cells = _cells(page)
+    assert cells and "None" not in [c.strip() for c in cells], [c for c in cells if c.strip() == "None"][:5]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "replay-why.png"), full_page=True)
+    # the same step under the gate, one click away
+    link = page.get_by_role("link", name=re.compile(r"^Same step under the gate"))
+    assert link.is_visible()
+    click_until(page, link, lambda: f"session={sid}" not in page.url and "step=" in page.url,
+                "open the same step under the gate")
+    settle(page, charts=2)
+    assert page.get_by_text("salience · gated", exact=False).first.is_visible()
+
+
+def test_browser_violations_outline_every_evicted_unit(server: dict[str, Any], page: Any) -> None:
+    v = _multi_unit_ungated_violation(server["path"])
+    open_page(page, server, f"/violations?session={v['session_id']}&violation={v['span_id']}", charts=2)
+    before = _chart(page, f"before the prune (step {int(v['prune_seq']) - 1})")
+    assert _drawn(before.locator(f'.point path[style*="{EVICTED_STROKE}"]')) == len(v["units"])
+    cells = _cells(page)
+    i = cells.index("pruned units")
+    assert all(u in cells[i + 1] for u in v["units"]), cells[i + 1]

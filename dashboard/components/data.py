@@ -14,6 +14,7 @@ opening the store again.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tracer import queries
+from tracer import explain, queries
 from tracer.store import ENV_STORE, Store, default_store_path
 from tracer.store.segments import StoreLayout, list_segments
 
@@ -164,4 +165,45 @@ def _violation_detail(path: str, fp: str, violation_span_id: str) -> dict[str, A
     tables = _bundle(path, fp, detail["session_id"])["tables"]
     detail["before"] = queries.step_from_tables(tables, int(seq) - 1, with_content=False)["units"]
     detail["after"] = queries.step_from_tables(tables, int(seq), with_content=False)["units"]
+    prune = json.loads(detail["prune"]) if isinstance(detail.get("prune"), str) else dict(detail.get("prune") or {})
+    detail["evicted"] = explain.evicted_units(detail["before"], prune.get("prunegate.pruned.ids") or [])
     return detail
+
+
+# ----------------------------------------------------------------------------- why a request broke
+def why(path: str, session_id: str, seq: int) -> dict[str, Any] | None:
+    """The violations at step ``seq`` of a session and what caused them, for the Replay page:
+    ``violations`` (a frame: span id, code, ids, message, the ids and message ids it names),
+    ``causes`` (one :func:`violation_detail` per distinct causing prune, in step order) and
+    ``gated`` (the same step of the gated replay of the same source and policy, or None).
+    None when nothing was violated at this step."""
+    return _why(path, fingerprint(path), session_id, int(seq))
+
+
+@st.cache_data(ttl=600, show_spinner=False, max_entries=128)
+def _why(path: str, fp: str, session_id: str, seq: int) -> dict[str, Any] | None:
+    bundle = _bundle(path, fp, session_id)
+    found = explain.violations_at(bundle["tables"], seq)
+    if found.empty:
+        return None
+    named_ids, named_msgs, causes = [], [], {}
+    for span_id in found["span_id"]:
+        detail = _violation_detail(path, fp, str(span_id))
+        if detail is None:
+            named_ids.append([])
+            named_msgs.append([])
+            continue
+        attrs = json.loads(detail["violation"]) if isinstance(detail.get("violation"), str) else {}
+        named_ids.append([str(x) for x in attrs.get("prunegate.violation.ids") or []])
+        named_msgs.append([str(x) for x in attrs.get("prunegate.violation.message_ids") or []])
+        cause = detail.get("prune_span_id")
+        if cause and cause not in causes:
+            causes[cause] = detail
+    found = found.assign(named_ids=named_ids, named_messages=named_msgs)
+    gated = None
+    info = bundle["info"] or {}
+    if info.get("gated") is False:
+        with Store(path).reader() as r:
+            gated = explain.gated_counterpart(r, session_id, seq)
+    ordered = sorted(causes.values(), key=lambda d: (int(d.get("prune_seq") or 0), str(d["prune_span_id"])))
+    return {"violations": found, "causes": ordered, "gated": gated}

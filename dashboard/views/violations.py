@@ -122,7 +122,8 @@ else:
                 str(p.get("prunegate.policy", "?")), "yes" if gated else "no (naive runtime)" if gated is False else "?",
                 f"{p.get('prunegate.tokens.before', '?')} → {p.get('prunegate.tokens.after', '?')}",
                 str(chk.get("prunegate.budget", "?")),
-                ", ".join(map(str, p.get("prunegate.pruned.units") or [])),
+                ", ".join(f"{u}" + ("" if whole else " (split)")
+                          for u, whole in zip(detail["evicted"]["unit_id"], detail["evicted"]["whole"], strict=True)),
                 ", ".join(map(str, p.get("prunegate.pruned.ids") or [])),
                 ", ".join(map(str, p.get("prunegate.grown.units") or [])),
                 ", ".join(map(str, p.get("prunegate.shrunk.units") or [])),
@@ -154,9 +155,9 @@ else:
             with st.expander("Proposal and scores"):
                 st.json({k: _maybe_json(p.get(k)) for k in ("prunegate.proposal", "prunegate.proposal.ids",
                                                              "prunegate.scores") if k in p})
-        pruned_units = [str(u) for u in (p.get("prunegate.pruned.units") or [])]
-        if not partners.empty:
-            pruned_units = [*dict.fromkeys([*map(str, partners["unit_id"].dropna()), *pruned_units])]
+        # every unit the prune took messages from (an ungated prune records ids only; units recovered)
+        pruned_units = [*dict.fromkeys([*map(str, detail["evicted"]["unit_id"]),
+                                        *map(str, p.get("prunegate.pruned.units") or [])])]
         budget = chk.get("prunegate.budget")
         ceiling = chk.get("prunegate.hard_ceiling")
         b1, b2 = st.columns(2)
