@@ -141,10 +141,13 @@ def settle(pg: Any, timeout: float = 30.0, charts: int = 0) -> None:
 
 
 def wait_for_url(pg: Any, part: str, timeout: float = 15.0) -> None:
+    def address() -> str:  # the address bar (history.replaceState can run ahead of Playwright's pg.url)
+        return str(pg.evaluate("location.href"))
+
     deadline = time.monotonic() + timeout
-    while part not in pg.url and time.monotonic() < deadline:
+    while part not in address() and time.monotonic() < deadline:
         time.sleep(0.25)
-    assert part in pg.url, f"expected {part!r} in {pg.url}"
+    assert part in address(), f"expected {part!r} in {address()}"
 
 
 def click_until(pg: Any, target: Any, done: Any, what: str, tries: int = 4) -> None:
@@ -188,7 +191,7 @@ def pick_option(pg: Any, label: str, option_text: str) -> None:
 
 # ----------------------------------------------------------------------------- tests
 def test_browser_opens_a_violation_and_shows_its_causal_eviction(server: dict[str, Any], page: Any) -> None:
-    open_page(page, server, "/")
+    open_page(page, server, "/sessions")
     assert page.get_by_role("heading", name="Sessions").is_visible()
     click_until(page, page.get_by_role("link", name="Violations").first, lambda: "/violations" in page.url,
                 "open the Violations page")
@@ -214,9 +217,9 @@ def test_browser_opens_a_violation_and_shows_its_causal_eviction(server: dict[st
 def test_browser_renders_recorded_html_as_text_on_every_page(server: dict[str, Any], page: Any) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     # Sessions: search the hostile name; the picker shows it literally
-    open_page(page, server, "/")
-    page.get_by_label("Search id or name").fill("bold")
-    page.get_by_label("Search id or name").press("Enter")
+    open_page(page, server, "/sessions")
+    page.get_by_label("Search sessions", exact=True).fill("bold")
+    page.get_by_label("Search sessions", exact=True).press("Enter")
     settle(page)
     assert_literal_hostile_text(page, "sessions", HOSTILE_NAME)
     page.screenshot(path=str(ARTIFACTS / "hostile-sessions.png"), full_page=True)
@@ -381,3 +384,83 @@ def test_browser_violations_outline_every_evicted_unit(server: dict[str, Any], p
     cells = _cells(page)
     i = cells.index("pruned units")
     assert all(u in cells[i + 1] for u in v["units"]), cells[i + 1]
+
+
+# ----------------------------------------------------------------------------- navigation and sessions
+def _metric(pg: Any, label: str) -> str:
+    box = pg.locator('[data-testid="stMetric"]').filter(has=pg.get_by_text(label, exact=True))
+    return box.locator('[data-testid="stMetricValue"]').first.inner_text().strip()
+
+
+def _store_counts(path: Path) -> dict[str, Any]:
+    """What the sessions page should say, read back from the store with plain SQL."""
+    from tracer.store import Store
+
+    with Store(path).reader() as r:
+        con = r.con
+
+        def ids(sql: str, params: dict[str, Any] | None = None) -> set[str]:
+            return {str(x[0]) for x in con.execute(sql, params or {}).fetchall()}
+
+        return {
+            "all": ids("SELECT DISTINCT session_id FROM spans WHERE session_id IS NOT NULL"),
+            "recorded": ids("SELECT session_id FROM spans WHERE name = 'prunegate.session' "
+                            "AND attributes->>'prunegate.session.source' <> 'replay'"),
+            "orphan_code": ids("SELECT DISTINCT session_id FROM spans WHERE name = 'prunegate.violation' "
+                               "AND attributes->>'prunegate.violation.code' = 'orphan_tool_result'"),
+            "hotel": ids("SELECT DISTINCT session_id FROM spans WHERE name = 'prunegate.message' "
+                         "AND contains(lower(attributes->>'prunegate.message.content'), 'hotel avenida')"),
+        }
+
+
+def test_browser_every_page_has_a_path(server: dict[str, Any], page: Any) -> None:
+    for path, heading in (("/sessions", "Sessions"), ("/replay?session=s-gated&step=5", "Replay"),
+                          ("/violations", "Violations"), ("/compare", "Compare policies"), ("/live", "Live"),
+                          ("/", "prunegate")):
+        open_page(page, server, path)
+        assert page.get_by_role("heading", name=heading, exact=True).is_visible(), path
+        assert page.get_by_text("Page not found").count() == 0, path
+    # a session at a step is a link
+    open_page(page, server, "/replay?session=s-gated&step=5", charts=2)
+    assert page.locator('[data-testid="stSliderThumbValue"]').inner_text().strip() == "5"
+    # a violation is a link
+    from tracer import queries
+    from tracer.store import Store
+
+    with Store(server["path"]).reader() as r:
+        v = queries.violations(r, session_id="s-orphan")
+    one = v[v["code"] == "orphan_tool_result"].iloc[0]
+    open_page(page, server, f"/violations?violation={one['span_id']}", charts=2)
+    assert page.get_by_text(f"orphan_tool_result at step {int(one['seq'])} of session s-orphan").is_visible()
+
+
+def test_browser_sessions_search_filters_and_pages(server: dict[str, Any], page: Any) -> None:
+    want = _store_counts(server["path"])
+    open_page(page, server, "/sessions")
+    assert _metric(page, "Matching sessions") == f"{len(want['all']):,}"
+    assert _metric(page, "● Recorded") == f"{len(want['recorded']):,}"
+    assert _metric(page, "↻ Replays") == f"{len(want['all']) - len(want['recorded']):,}"
+    # search message text: the URL keeps it
+    box = page.get_by_label("Search sessions", exact=True)
+    box.fill("Hotel Avenida")
+    box.press("Enter")
+    wait_for_url(page, "q=Hotel")
+    settle(page)
+    assert _metric(page, "Matching sessions") == f"{len(want['hotel']):,}"
+    assert set(_cells(page)) & want["hotel"] == want["hotel"]
+    # search a violation code
+    open_page(page, server, "/sessions?q=orphan_tool_result")
+    assert _metric(page, "Matching sessions") == f"{len(want['orphan_code']):,}"
+    # recorded traffic only: every row says so at a glance
+    open_page(page, server, "/sessions?kind=recorded")
+    assert _metric(page, "Matching sessions") == f"{len(want['recorded']):,}"
+    kinds = [c for c in _cells(page) if c in ("● recorded", "↻ replay")]
+    assert kinds and set(kinds) == {"● recorded"}
+    # paging: 10 per page
+    open_page(page, server, "/sessions?size=10")
+    total = len(want["all"])
+    assert page.get_by_text(f"Showing 1–10 of {total:,} (page 1 of {-(-total // 10)})").is_visible()
+    click_until(page, page.get_by_role("button", name="next page ▶"), lambda: "page=2" in page.evaluate("location.href"), "next page")
+    assert page.get_by_text(f"Showing 11–20 of {total:,} (page 2 of {-(-total // 10)})").is_visible()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "sessions-paged.png"), full_page=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,20 @@ def run(name: str, *args: Any, **kwargs: Any) -> Any:
     store changes (and at most ``TTL`` seconds)."""
     path = key()
     return _cached(path, fingerprint(path), name, args, tuple(sorted(kwargs.items())))
+
+
+def query(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn(reader, *args, **kwargs)`` (a tracer query function) on a fresh snapshot. Cached
+    until the store changes (and at most ``TTL`` seconds), keyed by the function's name."""
+    path = key()
+    return _cached_fn(path, fingerprint(path), f"{fn.__module__}.{fn.__qualname__}", fn, args,
+                      tuple(sorted(kwargs.items())))
+
+
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
+def _cached_fn(path: str, fp: str, name: str, _fn: Callable[..., Any], args: tuple, kwargs: tuple) -> Any:
+    with Store(path).reader() as r:
+        return _fn(r, *args, **dict(kwargs))
 
 
 def run_fresh(name: str, *args: Any, **kwargs: Any) -> Any:
