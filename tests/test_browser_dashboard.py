@@ -464,3 +464,83 @@ def test_browser_sessions_search_filters_and_pages(server: dict[str, Any], page:
     assert page.get_by_text(f"Showing 11–20 of {total:,} (page 2 of {-(-total // 10)})").is_visible()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "sessions-paged.png"), full_page=True)
+
+
+# ----------------------------------------------------------------------------- compare
+def _replay_count(path: Path) -> int:
+    from tracer.store import Store
+
+    with Store(path).reader() as r:
+        return int(r.con.execute("SELECT count(DISTINCT session_id) FROM spans WHERE name = 'prunegate.session' "
+                                 "AND attributes->>'prunegate.session.source' = 'replay'").fetchall()[0][0])
+
+
+def _selected(pg: Any, label: str) -> str:
+    box = pg.locator('[data-testid="stSelectbox"]').filter(has=pg.get_by_text(label, exact=True)).first
+    values = box.locator("input").evaluate_all("els => els.map(e => e.value)")
+    return " ".join([box.inner_text(), *values])
+
+
+def test_browser_compare_results_read_at_a_glance_and_link(server: dict[str, Any], page: Any) -> None:
+    open_page(page, server, "/compare", charts=3)
+    assert "recency · gated" in _selected(page, "Baseline arm")  # not the alphabetically first arm
+    chart = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".legendtitletext"))
+    chart = chart.filter(has_text="arm − baseline").first
+    legend, plot = chart.locator(".legend").bounding_box(), chart.locator(".barlayer").first.bounding_box()
+    assert legend and plot and legend["y"] + legend["height"] <= plot["y"] + 1, (legend, plot)  # above, not over
+    fills = chart.locator(".trace.bars").evaluate_all(
+        "els => els.map(t => (t.querySelector('.point path') || {style: {}}).style.fill)")
+    assert len(fills) >= 2 and len(set(fills)) == len(fills), fills  # one distinct colour per series
+    # the comparison is a link: change the metric, reopen the URL elsewhere
+    pick_option(page, "Metric", "invalid_requests")
+    wait_for_url(page, "metric=invalid_requests")
+    url = page.evaluate("location.href")
+    other = page.context.new_page()
+    other.goto(url)
+    settle(other, charts=3)
+    assert "invalid_requests" in _selected(other, "Metric")
+    assert "recency · gated" in _selected(other, "Baseline arm")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare-results.png"), full_page=True)
+
+
+def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any], page: Any) -> None:
+    from tracer import queries
+    from tracer.store import Store
+
+    with Store(server["path"]).reader() as r:
+        recorded = queries.recorded_sessions(r)
+        peaks = queries.session_metrics(r, session_ids=list(recorded["session_id"][:5]))["peak_tokens"]
+    before = _replay_count(server["path"])
+    open_page(page, server, "/compare", charts=3)
+    click_until(page, page.get_by_role("tab", name="Run a comparison"),
+                lambda: page.get_by_text("Default budget", exact=False).count() > 0, "open the run tab")
+    budget = int(page.get_by_label("Budget (tokens; 0: 60% of each session)").input_value().replace(",", ""))
+    assert 0 < budget < int(peaks.min()), (budget, list(peaks))
+    assert page.get_by_text(f"Default budget {budget:,} tokens", exact=False).is_visible()
+    assert page.get_by_text("recorded into the store as a new session", exact=False).first.is_visible()
+    page.get_by_role("button", name="Run comparison").click()
+    page.get_by_text("and recorded them into the store as new sessions", exact=False).or_(
+        page.get_by_text("The comparison failed", exact=False)).first.wait_for(timeout=120_000)
+    settle(page)
+    success = page.get_by_text("and recorded them into the store as new sessions", exact=False)
+    assert success.is_visible()
+    # a meaningful answer: the gate-less arms break requests at this budget, the gated ones do not
+    lines = page.get_by_text(re.compile(r"· (gated|ungated): \d+ invalid requests")).all_inner_texts()
+    ungated = [int(re.search(r"ungated: (\d+) invalid", t).group(1)) for t in lines if "· ungated:" in t]
+    gated = [int(re.search(r"gated: (\d+) invalid", t).group(1)) for t in lines if "· gated:" in t]
+    assert ungated and sum(ungated) > 0 and gated == [0] * len(gated), lines
+    assert page.get_by_text(f"Depends on: budget {budget:,} tokens", exact=False).is_visible()
+    assert _replay_count(server["path"]) - before == len(lines) * min(5, len(recorded))  # what it said it recorded
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download CSV").first.click()
+    rows = Path(dl.value.path()).read_text().strip().splitlines()
+    assert len(rows) - 1 == len(lines) * min(5, len(recorded))
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare-run.png"), full_page=True)
+    # a failed run clears the previous success
+    page.get_by_label("Policy parameters (optional)", exact=True).fill("nosuchpolicy@x=1")
+    page.get_by_role("button", name="Run comparison").click()
+    page.get_by_text("The comparison failed:", exact=False).first.wait_for(timeout=60_000)
+    settle(page)
+    assert page.get_by_text("and recorded them into the store as new sessions", exact=False).count() == 0

@@ -210,14 +210,20 @@ def token_timeline(series: pd.DataFrame, markers: pd.DataFrame, *, step: int | N
     ))
 
 
+def arm_colors(arms: Iterable[str]) -> dict[str, str]:
+    """One Okabe-Ito colour per arm (sorted, so an arm keeps its colour across charts)."""
+    return {a: OKABE_ITO[i % len(OKABE_ITO)] for i, a in enumerate(sorted({str(a) for a in arms}))}
+
+
 def arm_bars(summary: pd.DataFrame, metric: str) -> go.Figure:
-    """Mean of a metric per arm with its 95% confidence interval."""
+    """Mean of a metric per arm with its 95% confidence interval; one colour per arm."""
+    colors = arm_colors(summary["arm"])
     err = (summary["ci_high"] - summary["mean"]).fillna(0)
     fig = go.Figure(go.Bar(
         x=[esc(a) for a in summary["arm"]], y=summary["mean"],
-        error_y=dict(type="data", array=err, visible=True),
+        error_y=dict(type="data", array=err, visible=True, color="#333"),
         hovertext=[f"{esc(a)}: mean {m:.3g} (n={n})" for a, m, n in zip(summary["arm"], summary["mean"], summary["n"], strict=True)],
-        hoverinfo="text", marker_color="#1f77b4",
+        hoverinfo="text", marker_color=[colors[str(a)] for a in summary["arm"]],
     ))
     fig.update_layout(height=320, margin=dict(l=10, r=10, t=30, b=30), yaxis_title=f"mean {metric} (95% CI)")
     return fig
@@ -225,10 +231,12 @@ def arm_bars(summary: pd.DataFrame, metric: str) -> go.Figure:
 
 def arm_distribution(metrics: pd.DataFrame, metric: str) -> go.Figure:
     """Per-session values of a metric per arm: box plot with every session as a point."""
+    colors = arm_colors(metrics["arm"])
     fig = go.Figure()
     for arm, group in metrics.groupby("arm", sort=True):
         fig.add_trace(go.Box(
             y=group[metric], name=esc(arm), boxpoints="all", jitter=0.4, pointpos=0,
+            marker_color=colors[str(arm)], line_color=colors[str(arm)],
             hovertext=[esc(short(label or sid, 60)) for label, sid in zip(group["label"], group["session_id"], strict=True)],
             hoverinfo="y+text",
         ))
@@ -237,14 +245,21 @@ def arm_distribution(metrics: pd.DataFrame, metric: str) -> go.Figure:
 
 
 def paired_bars(diff: pd.DataFrame, metric: str, baseline: str) -> go.Figure:
-    """Per source session: each arm's metric minus the baseline arm's."""
+    """Per source session: each arm's metric minus the baseline arm's. One Okabe-Ito colour per
+    arm, the legend above the plot (never over the bars), a zero line, session names slanted."""
+    colors = arm_colors(diff["arm"])
     fig = go.Figure()
     for arm, group in diff.groupby("arm", sort=True):
         fig.add_bar(
-            x=[esc(short(label or sid, 40)) for label, sid in zip(group["label"], group["source_id"], strict=True)],
-            y=group["difference"], name=esc(arm),
+            x=[esc(short(label or sid, 32)) for label, sid in zip(group["label"], group["source_id"], strict=True)],
+            y=group["difference"], name=esc(arm), marker_color=colors[str(arm)],
             hovertext=[f"{esc(arm)} − {esc(baseline)}: {d:+.3g}" for d in group["difference"]], hoverinfo="text",
         )
-    fig.update_layout(barmode="group", height=340, margin=dict(l=10, r=10, t=30, b=80),
-                      yaxis_title=f"{metric} − baseline", legend=dict(orientation="h", y=-0.35))
+    fig.update_layout(
+        barmode="group", height=420, margin=dict(l=10, r=10, t=70, b=10),
+        yaxis=dict(title=f"{metric} − {esc(baseline)}", zeroline=True, zerolinecolor="#333", zerolinewidth=1.5),
+        xaxis=dict(tickangle=-30, automargin=True),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
+                    title=dict(text=f"arm − baseline ({esc(baseline)}):")),
+    )
     return fig
