@@ -10,7 +10,7 @@ import json
 import sys
 
 from policies.errors import PolicyError
-from tracer.cli.replay import add_common, format_row, load_sessions
+from tracer.cli.replay import add_common, depends_on, describe, format_row, load_sessions
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,8 +19,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="compare policies on recorded sessions (A/B metrics with paired bootstrap CIs)",
         description="Replay every session under every policy (and gating), one row of metrics per policy and "
         "gating, plus per-session differences against the first policy with bootstrap confidence intervals. "
-        "Policies are comma-separated; '@k=v' sets a parameter (e.g. recency@target=0.5). Sessions run in "
-        "parallel with --workers; each worker records its replays into the store.",
+        "Policies are comma-separated; '@k=v' sets a parameter (e.g. recency@target=0.5@x=1). Sessions run in "
+        "parallel with --workers. Every replay is recorded into the store as a new session (source 'replay'; "
+        "policies x gatings x sessions of them): --no-trace measures without recording. Every figure depends "
+        "on the budget (--budget), the arrival order of parallel results (--seed) and the token counter; the "
+        "output names them.",
     )
     parser.add_argument("--policies", required=True, metavar="A,B,...", help="policies to compare; the first is the baseline")
     parser.add_argument("--gated", choices=("on", "off", "both"), default="both", help="gate on, off, or both (default)")
@@ -48,9 +51,12 @@ def run(args: argparse.Namespace) -> int:
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
                      progress=progress_bar(), resamples=args.resamples)
+    recorded = len(result.specs) * len(convs) if args.trace else 0
+    depends = depends_on(args, store.path, recorded)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json.dumps({**result.to_dict(), "depends_on": depends}, indent=2))
         return 0
+    print(describe(depends))
     for row in result.rows:
         print(format_row(row))
     if result.differences:

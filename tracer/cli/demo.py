@@ -15,6 +15,7 @@ from pathlib import Path
 from tracer.store import ENV_STORE, default_store_path
 
 DEMO_POLICIES = "salience,recency,similarity,mask,tiered,langchain_trim"
+DEMO_SEED = 7  # the arrival order of parallel tool results in the demo's replays (said when it runs)
 
 
 def _shared_traffic() -> Path | None:
@@ -72,9 +73,12 @@ def run(args: argparse.Namespace) -> int:
         rc = cli(["import", *sources, "--store", str(store)])
         if rc == 2:
             return rc
-        print(f"==> replaying through {args.policies}, gated and ungated", flush=True)
+        print(f"==> replaying through {args.policies}, gated and ungated, with --seed {DEMO_SEED}: each parallel "
+              f"batch's tool results arrive in an order shuffled with seed {DEMO_SEED}. `prunegate compare` "
+              f"without --seed keeps the recorded order, so its figures differ; add --seed {DEMO_SEED} to get "
+              "the demo's.", flush=True)
         rc = cli(["compare", "--policies", args.policies, "--gated", "both", "--store", str(store),
-                  "--workers", str(args.workers), "--capture-content", "--seed", "7"])
+                  "--workers", str(args.workers), "--capture-content", "--seed", str(DEMO_SEED)])
         if rc != 0:
             return rc
         rc = cli(["compact", "--store", str(store)])
