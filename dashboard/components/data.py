@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from tracer import catalog as session_catalog
 from tracer import explain, queries
 from tracer.store import ENV_STORE, Store, default_store_path
 from tracer.store.segments import StoreLayout, list_segments
@@ -122,6 +123,36 @@ def _catalog(path: str, fp: str) -> dict[str, Any]:
                 "session_list": queries.session_list(r, limit=2000)}
 
 
+# ----------------------------------------------------------------------------- the sessions list
+@st.cache_resource(ttl=600, max_entries=4, show_spinner=False)
+def _session_index(path: str, fp: str) -> Any:
+    with Store(path).reader() as r:
+        return session_catalog.session_index(r)
+
+
+@st.cache_resource(ttl=600, max_entries=2, show_spinner="Indexing the store for search (once per change)…")
+def _search_index(path: str, fp: str) -> Any:
+    with Store(path).reader() as r:
+        return session_catalog.search_index(r)
+
+
+def session_page(*, search: str | None = None, **filters: Any) -> dict[str, Any]:
+    """A page of the Sessions list (:func:`tracer.catalog.session_page`) over indexes read once per
+    store state: every filter and page is then a DuckDB query over 1 row per session, plus the
+    page's own messages and peak tokens."""
+    path = key()
+    fp = fingerprint(path)
+    return _session_page(path, fp, (search or "").strip().lower() or None, tuple(sorted(filters.items())))
+
+
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
+def _session_page(path: str, fp: str, q: str | None, filters: tuple) -> dict[str, Any]:
+    out = session_catalog.page_of(_session_index(path, fp), _search_index(path, fp) if q else None, q=q, **dict(filters))
+    with Store(path).reader() as r:
+        out["rows"] = session_catalog.page_detail(r, out["rows"])
+    return out
+
+
 # ----------------------------------------------------------------------------- one session, step by step
 @st.cache_resource(ttl=600, max_entries=8, show_spinner=False)
 def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
@@ -201,7 +232,9 @@ def _why(path: str, fp: str, session_id: str, seq: int) -> dict[str, Any] | None
     found = explain.violations_at(bundle["tables"], seq)
     if found.empty:
         return None
-    named_ids, named_msgs, causes = [], [], {}
+    named_ids: list[list[str]] = []
+    named_msgs: list[list[str]] = []
+    causes: dict[str, dict[str, Any]] = {}
     for span_id in found["span_id"]:
         detail = _violation_detail(path, fp, str(span_id))
         if detail is None:

@@ -78,8 +78,9 @@ def run_comparison_form() -> None:
                  "@key=value parameters (several: recency@target=0.5@x=1). A policy named here replaces "
                  "the picked one of the same name.")
         c1, c2, c3, c4 = st.columns(4)
-        gated = c1.selectbox("Gate", ["both", "on", "off"], key="compare_run_gated",
-                             format_func={"both": "gated and ungated", "on": "gated only", "off": "ungated only"}.get)
+        gate_names = {"both": "gated and ungated", "on": "gated only", "off": "ungated only"}
+        gated = str(c1.selectbox("Gate", list(gate_names), key="compare_run_gated",
+                                 format_func=lambda g: gate_names[str(g)]))
         budget = c2.number_input("Budget (tokens; 0: 60% of each session)", min_value=0, value=suggested, step=100,
                                  key="compare_run_budget")
         ceiling = c3.number_input("Hard ceiling (0: none)", min_value=0, value=0, step=100, key="compare_run_ceiling")
@@ -124,7 +125,7 @@ def _run(session_ids: list[str], policies: list[str], params: str, gated: str, b
 
     with st.status("Running the comparison…", expanded=True) as status:
         try:
-            chosen = {name: () for name in policies}
+            chosen: dict[str, tuple[tuple[str, Any], ...]] = {name: () for name in policies}
             if params.strip():
                 for name, p in compare.parse_policies(params):
                     chosen[name] = p

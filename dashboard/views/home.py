@@ -5,7 +5,6 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard.components import data
-from tracer import catalog
 
 st.title("prunegate")
 st.markdown(
@@ -13,7 +12,7 @@ st.markdown(
     "the commit-boundary **gate**, and shows what each one did to the context window: every prune, "
     "deferral and spill, and every request the provider would have refused (a **violation**) traced to "
     "the eviction that caused it.")
-overview = data.query(catalog.session_page, limit=1)
+overview = data.session_page(limit=1)
 c1, c2, c3 = st.columns(3)
 c1.metric("● Recorded sessions", f"{overview['recorded']:,}")
 c2.metric("↻ Replays", f"{overview['replays']:,}")

@@ -81,7 +81,7 @@ def _ns(day: object, *, end: bool = False) -> int | None:
     return int(moment.timestamp()) * 10**9
 
 
-found = data.query(catalog.session_page, search=search.strip() or None, kind=None if kind == "all" else kind,
+found = data.session_page(search=search.strip() or None, kind=None if kind == "all" else kind,
                    policies=tuple(policies), gated=GATES[gate], only_with_violations=only_v,
                    since_ns=_ns(since), until_ns=_ns(until, end=True), offset=(page_no - 1) * PAGE_SIZE,
                    limit=PAGE_SIZE)
