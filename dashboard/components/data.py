@@ -111,7 +111,7 @@ def _cached_fast(path: str, fp: str, name: str, args: tuple, kwargs: tuple) -> A
 
 # ----------------------------------------------------------------------------- the store at a glance
 def catalog() -> dict[str, Any]:
-    """Store totals, why the snapshot may be incomplete, and the session list (roots), in one read."""
+    """Store totals and why the snapshot may be incomplete, in one read (every page's sidebar)."""
     path = key()
     return _catalog(path, fingerprint(path))
 
@@ -119,8 +119,12 @@ def catalog() -> dict[str, Any]:
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=8)
 def _catalog(path: str, fp: str) -> dict[str, Any]:
     with Store(path).reader() as r:
-        return {**queries.store_totals(r), "warnings": list(r.warnings),
-                "session_list": queries.session_list(r, limit=2000)}
+        return {**queries.store_totals(r), "warnings": list(r.warnings)}
+
+
+def session_list() -> Any:
+    """The cheap list of session roots for pickers (newest first, at most 2,000)."""
+    return run("session_list", limit=2000)
 
 
 # ----------------------------------------------------------------------------- the sessions list
@@ -134,6 +138,13 @@ def _session_index(path: str, fp: str) -> Any:
 def _search_index(path: str, fp: str) -> Any:
     with Store(path).reader() as r:
         return session_catalog.search_index(r)
+
+
+def session_policies() -> list[str]:
+    """The policies of the store's sessions (the filter's choices), from the cached index."""
+    path = key()
+    column = _session_index(path, fingerprint(path)).column("policy").to_pylist()
+    return sorted({str(p) for p in column if p})
 
 
 def session_page(*, search: str | None = None, **filters: Any) -> dict[str, Any]:

@@ -57,7 +57,7 @@ def _move(delta: int, lo: int, hi: int) -> None:
 
 
 def _pick_session() -> str | None:
-    sessions = data.catalog()["session_list"]
+    sessions = data.session_list()
     wanted = st.query_params.get("session")
     if sessions.empty and not wanted:
         st.info("The store has no sessions yet.")

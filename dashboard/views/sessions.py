@@ -17,7 +17,6 @@ import streamlit as st
 
 from dashboard.components import data
 from dashboard.components.widgets import open_links, ts_column
-from tracer import catalog
 
 SIZES = (10, 25, 50, 100)
 KIND_LABELS = {"all": "recorded and replays", "recorded": "recorded traffic only", "replay": "replays only"}
@@ -37,7 +36,7 @@ st.title("Sessions")
 st.caption("Every session in the store. ● recorded: traffic imported or recorded from an agent. "
            "↻ replay: a recorded session replayed through a policy by prunegate replay / compare.")
 
-policies_all = data.query(catalog.policies_seen)
+policies_all = data.session_policies()
 c1, c2, c3, c4 = st.columns([3, 1.6, 2, 1.2])
 search = c1.text_input("Search sessions", value=qp.get("q", ""), key="sessions_q",
                        placeholder="message text, tool name, decision, reason, violation code, id or name")
