@@ -321,7 +321,7 @@ def sessions_page_run(store_dir: Path, change: Callable[[Any], Any] | None = Non
 
 
 def measure_sessions(store_dir: Path, label: str) -> list[tuple[str, float]]:
-    from tracer import catalog
+    from tracer.queries import catalog
 
     store = Store(store_dir)
 

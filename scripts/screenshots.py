@@ -42,7 +42,8 @@ def build(path: Path) -> None:
 
 def violation_to_show(path: Path) -> tuple[str, int]:
     """A violation whose ungated cause evicted messages from the most units (session, step)."""
-    from tracer import explain, queries
+    from tracer import queries
+    from tracer.queries import explain
     from tracer.store import Store
 
     best: tuple[int, str, int] | None = None

@@ -23,8 +23,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from tracer import catalog as session_catalog
-from tracer import explain, queries
+from tracer import queries
+from tracer.queries import catalog as session_catalog
+from tracer.queries import explain
 from tracer.store import ENV_STORE, Store, default_store_path
 from tracer.store.segments import StoreLayout, list_segments
 
@@ -57,56 +58,40 @@ def fingerprint(path: str) -> str:
 
 
 # ----------------------------------------------------------------------------- any query
-def run(name: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``tracer.queries.<name>(reader, *args, **kwargs)`` on a fresh snapshot. Cached until the
-    store changes (and at most ``TTL`` seconds)."""
+Query = Callable[..., Any]
+
+
+def run(fn: Query, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn(reader, *args, **kwargs)`` (a function of :mod:`tracer.queries`) on a fresh snapshot.
+    Cached until the store changes (and at most ``TTL`` seconds)."""
     path = key()
-    return _cached(path, fingerprint(path), name, args, tuple(sorted(kwargs.items())))
+    return _cached(path, fingerprint(path), _name(fn), args, tuple(sorted(kwargs.items())), fn)
 
 
-def query(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn(reader, *args, **kwargs)`` (a tracer query function) on a fresh snapshot. Cached
-    until the store changes (and at most ``TTL`` seconds), keyed by the function's name."""
-    path = key()
-    return _cached_fn(path, fingerprint(path), f"{fn.__module__}.{fn.__qualname__}", fn, args,
-                      tuple(sorted(kwargs.items())))
-
-
-@st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
-def _cached_fn(path: str, fp: str, name: str, _fn: Callable[..., Any], args: tuple, kwargs: tuple) -> Any:
-    with Store(path).reader() as r:
-        return _fn(r, *args, **dict(kwargs))
-
-
-def run_fresh(name: str, *args: Any, **kwargs: Any) -> Any:
+def run_fresh(fn: Query, *args: Any, **kwargs: Any) -> Any:
     """Like :func:`run`, but also re-read at least every ``FAST_TTL`` seconds (the Live page)."""
     path = key()
-    return _cached_fast(path, fingerprint(path), name, args, tuple(sorted(kwargs.items())))
+    return _cached_fast(path, fingerprint(path), _name(fn), args, tuple(sorted(kwargs.items())), fn)
 
 
-def local(name: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``tracer.queries.<name>`` on a private in-memory DuckDB (queries over a DataFrame)."""
-    con = queries.scratch()
-    try:
-        return getattr(queries, name)(con, *args, **kwargs)
-    finally:
-        con.close()
+def _name(fn: Query) -> str:
+    """The cache key of a query function (the function itself is not hashed: ``_fn`` below)."""
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
-def _call(path: str, name: str, args: tuple, kwargs: tuple) -> Any:
-    fn = getattr(queries, name)
+def _call(path: str, fn: Query, args: tuple, kwargs: tuple) -> Any:
     with Store(path).reader() as r:
         return fn(r, *args, **dict(kwargs))
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=512)
-def _cached(path: str, fp: str, name: str, args: tuple, kwargs: tuple) -> Any:
-    return _call(path, name, args, kwargs)
+def _cached(path: str, fp: str, name: str, args: tuple, kwargs: tuple, _fn: Query) -> Any:
+    return _call(path, _fn, args, kwargs)
 
 
 @st.cache_data(ttl=FAST_TTL, show_spinner=False, max_entries=64)
-def _cached_fast(path: str, fp: str, name: str, args: tuple, kwargs: tuple) -> Any:
-    return _call(path, name, args, kwargs)
+def _cached_fast(path: str, fp: str, name: str, args: tuple, kwargs: tuple, _fn: Query) -> Any:
+    return _call(path, _fn, args, kwargs)
 
 
 # ----------------------------------------------------------------------------- the store at a glance
@@ -124,7 +109,7 @@ def _catalog(path: str, fp: str) -> dict[str, Any]:
 
 def session_list() -> Any:
     """The cheap list of session roots for pickers (newest first, at most 2,000)."""
-    return run("session_list", limit=2000)
+    return run(queries.sessions, summary=False, order="started", limit=2000)
 
 
 # ----------------------------------------------------------------------------- the sessions list
@@ -148,7 +133,7 @@ def session_policies() -> list[str]:
 
 
 def session_page(*, search: str | None = None, **filters: Any) -> dict[str, Any]:
-    """A page of the Sessions list (:func:`tracer.catalog.session_page`) over indexes read once per
+    """A page of the Sessions list (:func:`tracer.queries.catalog.session_page`) over indexes read once per
     store state: every filter and page is then a DuckDB query over 1 row per session, plus the
     page's own messages and peak tokens."""
     path = key()

@@ -51,15 +51,16 @@ def downloads(frame: pd.DataFrame, name: str, key: str) -> None:
 
 def run_comparison_form() -> None:
     """The form, the status box while it runs, and the outcome of the last run."""
-    recorded = data.run("recorded_sessions")
+    recorded = data.run(queries.sessions, exclude_sources=("replay",), complete=True, summary=False,
+                        order="started", limit=2000)
     if recorded.empty:
         st.info("The store holds no recorded session to replay (import one with `prunegate import`).")
         return
-    choices = data.run("policy_choices")
+    choices = data.run(queries.policy_choices)
     ids = [str(s) for s in recorded["session_id"]]
     labels = {str(r["session_id"]): session_label(r) for r in recorded.to_dict("records")}
     picked_default = ids[: min(5, len(ids))]
-    peaks = data.query(queries.session_metrics, session_ids=tuple(picked_default))
+    peaks = data.run(queries.session_metrics, session_ids=tuple(picked_default))
     suggested = default_budget([int(p) for p in peaks["peak_tokens"].fillna(0)])
     st.caption(md(f"Default budget {suggested:,} tokens: half the smallest peak among the first "
                   f"{len(picked_default)} recorded sessions (peaks {int(peaks['peak_tokens'].min()):,}–"
@@ -113,7 +114,7 @@ def _show(result: dict[str, Any]) -> None:
     downloads(tables["sessions"], "comparison-sessions", "compare_run_sessions_dl")
     if result["differences"]:
         st.caption("Paired differences against the baseline (the first policy) of each gating, "
-                   "mean and bootstrap 95% CI")
+                   "mean and Student-t 95% CI, as `prunegate compare` reports them")
         st.dataframe(tables["differences"], hide_index=True, width="stretch", key="compare_run_diffs")
         downloads(tables["differences"], "comparison-differences", "compare_run_diffs_dl")
 

@@ -17,7 +17,8 @@ import streamlit as st
 from dashboard.components import charts, data
 from dashboard.components.safe import md
 from dashboard.components.widgets import session_label
-from tracer import explain, queries
+from tracer import queries
+from tracer.queries import explain
 
 STEP = "replay_step"
 PLAY = "replay_play"

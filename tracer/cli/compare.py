@@ -1,6 +1,7 @@
 """``prunegate compare``: A/B metrics of several policies, gated and/or ungated, on recorded sessions.
 
-Exit status: 0 done, 2 bad arguments, no sessions or an unreadable store.
+Exit status: 0 done (replays read back from the store), 2 bad arguments, no sessions or an unreadable
+store, 3 some replay traces did not reach the store.
 """
 
 from __future__ import annotations
@@ -10,15 +11,23 @@ import json
 import sys
 
 from policies.errors import PolicyError
-from tracer.cli.replay import add_common, depends_on, describe, format_row, load_sessions
+from tracer.cli.replay import (
+    add_common,
+    depends_on,
+    describe,
+    format_row,
+    load_sessions,
+    recorded_outcome,
+    recording,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "compare",
-        help="compare policies on recorded sessions (A/B metrics with paired bootstrap CIs)",
+        help="compare policies on recorded sessions (A/B metrics with paired 95% confidence intervals)",
         description="Replay every session under every policy (and gating), one row of metrics per policy and "
-        "gating, plus per-session differences against the first policy with bootstrap confidence intervals. "
+        "gating, plus per-session differences against the first policy with Student-t 95% confidence intervals. "
         "Policies are comma-separated; '@k=v' sets a parameter (e.g. recency@target=0.5@x=1). Sessions run in "
         "parallel with --workers. Every replay is recorded into the store as a new session (source 'replay'; "
         "policies x gatings x sessions of them): --no-trace measures without recording. Every figure depends "
@@ -27,7 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--policies", required=True, metavar="A,B,...", help="policies to compare; the first is the baseline")
     parser.add_argument("--gated", choices=("on", "off", "both"), default="both", help="gate on, off, or both (default)")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     add_common(parser)
     parser.set_defaults(func=run)
 
@@ -50,20 +58,23 @@ def run(args: argparse.Namespace) -> int:
     result = compare(convs, policies, gated=args.gated, budget=args.budget, hard_ceiling=args.hard_ceiling,
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
-                     progress=progress_bar(), resamples=args.resamples)
-    recorded = len(result.specs) * len(convs) if args.trace else 0
-    depends = depends_on(args, store.path, recorded)
+                     progress=progress_bar())
+    recorded = [r.replay_id for rs in result.results for r in rs]
+    depends = depends_on(args, store.path, len(recorded) if args.trace else 0)
     if args.json:
         print(json.dumps({**result.to_dict(), "depends_on": depends}, indent=2))
-        return 0
+        return recorded_outcome(args, store, recorded)
     print(describe(depends))
     for row in result.rows:
         print(format_row(row))
     if result.differences:
-        print("\npaired differences per session against the baseline (mean, 95% bootstrap CI):")
+        print("\npaired differences per session against the baseline (mean, Student-t 95% CI):")
         for d in result.differences:
             if d["mean_diff"] == 0 and d["ci_low"] == 0 and d["ci_high"] == 0:
                 continue
             print(f"  {d['policy']} - {d['baseline']} ({'gated' if d['gated'] else 'ungated'}) {d['metric']}: "
                   f"{d['mean_diff']} [{d['ci_low']}, {d['ci_high']}] over {d['n']} sessions")
-    return 0
+    rc = recorded_outcome(args, store, recorded)
+    if rc == 0:
+        print(recording(depends))
+    return rc

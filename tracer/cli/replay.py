@@ -1,6 +1,8 @@
 """``prunegate replay``: recorded sessions through one policy, gated or ungated, recorded as new traces.
 
-Exit status: 0 done (whatever the replays found), 2 bad arguments, no sessions or an unreadable store.
+Exit status: 0 done (whatever the replays found) and every replay read back from the store, 2 bad
+arguments, no sessions or an unreadable store, 3 some replay traces did not reach the store (the
+line printed says where they are and how to move them in).
 """
 
 from __future__ import annotations
@@ -11,19 +13,20 @@ import sys
 from typing import Any
 
 from policies.errors import PolicyError
+from tracer.cli.checks import nonneg_int, positive_int, store_dir
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     """Options ``replay`` and ``compare`` share."""
-    parser.add_argument("--budget", type=_positive, help="token budget (default: 60%% of each session's full size)")
-    parser.add_argument("--hard-ceiling", type=_positive, help="hard ceiling: spill, then fail loudly, above it (gated)")
+    parser.add_argument("--budget", type=positive_int, help="token budget (default: 60%% of each session's full size)")
+    parser.add_argument("--hard-ceiling", type=positive_int, help="hard ceiling: spill, then fail loudly, above it (gated)")
     parser.add_argument("--session", nargs="+", action="extend", metavar="ID",
                         help="replay only these sessions (id or name); default: every non-replay session")
-    parser.add_argument("--stream-results", type=_nonneg, default=0, metavar="N",
+    parser.add_argument("--stream-results", type=nonneg_int, default=0, metavar="N",
                         help="deliver every tool result as a stream of N chunks (default: only recorded streams)")
     parser.add_argument("--seed", type=int, help="shuffle each batch's result order with this seed")
-    parser.add_argument("--workers", type=_positive, default=1, help="processes to replay in (default 1)")
-    parser.add_argument("--store", help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    parser.add_argument("--workers", type=positive_int, default=1, help="processes to replay in (default 1)")
+    parser.add_argument("--store", type=store_dir, help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
     parser.add_argument("--no-trace", dest="trace", action="store_false",
                         help="do not record the replays (measure only; for benchmarks)")
     parser.add_argument("--capture-content", action="store_true", help="record message content in the replay traces")
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"totals": row, "sessions": [r.to_dict() for r in results], "depends_on": depends},
                          indent=2))
-        return 0
+        return recorded_outcome(args, store, [r.replay_id for r in results])
     print(describe(depends))
     for r in results:
         line = (f"{r.name}: {r.model_calls} model calls, {r.invalid_requests} invalid, {r.orphan_results} orphan results, "
@@ -83,7 +86,19 @@ def run(args: argparse.Namespace) -> int:
             line += f"; FAILED: {r.error}"
         print(line + (f" -> {r.replay_id}" if args.trace else ""))
     print(format_row(row))
-    return 0
+    rc = recorded_outcome(args, store, [r.replay_id for r in results])
+    if rc == 0:
+        print(recording(depends))
+    return rc
+
+
+def recorded_outcome(args: argparse.Namespace, store: Any, replay_ids: list[str | None]) -> int:
+    """0 when the recorded replays are in the store (read back), else say what is not (exit 3)."""
+    if not args.trace:
+        return 0
+    from tracer.cli.outcome import check_recorded
+
+    return check_recorded(args.command, store, replay_ids)
 
 
 def load_sessions(args: argparse.Namespace, command: str) -> Any:
@@ -128,19 +143,21 @@ def depends_on(args: argparse.Namespace, store: Any, recorded: int) -> dict[str,
 
 
 def describe(d: dict[str, Any]) -> str:
-    """The ``depends_on`` dict as the lines printed before the figures."""
+    """The line printed before the figures: what every one of them depends on."""
     budget = f"{d['budget']:,} tokens" if d["budget"] else d["budget_rule"]
     seed = (f"--seed {d['seed']} (each parallel batch's results arrive in an order shuffled with this seed)"
             if d["seed"] is not None else "none (results arrive in the recorded order; --seed N shuffles them)")
-    lines = [f"figures below depend on: budget {budget}; hard ceiling {d['hard_ceiling'] or 'none'}; "
-             f"seed {seed}; tool results streamed in {d['stream_results'] or 'recorded'} chunks; "
-             f"tokens counted by {d['token_counter']}"]
+    return (f"figures below depend on: budget {budget}; hard ceiling {d['hard_ceiling'] or 'none'}; "
+            f"seed {seed}; tool results streamed in {d['stream_results'] or 'recorded'} chunks; "
+            f"tokens counted by {d['token_counter']}")
+
+
+def recording(d: dict[str, Any]) -> str:
+    """The line printed after the replays were read back from the store: what was recorded where."""
     if d["recorded_sessions"]:
-        lines.append(f"recorded {d['recorded_sessions']} replays as new sessions (source 'replay') in {d['store']}; "
-                     "--no-trace measures without recording")
-    else:
-        lines.append("replays not recorded (--no-trace)")
-    return "\n".join(lines)
+        return (f"recorded {d['recorded_sessions']} replays as new sessions (source 'replay') in {d['store']}; "
+                "--no-trace measures without recording")
+    return "replays not recorded (--no-trace)"
 
 
 def format_row(row: dict[str, Any]) -> str:
@@ -152,24 +169,3 @@ def format_row(row: dict[str, Any]) -> str:
             f"peak {row['peak_tokens']}, {row['prunes']} prunes, {row['deferrals']} deferrals, "
             f"{row['spills']} spills, {row['reinjects']} re-injections, {row['failures']} failures, "
             f"retention {ret}")
-
-
-def _positive(text: str) -> int:
-    value = _int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _nonneg(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from tracer.queries import MESSAGE, SESSION, VIOLATION, Source, _one, scratch
+from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _one, scratch
 
 __all__ = ["evicted_units", "gated_counterpart", "violating_units", "violations_at"]
 

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from tracer.queries import (
+from tracer.queries._sql import (
     BUDGET_CHECK,
     DEFER,
     FAIL,
