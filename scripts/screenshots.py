@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(0.2)
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-                page = browser.new_page(viewport={"width": 1500, "height": 1000})
+                page = browser.new_page(viewport={"width": 1500, "height": 3000})  # Streamlit scrolls inside: a tall window
                 page.goto(f"{base}/replay?session={sid}&step={step}")
                 wait(page, charts=4)
                 page.screenshot(path=str(out / "replay.png"), full_page=True)

@@ -509,7 +509,8 @@ def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any
     from tracer.store import Store
 
     with Store(server["path"]).reader() as r:
-        recorded = queries.recorded_sessions(r)
+        recorded = queries.sessions(r, exclude_sources=("replay",), complete=True, summary=False, order="started",
+                                    limit=2000)
         peaks = queries.session_metrics(r, session_ids=list(recorded["session_id"][:5]))["peak_tokens"]
     before = _replay_count(server["path"])
     open_page(page, server, "/compare", charts=3)
