@@ -247,7 +247,7 @@ def arm_distribution(metrics: pd.DataFrame, metric: str) -> go.Figure:
 def paired_bars(diff: pd.DataFrame, metric: str, baseline: str) -> go.Figure:
     """Per source session: each arm's metric minus the baseline arm's. One Okabe-Ito colour per
     arm, the legend above the plot (never over the bars), a zero line, session names slanted."""
-    colors = arm_colors(diff["arm"])
+    colors = arm_colors([*diff["arm"], baseline])  # the baseline keeps its place: same colours as the other charts
     fig = go.Figure()
     for arm, group in diff.groupby("arm", sort=True):
         fig.add_bar(
