@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from dashboard.components import charts, data
+from dashboard.components import charts, data, lost
 from dashboard.components.safe import md
 from dashboard.components.widgets import session_label
 from tracer import queries
@@ -272,6 +272,7 @@ bad_units: list[str] = []
 if why is not None:
     for ids, mids in zip(why["violations"]["named_ids"], why["violations"]["named_messages"], strict=True):
         bad_units += [u for u in explain.violating_units(messages, ids=ids, message_ids=mids) if u not in bad_units]
+lost.panel(session_id, int(step), lambda s: _set_step(s, lo, hi))
 
 st.subheader("Context window at this step")
 if bad_units:

@@ -16,9 +16,14 @@ from policies.errors import PolicyError
 from tracer.cli.checks import nonneg_int, positive_int, store_dir
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
-    """Options ``replay`` and ``compare`` share."""
-    parser.add_argument("--budget", type=positive_int, help="token budget (default: 60%% of each session's full size)")
+def add_common(parser: argparse.ArgumentParser, *, budgets: bool = False) -> None:
+    """Options ``replay`` and ``compare`` share; ``budgets``: ``--budget`` takes a list (a sweep)."""
+    if budgets:
+        parser.add_argument("--budget", type=_budgets, metavar="N[,N...]",
+                            help="token budget, or a comma-separated list to sweep every arm over "
+                                 "(default: 60%% of each session's full size; 'auto' in a list means that)")
+    else:
+        parser.add_argument("--budget", type=positive_int, help="token budget (default: 60%% of each session's full size)")
     parser.add_argument("--hard-ceiling", type=positive_int, help="hard ceiling: spill, then fail loudly, above it (gated)")
     parser.add_argument("--session", nargs="+", action="extend", metavar="ID",
                         help="replay only these sessions (id or name); default: every non-replay session")
@@ -135,7 +140,9 @@ def depends_on(args: argparse.Namespace, store: Any, recorded: int) -> dict[str,
     counter = type(DEFAULT_COUNTER).__name__
     chars = getattr(DEFAULT_COUNTER, "chars_per_token", None)
     return {
-        "budget": args.budget, "budget_rule": None if args.budget else "60% of each session's full size",
+        "budget": args.budget,
+        "budget_rule": None if args.budget and any(args.budget if isinstance(args.budget, list) else [args.budget])
+        else "60% of each session's full size",
         "hard_ceiling": args.hard_ceiling, "seed": args.seed, "stream_results": args.stream_results,
         "token_counter": counter + (f" ({chars:g} characters per token)" if chars else ""),
         "recorded_sessions": recorded, "store": str(store),
@@ -144,7 +151,8 @@ def depends_on(args: argparse.Namespace, store: Any, recorded: int) -> dict[str,
 
 def describe(d: dict[str, Any]) -> str:
     """The line printed before the figures: what every one of them depends on."""
-    budget = f"{d['budget']:,} tokens" if d["budget"] else d["budget_rule"]
+    chosen = [b for b in (d["budget"] if isinstance(d["budget"], list) else [d["budget"]]) if b]
+    budget = (" / ".join(f"{b:,}" for b in chosen) + " tokens") if chosen else d["budget_rule"]
     seed = (f"--seed {d['seed']} (each parallel batch's results arrive in an order shuffled with this seed)"
             if d["seed"] is not None else "none (results arrive in the recorded order; --seed N shuffles them)")
     return (f"figures below depend on: budget {budget}; hard ceiling {d['hard_ceiling'] or 'none'}; "
@@ -169,3 +177,12 @@ def format_row(row: dict[str, Any]) -> str:
             f"peak {row['peak_tokens']}, {row['prunes']} prunes, {row['deferrals']} deferrals, "
             f"{row['spills']} spills, {row['reinjects']} re-injections, {row['failures']} failures, "
             f"retention {ret}")
+
+
+def _budgets(text: str) -> list[int | None]:
+    from tracer.lab.sweep import parse_budgets
+
+    try:
+        return parse_budgets(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--budget: ")) from None
