@@ -124,7 +124,8 @@ else:
                 str(p.get(sn.POLICY, "?")), "yes" if gated else "no (naive runtime)" if gated is False else "?",
                 f"{p.get(sn.TOKENS_BEFORE, '?')} → {p.get(sn.TOKENS_AFTER, '?')}",
                 str(chk.get(sn.BUDGET, "?")),
-                ", ".join(map(str, p.get(sn.PRUNED_UNITS) or [])),
+                ", ".join(f"{u}" + ("" if whole else " (split)")
+                          for u, whole in zip(detail["evicted"]["unit_id"], detail["evicted"]["whole"], strict=True)),
                 ", ".join(map(str, p.get(sn.PRUNED_IDS) or [])),
                 ", ".join(map(str, p.get(sn.GROWN_UNITS) or [])),
                 ", ".join(map(str, p.get(sn.SHRUNK_UNITS) or [])),
@@ -156,9 +157,9 @@ else:
             with st.expander("Proposal and scores"):
                 st.json({k: _maybe_json(p.get(k)) for k in (sn.PROPOSAL, sn.PROPOSAL_IDS,
                                                              sn.SCORES) if k in p})
-        pruned_units = [str(u) for u in (p.get(sn.PRUNED_UNITS) or [])]
-        if not partners.empty:
-            pruned_units = [*dict.fromkeys([*map(str, partners["unit_id"].dropna()), *pruned_units])]
+        # every unit the prune took messages from (an ungated prune records ids only; units recovered)
+        pruned_units = [*dict.fromkeys([*map(str, detail["evicted"]["unit_id"]),
+                                        *map(str, p.get(sn.PRUNED_UNITS) or [])])]
         budget = chk.get(sn.BUDGET)
         ceiling = chk.get(sn.HARD_CEILING)
         b1, b2 = st.columns(2)

@@ -18,6 +18,7 @@ from tracer.errors import CommandError
 from tracer.store.settings import resolve_store
 
 DEMO_POLICIES = "salience,recency,similarity,mask,tiered,langchain_trim"
+DEMO_SEED = 7  # the arrival order of parallel tool results in the demo's replays (said when it runs)
 
 
 def _shared_traffic() -> Path | None:
@@ -75,6 +76,7 @@ def _build(args: argparse.Namespace, path: Path) -> int:
     from tracer.cli.import_cmd import print_report
     from tracer.cli.outcome import check_recorded
     from tracer.cli.output import format_row
+    from tracer.cli.replay import depends_on, describe
     from tracer.lab.compare import compare, parse_policies, progress_bar
     from tracer.store import Store
     from tracer.traffic.importers import shipped_sessions_dir
@@ -101,15 +103,21 @@ def _build(args: argparse.Namespace, path: Path) -> int:
     print_report(report, path)
     if not report.complete:
         return status.NOT_STORED
-    print(f"==> replaying through {args.policies}, gated and ungated", flush=True)
+    print(f"==> replaying through {args.policies}, gated and ungated, with --seed {DEMO_SEED}: each parallel "
+          f"batch's tool results arrive in an order shuffled with seed {DEMO_SEED}. `prunegate compare` "
+          f"without --seed keeps the recorded order, so its figures differ; add --seed {DEMO_SEED} to get "
+          "the demo's.", flush=True)
     convs = load_conversations(store)
     if not convs:
         raise CommandError(f"no sessions to replay in {path}")
-    result = compare(convs, policies, gated="both", seed=7, workers=args.workers, store_path=path,
+    result = compare(convs, policies, gated="both", seed=DEMO_SEED, workers=args.workers, store_path=path,
                      capture_content=True, progress=progress_bar())
+    replayed = [r.replay_id for rs in result.results for r in rs]
+    said = argparse.Namespace(budget=None, hard_ceiling=None, seed=DEMO_SEED, stream_results=None)
+    print(describe(depends_on(said, path, len(replayed))))
     for row in result.rows:
         print(format_row(row))
-    rc = check_recorded("demo", store, [r.replay_id for rs in result.results for r in rs])
+    rc = check_recorded("demo", store, replayed)
     if rc != status.SUCCESS:
         return rc
     compacted = store.compact(timeout=30.0)
