@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import traffic
 from tracer.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-CASSETTES = ROOT.parent / "shared" / "traffic" / "pydantic-ai-cassettes" / "tests" / "models" / "cassettes"
-
-pytestmark = pytest.mark.skipif(not CASSETTES.is_dir(), reason="shared/traffic is not beside the repo")
+CASSETTES = traffic.CASSETTES / "tests" / "models" / "cassettes"
 
 
 @pytest.fixture(scope="module")

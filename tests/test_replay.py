@@ -60,7 +60,7 @@ def registered_test_policies(monkeypatch):
 @pytest.fixture(scope="module")
 def tau() -> list[Conversation]:
     convs = [c for c in read_file(TAU) if isinstance(c, Conversation)]
-    return convs[:: len(convs) // 25][:25]  # 25 conversations spread over the tasks
+    return convs[:: max(1, len(convs) // 25)][:25]  # 25 conversations spread over the tasks (or all)
 
 
 def batch() -> Conversation:
