@@ -20,6 +20,7 @@ from .reference import prune_context
 from .registry import available, get_policy, parse_params, register
 from .spill import DirectorySpillStore, MemorySpillStore, SpillStore
 from .tokens import ApproxTokenCounter, TokenCounter
+from .validate import Violation, is_valid, validate
 
 __all__ = [
     "ApproxTokenCounter",
@@ -51,18 +52,15 @@ __all__ = [
     "TokenCounter",
     "Unit",
     "UnitView",
+    "Violation",
     "available",
     "get_policy",
+    "is_valid",
     "parse_params",
     "prune_context",
     "register",
     "text_message",
     "tool_result",
     "tool_use",
+    "validate",
 ]
-try:  # the validators land in their own module
-    from .validate import Violation, is_valid, validate  # noqa: F401
-
-    __all__ += ["Violation", "is_valid", "validate"]
-except ImportError:  # pragma: no cover
-    pass

@@ -102,7 +102,7 @@ class Gate:
                     error=proposal.error)
 
         if before - plan.saves > self.budget and ctx.open_ids:
-            blocking = sorted({ctx.unit_id_of(m) for m in ctx.open_ids if ctx.unit_id_of(m)}, key=_unit_order(ctx))
+            blocking = sorted({u for m in ctx.open_ids if (u := ctx.unit_id_of(m))}, key=_unit_order(ctx))
             d = self._decision(ctx, DecisionKind.DEFERRED, before, reason="open_messages", blocking_units=blocking, **base)
             return self._hold_ceiling(ctx, d)
         if plan.empty:

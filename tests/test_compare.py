@@ -21,13 +21,13 @@ from tracer.lab.compare import (
 )
 from tracer.lab.replay import ReplaySpec
 from tracer.store import Store
-from tracer.traffic.importers import Conversation, read_file
+from tracer.traffic.importers import Conversation
 from tracer.traffic.recorded import import_paths, list_sessions
 
 
 @pytest.fixture(scope="module")
-def tau() -> list[Conversation]:
-    return [c for c in read_file(TAU) if isinstance(c, Conversation)][:12]
+def tau(tau_sessions: list[Conversation]) -> list[Conversation]:
+    return tau_sessions[:12]
 
 
 def stable(results):
@@ -110,6 +110,7 @@ def test_two_workers_give_the_same_metrics_and_each_writes_its_own_segments(tau,
     assert len(pids) >= 2  # one writer per worker process
 
 
+@pytest.mark.slow
 def test_compare_command_json(tmp_path, capsys):
     store = tmp_path / "s"
     import_paths([TAU], store)

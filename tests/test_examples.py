@@ -95,6 +95,7 @@ def run_examples(script: str, url: str, store: Path) -> tuple[dict, dict]:
     return out[True], out[False]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script,turns", [("anthropic_agent.py", 3), ("openai_agent.py", 2)])
 def test_the_gate_keeps_every_request_valid_where_naive_trimming_gets_a_400(standin, tmp_path, script, turns):
     store_dir = tmp_path / "store"

@@ -211,6 +211,7 @@ def test_store_defaults_to_the_environment(tmp_path, monkeypatch, capsys):
 
 
 # ---------------------------------------------------------------------------------- real traffic
+@pytest.mark.slow
 def test_every_tau_bench_conversation_imports_with_its_exact_counts(tmp_path, capsys):
     raw = tau_conversations()
     expected = {

@@ -95,6 +95,12 @@ def _one(src: Source, sql: str, params: dict[str, Any]) -> tuple[Any, ...] | Non
     return rows[0] if rows else None
 
 
+def _agg(src: Source, sql: str, params: dict[str, Any]) -> tuple[Any, ...]:
+    """The row of an aggregate without GROUP BY (DuckDB returns exactly one, even over no rows)."""
+    [row] = _con(src).execute(sql, params).fetchall()
+    return row
+
+
 def _on_frame(src: Source, frame: pd.DataFrame, sql: str, params: dict[str, Any]) -> pd.DataFrame:
     """Run ``sql`` over ``frame`` registered as the table ``frame`` on this connection."""
     con = _con(src)
@@ -223,7 +229,7 @@ def sessions(
 
 def session_filter_options(src: Source) -> dict[str, list[str]]:
     """Distinct sources and policies, for the filter widgets."""
-    rows = _one(
+    rows = _agg(
         src,
         f"""
         SELECT list(DISTINCT attributes->>'prunegate.session.source') FILTER (WHERE attributes->>'prunegate.session.source' IS NOT NULL),
@@ -240,8 +246,7 @@ def session_info(src: Source, session_id: str) -> dict[str, Any] | None:
     df = _df(src, _ONE_SESSION_SUMMARY, {"sid": session_id})
     if df.empty:
         return None
-    row = df.iloc[0].to_dict()
-    return {k: (None if _isna(v) else v) for k, v in row.items()}
+    return _first_row(df)
 
 
 def _isna(v: Any) -> bool:
@@ -249,6 +254,11 @@ def _isna(v: Any) -> bool:
         return bool(pd.isna(v))
     except (TypeError, ValueError):
         return False
+
+
+def _first_row(df: pd.DataFrame) -> dict[str, Any]:
+    """The first row of ``df`` by column name, pandas' missing values (NaN, NaT, NA) as None."""
+    return {str(k): (None if _isna(v) else v) for k, v in df.iloc[0].to_dict().items()}
 
 
 def session_bounds(src: Source, session_id: str) -> tuple[int, int] | None:
@@ -728,7 +738,7 @@ def causal_eviction(src: Source, violation_span_id: str) -> dict[str, Any] | Non
     df = _df(src, sql, {"vid": violation_span_id})
     if df.empty:
         return None
-    row = {k: (None if _isna(v) else v) for k, v in df.iloc[0].to_dict().items()}
+    row = _first_row(df)
     row["partners"] = (
         partners(src, violation_span_id) if row.get("prune_span_id") else pd.DataFrame()
     )
@@ -936,7 +946,7 @@ def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFram
 
 def store_totals(src: Source) -> dict[str, int]:
     """Span and session counts, and the newest span time (Unix ns; 0 when empty)."""
-    row = _one(src, "SELECT count(*), count(DISTINCT session_id), coalesce(max(start_time_ns), 0) FROM spans", {})
+    row = _agg(src, "SELECT count(*), count(DISTINCT session_id), coalesce(max(start_time_ns), 0) FROM spans", {})
     return {"spans": int(row[0]), "sessions": int(row[1]), "last_ns": int(row[2])}
 
 
@@ -944,7 +954,7 @@ def policy_choices(src: Source) -> list[str]:
     """Policy names a comparison can run: the registry's built-ins and any seen in the store."""
     from policies.registry import available
 
-    row = _one(src, f"SELECT list(DISTINCT attributes->>'prunegate.policy') FROM spans WHERE name = '{SESSION}'", {})
+    row = _agg(src, f"SELECT list(DISTINCT attributes->>'prunegate.policy') FROM spans WHERE name = '{SESSION}'", {})
     seen = {p for p in (row[0] or []) if p}
     return sorted(set(available()) | {p.split("@", 1)[0] for p in seen})
 

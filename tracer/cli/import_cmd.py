@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"skipped {len(report.skipped)} sessions already in the store")
         if report.renamed:
             print(f"renamed {len(report.renamed)} reused tool-call ids:")
-            for r in report.renamed:
-                print(f"  {r['session']} {r['message']}: {r['old']} -> {r['new']}")
+            for rn in report.renamed:
+                print(f"  {rn['session']} {rn['message']}: {rn['old']} -> {rn['new']}")
         if report.otlp_files:
             print(f"imported {report.otlp_spans} spans from {report.otlp_files} OTLP JSON files")
         if report.refused:

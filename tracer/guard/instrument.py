@@ -37,7 +37,7 @@ import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry import trace
 
@@ -84,7 +84,7 @@ class PruneGuard:
         tracer_provider: trace.TracerProvider | None = None,
         otlp_endpoint: str | None = None,
         policy_params: Mapping[str, Any] | None = None,
-        mode: str = "grow",
+        mode: Literal["grow", "shrink"] = "grow",
         gated: bool = True,
         spill_store: SpillStore | None = None,
         capture_content: bool | None = None,
@@ -134,7 +134,7 @@ class PruneGuard:
                                session_id=self.session.session_id, token_counter=self.token_counter)
         if self.gated:
             self.runtime: Gate | NaiveRuntime = Gate(self.policy, self.budget, self.hard_ceiling, mode=self.mode,
-                                                     spill_store=self.spill_store)  # type: ignore[arg-type]
+                                                     spill_store=self.spill_store)
         else:
             self.runtime = NaiveRuntime(self.policy, self.budget)
         self._fps: list[str] = []  # fingerprints of the history items absorbed so far
@@ -373,7 +373,8 @@ def _error_details(error: Any) -> tuple[str, int | None, str | None]:
     status = getattr(error, "status_code", None)
     body = getattr(error, "body", None) if not isinstance(error, Mapping) else error
     if isinstance(body, Mapping):
-        err = body.get("error") if isinstance(body.get("error"), Mapping) else body
+        inner = body.get("error")
+        err = inner if isinstance(inner, Mapping) else body
         message = err.get("message")
         if isinstance(message, str):
             return message, status, err.get("type") if isinstance(err.get("type"), str) else None

@@ -176,7 +176,7 @@ class SpanObserver(Observer):
             self._reserved = (self.session.clock(), self.session.clock())
 
 
-def decision_attributes(d: Decision, gated: bool) -> dict[str, Any]:
+def decision_attributes(d: Decision, gated: bool | None) -> dict[str, Any]:
     """The attributes of a decision span (docs/spans.md), by decision kind."""
     attrs: dict[str, Any] = {
         "prunegate.check": d.check,

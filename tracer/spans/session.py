@@ -74,7 +74,7 @@ class TracedSession:
         provider: str | None = None,
         policy: str | None = None,
         policy_params: Mapping[str, Any] | None = None,
-        gated: bool = True,
+        gated: bool | None = True,  # None: neither a gate nor a naive runtime decides (an import)
         budget: int | None = None,
         hard_ceiling: int | None = None,
         capture_content: bool | None = None,
@@ -128,7 +128,12 @@ class TracedSession:
         self.root_context = trace.set_span_in_context(self.root)
         self.ended = False
         ref = weakref.ref(self)
-        self._atexit = lambda: (s := ref()) is not None and s.end()
+
+        def end_at_exit() -> None:
+            if (s := ref()) is not None:
+                s.end()
+
+        self._atexit = end_at_exit
         atexit.register(self._atexit)
 
     # ------------------------------------------------------------------ plumbing

@@ -112,7 +112,7 @@ def _absorb(con: duckdb.DuckDBPyConnection, paths: list[Path], rows: list[int], 
     try:
         inserted = 0
         if paths:
-            inserted = con.execute(_INSERT_SQL, [[str(p) for p in paths]]).fetchone()[0]
+            inserted = con.execute(_INSERT_SQL, [[str(p) for p in paths]]).fetchall()[0][0]
             con.execute(
                 "INSERT INTO compacted_segments SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), ?",
                 [[p.name for p in paths], rows, now],

@@ -92,7 +92,7 @@ class StoreReader:
         has_tables = self.con.execute(
             "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'store' "
             "AND table_name IN ('spans', 'compacted_segments')"
-        ).fetchone()[0]
+        ).fetchall()[0][0]
         if has_tables < 2:
             return set()
         self.main_attached = True
@@ -141,7 +141,7 @@ class StoreReader:
 
     def count(self) -> int:
         """Number of spans visible in this snapshot."""
-        return int(self.con.execute("SELECT count(*) FROM spans").fetchone()[0])
+        return int(self.con.execute("SELECT count(*) FROM spans").fetchall()[0][0])
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -152,7 +152,7 @@ def build_events(
         if calls:
             last_calls = tuple(b.id for b in calls if b.id)
         i += 1
-        pending = {b.id for b in calls}
+        pending = {b.id for b in calls if b.id}
         results: list[Message] = []
         rest: list[Message] = []
         while i < n and pending and _answers_any(messages[i], pending):

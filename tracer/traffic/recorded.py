@@ -90,7 +90,7 @@ def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id:
     if capture_content and conv.request_extra:
         attrs["prunegate.session.request"] = json.dumps(conv.request_extra, ensure_ascii=False)
     session = TracedSession(tracer_provider, session_id=sid, source="import", name=conv.name, provider=conv.provider,
-                            gated=None,  # type: ignore[arg-type] - no gate and no naive runtime: not applicable
+                            gated=None,  # no gate and no naive runtime: not applicable
                             capture_content=capture_content, attributes=attrs)
     ctx = Context(observer=SpanObserver(session), provider=conv.provider, request_extra=dict(conv.request_extra),
                   session_id=sid)
