@@ -16,7 +16,6 @@ from dashboard.components.safe import md
 from dashboard.components.widgets import session_label
 
 RESULT = "compare_run_result"
-GATINGS = {"both": "gated and ungated", "on": "gated only", "off": "ungated only"}  # choice -> label
 
 
 def run_comparison_form() -> None:
@@ -37,8 +36,8 @@ def run_comparison_form() -> None:
                                help="Comma-separated policy@key=value items; they replace the picked policies "
                                     "of the same name.")
         c1, c2, c3, c4 = st.columns(4)
-        gated = c1.selectbox("Gate", list(GATINGS), key="compare_run_gated",
-                             format_func=GATINGS.__getitem__)
+        gatings = {"both": "gated and ungated", "on": "gated only", "off": "ungated only"}
+        gated = c1.selectbox("Gate", list(gatings), key="compare_run_gated", format_func=gatings.__getitem__)
         budget = c2.number_input("Budget (0: 60% of each session)", min_value=0, value=0, step=100,
                                  key="compare_run_budget")
         ceiling = c3.number_input("Hard ceiling (0: none)", min_value=0, value=0, step=100, key="compare_run_ceiling")
