@@ -29,11 +29,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from policies import Gate, get_policy
+from tests.traffic import FULL
 from tracer.store import Store
 from tracer.traffic.recorded import import_paths
 
 ROOT = Path(__file__).resolve().parents[1]
-TAU = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
+TAU = FULL / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"  # the full traffic only (30 dialogues), else SHIPPED
 SHIPPED = sorted((ROOT / "data" / "sessions").glob("*.jsonl"))
 IS_ROOT = os.geteuid() == 0
 
