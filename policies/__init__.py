@@ -18,6 +18,7 @@ from .observer import MultiObserver, Observer
 from .policy import ContextView, Eviction, Policy, Proposal, Rewrite, Summary, UnitView
 from .reference import prune_context
 from .registry import available, get_policy, parse_params, register
+from .runtime import Runtime, build_runtime
 from .spill import DirectorySpillStore, MemorySpillStore, SpillStore
 from .tokens import ApproxTokenCounter, TokenCounter
 from .validate import Violation, is_valid, validate
@@ -45,6 +46,7 @@ __all__ = [
     "Proposal",
     "PruneBoundaryViolation",
     "Rewrite",
+    "Runtime",
     "SpillStore",
     "Spilled",
     "StructureError",
@@ -54,6 +56,7 @@ __all__ = [
     "UnitView",
     "Violation",
     "available",
+    "build_runtime",
     "get_policy",
     "is_valid",
     "parse_params",

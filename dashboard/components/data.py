@@ -14,7 +14,6 @@ opening the store again.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ import pandas as pd
 import streamlit as st
 
 from tracer import queries
-from tracer.store import ENV_STORE, Store, default_store_path
+from tracer.store import Store
 from tracer.store.segments import StoreLayout, list_segments
+from tracer.store.settings import resolve_store
 
 TTL = 30.0  # seconds; keys also carry the store's fingerprint, so new data shows at once
 FAST_TTL = 1.0
@@ -32,8 +32,7 @@ FAST_TTL = 1.0
 
 def store_path() -> Path:
     """The store this dashboard shows: ``$PRUNEGATE_STORE`` (set by ``prunegate dashboard``)."""
-    env = os.environ.get(ENV_STORE)
-    return Path(env) if env else default_store_path()
+    return resolve_store(None)
 
 
 def key() -> str:
