@@ -39,6 +39,8 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-q
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
+pytestmark = pytest.mark.browser
+
 
 def _require_chromium() -> None:
     if CHROMIUM.exists():

@@ -261,6 +261,7 @@ def test_live_sessions_window(scripted: tuple[Store, dict]) -> None:
 
 
 # ----------------------------------------------------------------------------- real replays
+@pytest.mark.slow
 def test_context_matches_what_real_replays_recorded(demo: tuple[Store, dict]) -> None:
     """On real replays: the tokens in context after a step equal what the tracer recorded there
     (the budget check's tokens.after, else the last message event's context.tokens), and every

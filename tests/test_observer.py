@@ -28,11 +28,6 @@ from tracer.spans.session import SessionConfig, TracedSession
 SECRET = "hunter2-secret-token"
 
 
-@pytest.fixture
-def rec() -> Recorder:
-    return Recorder()
-
-
 def traced(rec: Recorder, *, gated: bool = True, capture: bool | None = False, **kw) -> tuple[TracedSession, Context]:
     session = TracedSession(rec.provider, SessionConfig(gated=gated, capture_content=capture, **kw))
     ctx = Context(observer=SpanObserver(session), strict=gated, session_id=session.session_id)

@@ -57,7 +57,7 @@ COMMANDS: dict[str, CommandInfo] = {
 
 def add_command(sub: argparse._SubParsersAction, name: str, *, description: str) -> argparse.ArgumentParser:
     """The parser of command ``name``, with its summary from :data:`COMMANDS` (for command modules)."""
-    return sub.add_parser(name, help=_help(COMMANDS[name].summary), description=description)  # type: ignore[no-any-return]
+    return sub.add_parser(name, help=_help(COMMANDS[name].summary), description=description)
 
 
 def _help(text: str) -> str:

@@ -85,6 +85,11 @@ def _isna(v: Any) -> bool:
         return False
 
 
+def _first_row(df: pd.DataFrame) -> dict[str, Any]:
+    """The first row of ``df`` by column name, pandas' missing values (NaN, NaT, NA) as None."""
+    return {str(k): (None if _isna(v) else v) for k, v in df.iloc[0].to_dict().items()}
+
+
 def _struct(fields: dict[str, Any]) -> str:
     """A ``from_json`` structure for these attribute keys: one JSON parse per span, not one per key."""
     return json.dumps(fields).replace("'", "''")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _df, _isna
+from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _df, _first_row
 from tracer.spans import names as sn
 
 _LINK_TYPE = '[{"trace_id":"VARCHAR","span_id":"VARCHAR","attributes":"JSON"}]'
@@ -99,7 +99,7 @@ def causal_eviction(src: Source, violation_span_id: str) -> dict[str, Any] | Non
     df = _df(src, sql, {"vid": violation_span_id})
     if df.empty:
         return None
-    row = {k: (None if _isna(v) else v) for k, v in df.iloc[0].to_dict().items()}
+    row = _first_row(df)
     row["partners"] = (
         partners(src, violation_span_id) if row.get("prune_span_id") else pd.DataFrame()
     )

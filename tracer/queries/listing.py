@@ -29,7 +29,7 @@ from tracer.queries._sql import (
     Source,
     _con,
     _df,
-    _isna,
+    _first_row,
     _list,
     _one,
     _struct,
@@ -263,8 +263,7 @@ def session_info(src: Source, session_id: str) -> dict[str, Any] | None:
     df = _df(src, _ONE_SUMMARY, {"sid": session_id})
     if df.empty:
         return None
-    row = df.iloc[0].to_dict()
-    return {k: (None if _isna(v) else v) for k, v in row.items()}
+    return _first_row(df)
 
 
 def session_bounds(src: Source, session_id: str) -> tuple[int, int] | None:

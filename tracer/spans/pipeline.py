@@ -118,6 +118,8 @@ class SinkExporter(SpanExporter):
 class ReliableSpanProcessor(SpanProcessor):
     """Bounded-wait batching processor in front of a :class:`Sink` (see the module docstring)."""
 
+    _shutdown: bool  # set by _init_state, read across a fork
+
     def __init__(
         self,
         sink: Sink,

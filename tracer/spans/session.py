@@ -143,7 +143,12 @@ class TracedSession:
         self.root_context = trace.set_span_in_context(self.root)
         self.ended = False
         ref = weakref.ref(self)
-        self._atexit = lambda: (s := ref()) is not None and s.end()
+
+        def end_at_exit() -> None:
+            if (s := ref()) is not None:
+                s.end()
+
+        self._atexit = end_at_exit
         atexit.register(self._atexit)
 
     # ------------------------------------------------------------------ plumbing

@@ -22,7 +22,8 @@ Pure: no store, no tracing. ``tracer.cli.import_cmd`` records what this yields.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,13 +106,13 @@ class _Refused(Exception):
 
 
 # --------------------------------------------------------------------------------------------- files
-def read_paths(paths: list[str | Path], fmt: str = "auto") -> Iterator[Item]:
+def read_paths(paths: Sequence[str | os.PathLike[str]], fmt: str = "auto") -> Iterator[Item]:
     """Everything in ``paths`` (files, or directories searched for .json/.jsonl/.yaml/.yml files)."""
     for path in expand_paths(paths):
         yield from read_file(path, fmt)
 
 
-def expand_paths(paths: list[str | Path]) -> list[Path]:
+def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
         path = Path(p)
