@@ -243,7 +243,8 @@ def _why(path: str, fp: str, session_id: str, seq: int) -> dict[str, Any] | None
         cause = detail.get("prune_span_id")
         if cause and cause not in causes:
             causes[cause] = detail
-    found = found.assign(named_ids=named_ids, named_messages=named_msgs)
+    found = found.assign(named_ids=pd.Series(named_ids, index=found.index, dtype=object),
+                         named_messages=pd.Series(named_msgs, index=found.index, dtype=object))
     gated = None
     info = bundle["info"] or {}
     if info.get("gated") is False:

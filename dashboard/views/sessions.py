@@ -41,8 +41,8 @@ c1, c2, c3, c4 = st.columns([3, 1.6, 2, 1.2])
 search = c1.text_input("Search sessions", value=qp.get("q", ""), key="sessions_q",
                        placeholder="message text, tool name, decision, reason, violation code, id or name")
 kinds = list(KIND_LABELS)
-kind = c2.selectbox("Kind", kinds, index=kinds.index(qp.get("kind", "all")) if qp.get("kind") in kinds else 0,
-                    format_func=KIND_LABELS.get, key="sessions_kind")
+kind: str = c2.selectbox("Kind", kinds, index=kinds.index(qp.get("kind", "all")) if qp.get("kind") in kinds else 0,
+                         format_func=lambda k: KIND_LABELS[k], key="sessions_kind")
 wanted_pol = [p for p in qp.get("policy", "").split(",") if p in policies_all]
 policies = c3.multiselect("Policy", policies_all, default=wanted_pol, key="sessions_policies")
 gates = list(GATES)
@@ -63,12 +63,12 @@ except ValueError:
 if st.session_state.get("_sessions_filters") not in (None, filters):
     page_no = 1  # a new filter starts at the first page
 st.session_state["_sessions_filters"] = filters
-wanted = {k: v for k, v in {
+wanted: dict[str, str] = {k: v for k, v in {
     "q": search.strip(), "kind": None if kind == "all" else kind, "policy": ",".join(policies),
     "gate": None if gate == "any" else gate, "from": since.isoformat() if isinstance(since, dt.date) else None,
     "to": until.isoformat() if isinstance(until, dt.date) else None, "violations": "1" if only_v else None,
     "size": None if PAGE_SIZE == 50 else str(PAGE_SIZE), "page": None if page_no == 1 else str(page_no),
-}.items() if v or k == "q"}  # q always: see the note in the docstring
+}.items() if v is not None and (v or k == "q")}  # q always: see the note in the docstring
 if wanted != qp.to_dict():
     qp.from_dict(wanted)  # one update of the address bar: the filtered list is a link
 
