@@ -248,6 +248,8 @@ def rows_from_request(request: Any) -> Iterator[SpanRow]:
     if not isinstance(request, Mapping):
         raise _Bad("", f"expected an object with resourceSpans, got {type(request).__name__}")
     if "resourceSpans" not in request and "resource_spans" not in request:
+        if "resourceLogs" in request or "resource_logs" in request:
+            return  # a line of log records (GenAI events): read by read_otlp_logs
         raise _Bad("", f"no resourceSpans key (keys: {sorted(request)[:5]})")
     for r, rs in enumerate(_list(request, "resourceSpans", "")):
         w = f"resourceSpans[{r}]"
@@ -261,6 +263,57 @@ def rows_from_request(request: Any) -> Iterator[SpanRow]:
             scope = ss.get("scope") or {}
             for k, span in enumerate(_list(ss, "spans", ws)):
                 yield _span_row(span, resource, scope, f"{ws}.spans[{k}]")
+
+
+def log_records_from_request(request: Any) -> Iterator[dict[str, Any]]:
+    """Log records of one ExportLogsServiceRequest object: ``{"trace_id", "span_id", "event_name",
+    "time_ns", "attributes", "body"}`` (raises ``_Bad`` with a JSON path)."""
+    if not isinstance(request, Mapping):
+        return
+    for r, rl in enumerate(_list(request, "resourceLogs", "")):
+        w = f"resourceLogs[{r}]"
+        if not isinstance(rl, Mapping):
+            raise _Bad(w, "must be an object")
+        for s, sl in enumerate(_list(rl, "scopeLogs", w)):
+            ws = f"{w}.scopeLogs[{s}]"
+            if not isinstance(sl, Mapping):
+                raise _Bad(ws, "must be an object")
+            for k, rec in enumerate(_list(sl, "logRecords", ws)):
+                wr = f"{ws}.logRecords[{k}]"
+                if not isinstance(rec, Mapping):
+                    raise _Bad(wr, "log record must be an object")
+                attrs = _attributes(rec.get("attributes"), f"{wr}.attributes")
+                body = rec.get("body")
+                yield {
+                    "trace_id": _id(_get(rec, "traceId"), 16, f"{wr}.traceId", required=False),
+                    "span_id": _id(_get(rec, "spanId"), 8, f"{wr}.spanId", required=False),
+                    "event_name": _get(rec, "eventName") or attrs.get("event.name") or None,
+                    "time_ns": _int(_get(rec, "timeUnixNano"), f"{wr}.timeUnixNano", required=False),
+                    "attributes": attrs,
+                    "body": any_value(body, f"{wr}.body") if isinstance(body, Mapping) else None,
+                }
+
+
+def read_otlp_logs(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Log records (GenAI events) of an OTLP JSON file's ``resourceLogs`` requests, in file order.
+
+    Raises :class:`OtlpJsonError`; call after :func:`read_otlp_json` has accepted the file."""
+    path = Path(path)
+    whole = _whole_file(path)
+    if whole is not None:
+        numbered: Iterable[tuple[int, str]] = [(1, "")]
+    else:
+        numbered = enumerate(path.read_text(encoding="utf-8").split("\n"), 1)
+    for lineno, text in numbered:
+        if whole is None and ("resourceLogs" not in text and "resource_logs" not in text):
+            continue
+        try:
+            request = whole if whole is not None else json.loads(text)
+            yield from log_records_from_request(request)
+        except json.JSONDecodeError as exc:
+            raise OtlpJsonError(path, lineno, "", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except _Bad as bad:
+            raise OtlpJsonError(path, lineno, bad.where, bad.message) from None
 
 
 def read_otlp_json(path: str | os.PathLike[str]) -> Iterator[SpanRow]:

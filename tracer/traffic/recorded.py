@@ -90,7 +90,7 @@ def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id:
     if capture_content and conv.request_extra:
         attrs["prunegate.session.request"] = json.dumps(conv.request_extra, ensure_ascii=False)
     session = TracedSession(tracer_provider, session_id=sid, source="import", name=conv.name, provider=conv.provider,
-                            gated=None,  # type: ignore[arg-type] - no gate and no naive runtime: not applicable
+                            gated=None,  # type: ignore[arg-type]  # no gate and no naive runtime: not applicable
                             capture_content=capture_content, attributes=attrs)
     ctx = Context(observer=SpanObserver(session), provider=conv.provider, request_extra=dict(conv.request_extra),
                   session_id=sid)
@@ -169,51 +169,61 @@ def import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | o
     own = tracer_provider is None
     provider = store_tracer_provider(store) if own else tracer_provider
     report = ImportReport()
+    otlp: list[tuple[OtlpFile, list[dict[str, Any]]]] = []
+    logs: list[dict[str, Any]] = []
     try:
         for item in read_paths(list(paths), fmt):
             if isinstance(item, Refusal):
                 report.refused.append(item)
             elif isinstance(item, OtlpFile):
-                _import_otlp(store, item, report, existing, provider, capture_content)
+                read = _import_otlp(store, item, report, existing)
+                if read is not None:
+                    otlp.append((item, read[0]))
+                    logs.extend(read[1])
             else:
                 _record(item, report, existing, provider, capture_content)
+        # another instrumentation's model calls: decoded once every file is read, so that GenAI
+        # log events written to a file of their own find their spans
+        for item, rows in otlp:
+            for conv in conversations_from_genai_rows(rows, str(item.path), logs):
+                if isinstance(conv, Refusal):
+                    report.refused.append(conv)
+                else:
+                    _record(conv, report, existing, provider, capture_content)
     finally:
         if own:
             close_provider(provider)
     return report
 
 
-def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: set[str], provider: Any,
-                 capture_content: bool) -> None:
+def _import_otlp(store: Store, item: OtlpFile, report: ImportReport,
+                 existing: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
     """An OTLP JSON file: its spans go in as they are (all or nothing). prunegate's own sessions are
-    then sessions already; another instrumentation's GenAI chat spans become import sessions."""
-    from tracer.traffic.otlp_json import OtlpJsonError, import_otlp_json, read_otlp_json
+    then sessions already; returns the other spans and the file's log records (GenAI events) for
+    :func:`conversations_from_genai_rows`, or None when the file was refused."""
+    from tracer.traffic.otlp_json import OtlpJsonError, import_otlp_json, read_otlp_json, read_otlp_logs
 
     try:
-        result = import_otlp_json(store, item.path)
         rows = list(read_otlp_json(item.path))
+        logs = list(read_otlp_logs(item.path))
+        result = import_otlp_json(store, item.path)
     except OtlpJsonError as exc:
         report.refused.append(Refusal(str(item.path), exc.line or None, str(exc).split(": ", 1)[-1]))
-        return
+        return None
     report.otlp_files += 1
     report.otlp_spans += result.imported
     own = {r["session_id"] for r in rows if r["name"] == "prunegate.session" and r.get("session_id")}
-    if own:
-        for sid in sorted(own - existing):
-            mine = [r["attributes"] for r in rows if r["session_id"] == sid and r["name"] == "prunegate.message"
-                    and r["attributes"].get("prunegate.event") in ARRIVALS
-                    and not r["attributes"].get("prunegate.message.summary_of")]
-            report.sessions += 1
-            report.messages += len(mine)
-            report.tool_calls += sum(len(a.get("prunegate.message.call_ids") or []) for a in mine)
-            report.session_ids.append(sid)
-        existing |= own
-        return
-    for conv in conversations_from_genai_rows(rows, str(item.path)):
-        if isinstance(conv, Refusal):
-            report.refused.append(conv)
-        else:
-            _record(conv, report, existing, provider, capture_content)
+    for sid in sorted(own - existing):
+        mine = [r["attributes"] for r in rows if r["session_id"] == sid and r["name"] == "prunegate.message"
+                and r["attributes"].get("prunegate.event") in ARRIVALS
+                and not r["attributes"].get("prunegate.message.summary_of")]
+        report.sessions += 1
+        report.messages += len(mine)
+        report.tool_calls += sum(len(a.get("prunegate.message.call_ids") or []) for a in mine)
+        report.session_ids.append(sid)
+    existing |= own
+    foreign = [r for r in rows if not (r.get("attributes") or {}).get("prunegate.session.id")]
+    return foreign, logs
 
 
 def _record(conv: Conversation, report: ImportReport, existing: set[str], provider: Any, capture_content: bool) -> None:
