@@ -14,6 +14,7 @@ COMMANDS = (
     "sessions",
     "replay",
     "compare",
+    "export",
     "compact",
     "dashboard",
     "demo",

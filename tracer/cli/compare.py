@@ -1,6 +1,7 @@
 """``prunegate compare``: A/B metrics of several policies, gated and/or ungated, on recorded sessions.
 
-Exit status: 0 done, 2 bad arguments, no sessions or an unreadable store.
+Exit status: 0 done, 1 some spans could not be sent to ``--otlp-endpoint``, 2 bad arguments, no sessions or
+an unreadable store.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 import sys
 
 from policies.errors import PolicyError
+from tracer.cli.export import send_after
 from tracer.cli.replay import add_common, format_row, load_sessions
 
 
@@ -40,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
     except (PolicyError, ValueError) as exc:
         print(f"prunegate compare: {exc}", file=sys.stderr)
         return 2
+    if args.otlp_endpoint and not args.trace:
+        print("prunegate compare: --otlp-endpoint sends the recorded replays; it cannot go with --no-trace",
+              file=sys.stderr)
+        return 2
     loaded = load_sessions(args, "compare")
     if isinstance(loaded, int):
         return loaded
@@ -48,11 +54,18 @@ def run(args: argparse.Namespace) -> int:
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
                      progress=progress_bar(), resamples=args.resamples)
+    replay_ids = [r.replay_id for rs in result.results for r in rs if r is not None and r.replay_id]
+    sent_status, sent = send_after(args, store, replay_ids, "compare")
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-        return 0
+        out = result.to_dict()
+        if sent is not None:
+            out["otlp"] = sent.to_dict()
+        print(json.dumps(out, indent=2))
+        return sent_status
     for row in result.rows:
         print(format_row(row))
+    if sent is not None:
+        print(sent.summary())
     if result.differences:
         print("\npaired differences per session against the baseline (mean, 95% bootstrap CI):")
         for d in result.differences:
@@ -60,4 +73,4 @@ def run(args: argparse.Namespace) -> int:
                 continue
             print(f"  {d['policy']} - {d['baseline']} ({'gated' if d['gated'] else 'ungated'}) {d['metric']}: "
                   f"{d['mean_diff']} [{d['ci_low']}, {d['ci_high']}] over {d['n']} sessions")
-    return 0
+    return sent_status

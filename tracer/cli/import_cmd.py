@@ -1,7 +1,7 @@
 """``prunegate import``: recorded traffic into the trace store, one session per conversation.
 
-Exit status: 0 everything imported, 1 some input was refused (the rest is imported), 2 the store
-cannot be written.
+Exit status: 0 everything imported, 1 some input was refused (the rest is imported) or, with
+``--otlp-endpoint``, some spans could not be sent; 2 the store cannot be written.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from tracer.cli.export import add_otlp_options, send_after
 from tracer.traffic.importers import FORMATS
 
 
@@ -31,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "import is for files you own, and replay needs it to reproduce token counts exactly)")
     parser.add_argument("--json", action="store_true",
                         help='print {"sessions", "messages", "tool_calls", "refused", "renamed_ids", ...} as JSON')
+    add_otlp_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -43,8 +45,12 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"prunegate import: cannot write the store at {store.path}: {exc}", file=sys.stderr)
         return 2
+    sent_status, sent = send_after(args, store, report.session_ids, "import")
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        out = report.to_dict()
+        if sent is not None:
+            out["otlp"] = sent.to_dict()
+        print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         for r in report.refused:
             print(f"prunegate import: refused {r}", file=sys.stderr)
@@ -54,10 +60,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"skipped {len(report.skipped)} sessions already in the store")
         if report.renamed:
             print(f"renamed {len(report.renamed)} reused tool-call ids:")
-            for r in report.renamed:
-                print(f"  {r['session']} {r['message']}: {r['old']} -> {r['new']}")
+            for ren in report.renamed:
+                print(f"  {ren['session']} {ren['message']}: {ren['old']} -> {ren['new']}")
         if report.otlp_files:
             print(f"imported {report.otlp_spans} spans from {report.otlp_files} OTLP JSON files")
         if report.refused:
             print(f"refused {len(report.refused)} inputs (see above)")
-    return 1 if report.refused else 0
+        if sent is not None:
+            print(sent.summary())
+    return 1 if report.refused or sent_status else 0

@@ -1,6 +1,7 @@
 """``prunegate replay``: recorded sessions through one policy, gated or ungated, recorded as new traces.
 
-Exit status: 0 done (whatever the replays found), 2 bad arguments, no sessions or an unreadable store.
+Exit status: 0 done (whatever the replays found), 1 some spans could not be sent to ``--otlp-endpoint``,
+2 bad arguments, no sessions or an unreadable store.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                         help="do not record the replays (measure only; for benchmarks)")
     parser.add_argument("--capture-content", action="store_true", help="record message content in the replay traces")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    from tracer.cli.export import add_otlp_options
+
+    add_otlp_options(parser)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from policies import get_policy, parse_params
+    from tracer.cli.export import send_after
     from tracer.lab.compare import aggregate, progress_bar, run_replays
     from tracer.lab.replay import ReplaySpec
 
@@ -62,6 +67,10 @@ def run(args: argparse.Namespace) -> int:
     if spec.gated is False and args.hard_ceiling is not None:
         print("prunegate replay: --hard-ceiling applies to gated replays only; ignored with --ungated",
               file=sys.stderr)
+    if args.otlp_endpoint and not args.trace:
+        print("prunegate replay: --otlp-endpoint sends the recorded replays; it cannot go with --no-trace",
+              file=sys.stderr)
+        return 2
     loaded = load_sessions(args, "replay")
     if isinstance(loaded, int):
         return loaded
@@ -69,9 +78,13 @@ def run(args: argparse.Namespace) -> int:
     results = run_replays(convs, [spec], workers=args.workers, store_path=store.path if args.trace else None,
                           capture_content=args.capture_content, progress=progress_bar())[0]
     row = aggregate([spec], [results])[0]
+    sent_status, sent = send_after(args, store, [r.replay_id for r in results if r.replay_id], "replay")
     if args.json:
-        print(json.dumps({"totals": row, "sessions": [r.to_dict() for r in results]}, indent=2))
-        return 0
+        out = {"totals": row, "sessions": [r.to_dict() for r in results]}
+        if sent is not None:
+            out["otlp"] = sent.to_dict()
+        print(json.dumps(out, indent=2))
+        return sent_status
     for r in results:
         line = (f"{r.name}: {r.model_calls} model calls, {r.invalid_requests} invalid, {r.orphan_results} orphan results, "
                 f"{r.dangling_calls} dangling calls, {r.duplicated_side_effects} duplicated side effects, "
@@ -80,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
             line += f"; FAILED: {r.error}"
         print(line + (f" -> {r.replay_id}" if args.trace else ""))
     print(format_row(row))
-    return 0
+    if sent is not None:
+        print(sent.summary())
+    return sent_status
 
 
 def load_sessions(args: argparse.Namespace, command: str) -> Any:

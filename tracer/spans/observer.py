@@ -92,6 +92,8 @@ class SpanObserver(Observer):
             attrs["prunegate.message.summary_of"] = list(info["summary_of"])
         if "tokens_before" in info:
             attrs["prunegate.message.tokens_before"] = info["tokens_before"]
+        if event in ("append", "open") and "summary_of" not in info:
+            s.note_arrival(message.role, " ".join(b.text or "" for b in message.blocks if b.type == "text").strip())
         if event == REMOVE:
             self._removed[mid] = call_ids + answers
         s.emit("prunegate.message", attrs, seq=ctx.seq)

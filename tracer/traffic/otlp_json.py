@@ -419,6 +419,29 @@ def _otlp_span(row: SpanRow) -> dict[str, Any]:
     return out
 
 
+def otlp_requests(rows: Iterable[SpanRow], *, spans_per_request: int = 512) -> Iterator[tuple[dict[str, Any], int]]:
+    """Span rows as OTLP JSON ExportTraceServiceRequest objects, with the number of spans in each:
+    one request per run of rows sharing resource and scope, at most ``spans_per_request`` spans."""
+    group: list[SpanRow] = []
+    key: tuple[str, Any, Any] | None = None
+
+    def request() -> dict[str, Any]:
+        first = group[0]
+        scope = {k: v for k, v in (("name", first.get("scope_name")), ("version", first.get("scope_version"))) if v}
+        return {"resourceSpans": [{"resource": {"attributes": _kv(first.get("resource"))},
+                                   "scopeSpans": [{"scope": scope, "spans": [_otlp_span(r) for r in group]}]}]}
+
+    for row in rows:
+        row_key = (dumps(row.get("resource") or {}), row.get("scope_name"), row.get("scope_version"))
+        if group and (row_key != key or len(group) >= spans_per_request):
+            yield request(), len(group)
+            group = []
+        key = row_key
+        group.append(row)
+    if group:
+        yield request(), len(group)
+
+
 def write_otlp_json(
     rows: Iterable[SpanRow], out: str | os.PathLike[str] | IO[str], *, spans_per_line: int = 512
 ) -> int:
@@ -428,43 +451,9 @@ def write_otlp_json(
         with open(out, "w", encoding="utf-8") as handle:
             return write_otlp_json(rows, handle, spans_per_line=spans_per_line)
     written = 0
-    group: list[SpanRow] = []
-    key: tuple[str, Any, Any] | None = None
-
-    def emit() -> None:
-        first = group[0]
-        request = {
-            "resourceSpans": [
-                {
-                    "resource": {"attributes": _kv(first.get("resource"))},
-                    "scopeSpans": [
-                        {
-                            "scope": {
-                                k: v
-                                for k, v in (
-                                    ("name", first.get("scope_name")),
-                                    ("version", first.get("scope_version")),
-                                )
-                                if v
-                            },
-                            "spans": [_otlp_span(r) for r in group],
-                        }
-                    ],
-                }
-            ]
-        }
+    for request, n in otlp_requests(rows, spans_per_request=spans_per_line):
         out.write(json.dumps(request, separators=(",", ":"), ensure_ascii=False) + "\n")
-
-    for row in rows:
-        row_key = (dumps(row.get("resource") or {}), row.get("scope_name"), row.get("scope_version"))
-        if group and (row_key != key or len(group) >= spans_per_line):
-            emit()
-            group = []
-        key = row_key
-        group.append(row)
-        written += 1
-    if group:
-        emit()
+        written += n
     return written
 
 
