@@ -37,6 +37,7 @@ from policies.messages import TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Mess
 FAMILIES = ("genai", "genai-events", "openinference", "openllmetry")
 ROLES = ("system", "developer", "user", "assistant", "tool")
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+REDACTED = "__REDACTED__"  # what OpenInference writes in place of hidden inputs and outputs
 OLD_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
               "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool", "gen_ai.choice": "assistant"}
 _INDEXED = re.compile(r"^(llm\.(?:input|output)_messages|gen_ai\.(?:prompt|completion))\.(\d+)\.(.+)$")
@@ -84,7 +85,7 @@ def content_families(attrs: Mapping[str, Any], events: Iterable[Mapping[str, Any
         found.append("genai")
     if names & set(OLD_EVENTS):
         found.append("genai-events")
-    if "input.value" in attrs or any(k.startswith("llm.input_messages.") for k in attrs):
+    if attrs.get("input.value") not in (None, REDACTED) or any(k.startswith("llm.input_messages.") for k in attrs):
         found.append("openinference")
     if any(k.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for k in attrs):
         found.append("openllmetry")
@@ -128,7 +129,7 @@ def decode_call(row: Mapping[str, Any], logs: Iterable[Mapping[str, Any]] = ()) 
     elif any(e.get("event_name") in OLD_EVENTS for e in events):
         call.family = "genai-events"
         call.input, call.output = _old_events(events)
-    elif "input.value" in a or any(k.startswith("llm.input_messages.") for k in a):
+    elif a.get("input.value") not in (None, REDACTED) or any(k.startswith("llm.input_messages.") for k in a):
         call.family = "openinference"
         call.input, call.output = _openinference(a, provider)
     elif any(k.startswith("gen_ai.prompt.") for k in a):
@@ -282,7 +283,8 @@ def _openinference(a: Mapping[str, Any], provider: str) -> tuple[list[Message], 
         out = _indexed_messages(a, "llm.output_messages")
     if not inp and isinstance(a.get("input.value"), str) and a.get("input.mime_type") != "application/json":
         inp = [Message(id="", role="user", blocks=[Block(TEXT, text=a["input.value"])], form="str")]
-    if not out and isinstance(a.get("output.value"), str) and a.get("output.mime_type") != "application/json":
+    if not out and isinstance(a.get("output.value"), str) and a.get("output.mime_type") != "application/json" \
+            and a["output.value"] != REDACTED:
         out = [Message(id="", role="assistant", blocks=[Block(TEXT, text=a["output.value"])], form="str")]
     return inp, out
 

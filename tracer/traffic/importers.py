@@ -452,9 +452,9 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str,
             continue
         calls.append(call)
     if not calls and empty:
-        seen = ", ".join(f"{n} {family}" for family, n in sorted(empty.items()))
-        out.append(Refusal(file, None, f"{sum(empty.values())} model-call spans ({seen}) but no message content "
-                                       f"captured, so no conversation to import; {CAPTURE_HINT}"))
+        seen = ", ".join(f"{family} on {n}" for family, n in sorted(empty.items()))
+        out.append(Refusal(file, None, f"{sum(empty.values())} model-call spans but no message content captured "
+                                       f"(attributes seen: {seen}), so no conversation to import; {CAPTURE_HINT}"))
     elif not calls and not out and foreign:
         names = sorted({str(r.get("name")) for r in foreign})
         out.append(Refusal(file, None, f"{len(foreign)} spans but no model call among them "

@@ -41,6 +41,8 @@ SCENARIOS: dict[str, tuple[str, str, dict[str, str]]] = {
     "otel-genai-openai-v2-nocontent": ("openai-v2", "openai", {}),
     "openinference-openai": ("openinference-openai", "openai", {}),
     "openinference-anthropic": ("openinference-anthropic", "anthropic", {}),
+    "openinference-openai-nocontent": ("openinference-openai", "openai", {
+        "OPENINFERENCE_HIDE_INPUTS": "true", "OPENINFERENCE_HIDE_OUTPUTS": "true"}),
     "openllmetry-openai": ("openllmetry-openai", "openai", {"TRACELOOP_TRACE_CONTENT": "true"}),
     "openllmetry-anthropic": ("openllmetry-anthropic", "anthropic", {"TRACELOOP_TRACE_CONTENT": "true"}),
     "anthropic-sdk": ("anthropic-sdk", "anthropic", {}),
@@ -56,7 +58,7 @@ GROUPS = {"openllmetry-legacy-openai": "openllmetry-legacy", "openllmetry-legacy
           "otel-genai-openai-v2-legacy-events": "otel-legacy"}
 PARENT = {"otel-genai-openai-v2-parent"}
 SESSION_ID = {"openinference-openai", "anthropic-sdk"}  # conversation A carries a session/conversation id
-NO_CONTENT = {"otel-genai-openai-v2-nocontent", "anthropic-sdk-nocontent"}
+NO_CONTENT = {"otel-genai-openai-v2-nocontent", "anthropic-sdk-nocontent", "openinference-openai-nocontent"}
 
 WEATHER = "What is the weather in Paris and in Rome?"
 MATH = ["What is 2+2?", "And times 3?"]
