@@ -186,3 +186,16 @@ def test_protobuf_ids_are_the_stored_hex_ids() -> None:
     span = ExportTraceServiceRequest.FromString(to_protobuf(request)).resource_spans[0].scope_spans[0].spans[0]
     assert (span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex()) == ("ab" * 16, "cd" * 8, "ef" * 8)
     assert base64.b64encode(span.span_id).decode() != "cd" * 8
+
+
+def test_compare_sends_every_replay_it_recorded(tmp_path, receiver, capsys) -> None:
+    path = tmp_path / "s"
+    assert main(["import", str(WEATHER), "--store", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["compare", "--policies", "recency,salience", "--gated", "on", "--budget", "200", "--resamples", "50",
+                 "--store", str(path), "--otlp-endpoint", receiver.url, "--project", "ab", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    store = Store(path)
+    replayed = store.query("SELECT count(*) AS n FROM spans WHERE session_id LIKE 'replay-%'")[0]["n"]
+    assert out["otlp"]["sessions"] == 4 and out["otlp"]["sent"] == replayed == len(receiver.spans())
+    assert {s["resource"]["openinference.project.name"] for s in receiver.spans()} == {"ab"}
