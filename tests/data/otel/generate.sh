@@ -4,7 +4,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="${OTEL_FIXTURE_VENVS:-$(mktemp -d)}"
-common=(openai==3.57.0 anthropic==2.16.0 httpx)
+common=(openai==3.57.0 anthropic==2.16.0 httpx==0.29.0)
 sdk_new="opentelemetry-sdk==1.45.2 opentelemetry-api==1.45.2 opentelemetry-exporter-otlp-proto-common==1.45.2"
 # the older instrumentations need the Events API, gone from opentelemetry-sdk 1.39
 sdk_old="opentelemetry-sdk==1.38.0 opentelemetry-api==1.38.0 opentelemetry-exporter-otlp-proto-common==1.38.0 opentelemetry-instrumentation==0.59b0"
