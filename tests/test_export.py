@@ -199,3 +199,27 @@ def test_compare_sends_every_replay_it_recorded(tmp_path, receiver, capsys) -> N
     replayed = store.query("SELECT count(*) AS n FROM spans WHERE session_id LIKE 'replay-%'")[0]["n"]
     assert out["otlp"]["sessions"] == 4 and out["otlp"]["sent"] == replayed == len(receiver.spans())
     assert {s["resource"]["openinference.project.name"] for s in receiver.spans()} == {"ab"}
+
+
+def test_recorded_session_roots_carry_kind_session_and_first_input_last_output(tmp_path) -> None:
+    path = tmp_path / "s"
+    assert main(["import", str(WEATHER), "--store", str(path)]) == 0
+    assert main(["import", str(WEATHER), "--store", str(tmp_path / "bare"), "--no-content"]) == 0
+    roots = {r["attributes"]["session.id"]: r["attributes"] for r in
+             [decode(r) for r in Store(path).query("SELECT * FROM spans WHERE name = 'prunegate.session'")]}
+    assert all(a["openinference.span.kind"] == "CHAIN" and a["session.id"] == a["prunegate.session.id"]
+               for a in roots.values())
+    weather = next(a for a in roots.values() if "Paris" in a.get("input.value", ""))
+    assert weather["output.value"] == "Paris is sunny at 18C and Rome is cloudy at 21C."
+    bare = [decode(r)["attributes"] for r in Store(tmp_path / "bare").query("SELECT * FROM spans WHERE name = 'prunegate.session'")]
+    assert bare and not any("input.value" in a or "output.value" in a for a in bare)  # content is opt-in
+    kinds = {r["name"].split(" ")[0]: decode(r)["attributes"].get("openinference.span.kind")
+             for r in Store(path).query("SELECT * FROM spans WHERE session_id LIKE 'imp-%'")}
+    assert kinds == {"prunegate.session": "CHAIN", "prunegate.message": "CHAIN", "prunegate.unit.close": "CHAIN",
+                     "chat": "LLM"}
+
+
+def decode(row: dict) -> dict:
+    from tracer.store.rows import decode_row
+
+    return decode_row(row)
