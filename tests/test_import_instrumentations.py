@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from policies import convert
-from policies.messages import TEXT, THINKING, TOOL_RESULT, TOOL_USE, Message
+from policies.messages import TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
 from tracer.cli import main
 from tracer.spans.genai import response_messages
 from tracer.store import Store
+from tracer.traffic.genai_spans import ModelCall
 from tracer.traffic.recorded import import_paths, list_sessions, load_conversations
 
 DATA = Path(__file__).parent / "data" / "otel"
@@ -142,3 +143,28 @@ def test_all_files_at_once_give_one_session_per_conversation(tmp_path: Path) -> 
     assert not report.refused
     sessions = list_sessions(Store(tmp_path / "s"))
     assert len(sessions) == report.sessions == 2 * len(WITH_CONTENT)
+
+
+def _call(n: int, trace: str, *texts: str, conversation: str | None = None) -> ModelCall:
+    roles = ["system", "user", "assistant", "user", "assistant", "user"]
+    msgs = [Message(id="", role=roles[i], blocks=[Block(TEXT, text=t)]) for i, t in enumerate(texts)]
+    return ModelCall(span_id=f"{n:016x}", trace_id=trace, start_ns=n, family="genai", provider="openai",
+                     model="m", input=msgs, conversation_id=conversation)
+
+
+def test_stitching_rules() -> None:
+    from tracer.traffic.genai_spans import stitch
+
+    def groups(*calls):
+        return sorted(sorted(c.span_id[-1] for c in chain) for chain in stitch(list(calls)))
+
+    # one trace, two agents with their own system prompts: two conversations; the second agent's
+    # trimmed history (same head) stays with it
+    assert groups(_call(1, "t", "planner", "go"), _call(2, "t", "coder", "fix"),
+                  _call(3, "t", "planner", "go", "ok", "next"), _call(4, "t", "coder", "later")) == [["1", "3"], ["2", "4"]]
+    # no shared trace: the request that extends another joins it, the longest prefix wins
+    assert groups(_call(1, "a", "s", "q1"), _call(2, "b", "s", "q1", "a1", "q2"), _call(3, "c", "s", "q9"),
+                  _call(4, "d", "s", "q1", "a1", "q2", "a2", "q3")) == [["1", "2", "4"], ["3"]]
+    # a conversation id wins over everything else
+    assert groups(_call(1, "a", "s", "q", conversation="x"), _call(2, "b", "other", conversation="x"),
+                  _call(3, "a", "s", "q", "r", "q2", conversation="y")) == [["1", "2"], ["3"]]

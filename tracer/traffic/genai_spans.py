@@ -404,18 +404,22 @@ def stitch(calls: list[ModelCall]) -> list[list[ModelCall]]:
     """Group model calls into conversations, oldest first.
 
     Calls sharing ``gen_ai.conversation.id`` (else ``session.id``) are one conversation. A call
-    without either joins the conversation of its trace, else the conversation whose latest request
-    its own request extends (prefix match, the longest one wins), else starts a new one.
+    without either joins the conversation of its trace that starts with the same message (so a
+    sub-agent with its own system prompt in the same trace stays apart, and a history the agent
+    trimmed stays with its conversation), else the conversation whose latest request its own
+    request extends (prefix match, the longest one wins), else starts a new one.
     """
     chains: list[list[ModelCall]] = []
     by_key: dict[str, list[ModelCall]] = {}
-    by_trace: dict[str, list[ModelCall]] = {}
+    by_trace: dict[str, list[list[ModelCall]]] = {}
     for call in sorted(calls, key=lambda c: (c.start_ns, c.span_id)):
         key = (f"conversation:{call.conversation_id}" if call.conversation_id
                else f"session:{call.session_id}" if call.session_id else None)
         chain = by_key.get(key) if key else None
-        if chain is None and key is None:
-            chain = by_trace.get(call.trace_id)
+        if chain is None and key is None and call.input:
+            head = message_key(call.input[0])
+            chain = next((c for c in reversed(by_trace.get(call.trace_id, []))
+                          if c[0].input and message_key(c[0].input[0]) == head), None)
         if chain is None:
             best = [c for c in chains if extends(c[-1].input, call.input)
                     and (key is None or not _keyed(c[-1]) or _key(c[-1]) == key)]
@@ -426,7 +430,9 @@ def stitch(calls: list[ModelCall]) -> list[list[ModelCall]]:
         chain.append(call)
         if key:
             by_key.setdefault(key, chain)
-        by_trace.setdefault(call.trace_id, chain)
+        in_trace = by_trace.setdefault(call.trace_id, [])
+        if chain not in in_trace:
+            in_trace.append(chain)
     return chains
 
 
