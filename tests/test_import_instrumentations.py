@@ -168,3 +168,16 @@ def test_stitching_rules() -> None:
     # a conversation id wins over everything else
     assert groups(_call(1, "a", "s", "q", conversation="x"), _call(2, "b", "other", conversation="x"),
                   _call(3, "a", "s", "q", "r", "q2", conversation="y")) == [["1", "2"], ["3"]]
+
+
+def test_a_whole_prunegate_store_exported_as_otlp_json_imports_back_without_refusal(tmp_path: Path) -> None:
+    from tracer.store.rows import decode_row
+    from tracer.traffic.otlp_json import write_otlp_json
+
+    import_paths([_present("anthropic-sdk")], tmp_path / "a")
+    rows = [decode_row(r) for r in Store(tmp_path / "a").query("SELECT * FROM spans")]
+    assert any(r["name"] == "prunegate.tracer.stats" for r in rows)  # spans of no session travel too
+    write_otlp_json(rows, tmp_path / "all.jsonl")
+    report = import_paths([tmp_path / "all.jsonl"], tmp_path / "b")
+    assert not report.refused and report.sessions == 2
+    assert list_sessions(tmp_path / "b") == list_sessions(tmp_path / "a")

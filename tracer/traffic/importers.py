@@ -85,6 +85,7 @@ class Conversation:
     side_effect_tools: tuple[str, ...] | None = None
     streamed_calls: tuple[str, ...] = ()
     session_id: str | None = None  # set once recorded (or when loaded from the store)
+    source_key: str | None = None  # what identifies it wherever its file lies (spans: the conversation key)
 
     @property
     def tool_calls(self) -> int:
@@ -472,7 +473,7 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str,
             _dry_run(msgs, last.provider)
             extra = {"model": last.model} if last.model else {}
             out.append(Conversation(name=name, provider=last.provider, messages=msgs, request_extra=extra, file=file,
-                                    line=None, format=f"otlp-{last.family}", renamed=renamed))
+                                    line=None, format=f"otlp-{last.family}", renamed=renamed, source_key=key))
         except _Refused as exc:
             out.append(Refusal(file, None, f"span {last.span_id} ({key}): {exc}"))
     return out

@@ -60,7 +60,10 @@ def close_provider(provider: Any) -> None:
 def session_id_for(conv: Conversation) -> str:
     """A stable id for an imported conversation: importing the same file twice finds it already there."""
     h = hashlib.sha256()
-    h.update(f"{conv.format}\0{conv.name}\0{conv.line}\0".encode())
+    if conv.source_key is not None:  # spans: the same conversation from another copy of the file is the same
+        h.update(f"{conv.format}\0{conv.source_key}\0".encode())
+    else:
+        h.update(f"{conv.format}\0{conv.name}\0{conv.line}\0".encode())
     for m in conv.messages:
         h.update(m.id.encode())
         h.update(m.role.encode())
@@ -222,7 +225,8 @@ def _import_otlp(store: Store, item: OtlpFile, report: ImportReport,
         report.tool_calls += sum(len(a.get("prunegate.message.call_ids") or []) for a in mine)
         report.session_ids.append(sid)
     existing |= own
-    foreign = [r for r in rows if not (r.get("attributes") or {}).get("prunegate.session.id")]
+    foreign = [r for r in rows if not (r.get("attributes") or {}).get("prunegate.session.id")
+               and not str(r.get("name") or "").startswith("prunegate.")]  # e.g. the pipeline's stats span
     return foreign, logs
 
 
