@@ -1,9 +1,10 @@
-"""A/B comparison: rows per arm, paired bootstrap differences, parallel workers writing their own segments."""
+"""A/B comparison: rows per arm, paired differences with Student-t intervals, parallel workers writing their own segments."""
 
 from __future__ import annotations
 
 import io
 import json
+import math
 
 import pytest
 
@@ -13,16 +14,17 @@ from tracer.lab.compare import (
     ROW_KEYS,
     aggregate,
     arms,
-    bootstrap_ci,
     compare,
     parse_policies,
     progress_bar,
     run_replays,
 )
+from tracer.lab.metrics import Interval, interval, t95
 from tracer.lab.replay import ReplaySpec
+from tracer.queries import list_sessions
 from tracer.store import Store
 from tracer.traffic.importers import Conversation, read_file
-from tracer.traffic.recorded import import_paths, list_sessions
+from tracer.traffic.recorded import import_paths
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +64,7 @@ def test_rows_sum_the_sessions(tau):
 
 
 def test_paired_differences_against_the_first_policy_of_the_same_gating(tau):
-    c = compare(tau, "recency,salience,recency", gated="both", budget=3000, resamples=500)
+    c = compare(tau, "recency,salience,recency", gated="both", budget=3000)
     pairs = {(d["policy"], d["baseline"], d["gated"]) for d in c.differences}
     assert pairs == {("salience", "recency", True), ("recency", "recency", True),
                      ("salience", "recency", False), ("recency", "recency", False)}
@@ -74,14 +76,18 @@ def test_paired_differences_against_the_first_policy_of_the_same_gating(tau):
     assert orphans["mean_diff"] > 0
 
 
-def test_bootstrap_is_seeded_and_brackets_the_mean():
+def test_the_interval_is_student_t_and_does_not_depend_on_order():
     values = [1, 0, 3, 2, 2, 5, 0, 1, 4, 2, 3, 1]
-    a = bootstrap_ci(values, seed=3, resamples=1000)
-    assert a == bootstrap_ci(values, seed=3, resamples=1000)
-    mean, lo, hi = a
-    assert mean == sum(values) / len(values) and lo < mean < hi
-    assert bootstrap_ci([2.0] * 10) == (2.0, 2.0, 2.0)
-    assert bootstrap_ci([7.0]) == (7.0, 7.0, 7.0)
+    iv = interval(values)
+    mean = sum(values) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    half = 2.201 * sd / math.sqrt(len(values))  # t, 11 degrees of freedom
+    assert (iv.n, iv.mean) == (12, mean) and iv.low == pytest.approx(mean - half) and iv.high == pytest.approx(mean + half)
+    assert interval(list(reversed(values))) == iv == interval(sorted(values))
+    assert interval([2.0] * 10) == Interval(10, 2.0, 2.0, 2.0, 0.0)
+    assert interval([7.0]) == Interval(1, 7.0, None, None)
+    assert interval([None, float("nan")]) == Interval(0, None, None, None)
+    assert t95(30) == 2.042 and 1.96 < t95(200) < t95(31) < 2.042  # beyond the table: the expansion, decreasing
 
 
 def test_policy_lists_with_parameters():

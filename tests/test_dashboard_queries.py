@@ -6,7 +6,6 @@ import json
 import math
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pytest
 
@@ -74,7 +73,7 @@ def test_session_info_and_list(scripted: tuple[Store, dict]) -> None:
         assert q.session_info(r, "no-such") is None
         assert q.session_bounds(r, "s-orphan") == (0, 9)
         assert q.session_bounds(r, "no-such") is None
-        listed = q.session_list(r)
+        listed = q.sessions(r, summary=False)
         assert set(listed["session_id"]) == {"s-orphan", "s-gated", "s-recorded"}
         assert q.budget_at(r, "s-gated") == {"budget": 100, "hard_ceiling": 150}
 
@@ -218,7 +217,6 @@ def test_retries_point_at_the_first_execution(scripted: tuple[Store, dict]) -> N
 
 # ----------------------------------------------------------------------------- compare and live
 def test_metrics_confidence_intervals_and_paired_differences() -> None:
-    con = duckdb.connect()
     frame = pd.DataFrame({
         "session_id": ["a1", "a2", "a3", "b1", "b2", "b3"],
         "source_id": ["s1", "s2", "s3", "s1", "s2", "s3"],
@@ -227,15 +225,15 @@ def test_metrics_confidence_intervals_and_paired_differences() -> None:
         **{m: [0] * 6 for m in q.METRICS},
     })
     frame["violations"] = [0, 0, 0, 2, 4, 6]
-    summary = q.arm_summary(con, frame, "violations").set_index("arm")
+    summary = q.arm_summary(frame, "violations").set_index("arm")
     row = summary.loc["x · ungated"]
     assert (row["n"], row["mean"], row["sd"]) == (3, 4.0, 2.0)
     half = 4.303 * 2.0 / math.sqrt(3)  # Student t, 2 degrees of freedom
     assert row["ci_low"] == pytest.approx(4.0 - half) and row["ci_high"] == pytest.approx(4.0 + half)
-    diff = q.paired_differences(con, frame, "violations", "x · gated")
+    diff = q.paired_differences(frame, "violations", "x · gated")
     assert list(diff["difference"]) == [2, 4, 6] and set(diff["arm"]) == {"x · ungated"}
     with pytest.raises(ValueError, match="unknown metric"):
-        q.arm_summary(con, frame, "nope")
+        q.arm_summary(frame, "nope")
 
 
 def test_session_metrics_pair_replays_with_their_recording(demo: tuple[Store, dict]) -> None:
@@ -250,7 +248,8 @@ def test_session_metrics_pair_replays_with_their_recording(demo: tuple[Store, di
         assert replays.loc[replays["arm"] == "salience · ungated", "violations"].sum() > 0
         one = info["imported"][0]
         assert set(q.session_metrics(r, source_ids=[one])["source_id"]) == {one}
-        assert set(q.recorded_sessions(r)["session_id"]) == set(info["imported"])
+        assert set(q.sessions(r, exclude_sources=["replay"], complete=True, summary=False)["session_id"]) == set(
+            info["imported"])
         assert {"salience", "recency"} <= set(q.policy_choices(r))
 
 

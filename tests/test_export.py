@@ -192,7 +192,7 @@ def test_compare_sends_every_replay_it_recorded(tmp_path, receiver, capsys) -> N
     path = tmp_path / "s"
     assert main(["import", str(WEATHER), "--store", str(path)]) == 0
     capsys.readouterr()
-    assert main(["compare", "--policies", "recency,salience", "--gated", "on", "--budget", "200", "--resamples", "50",
+    assert main(["compare", "--policies", "recency,salience", "--gated", "on", "--budget", "200",
                  "--store", str(path), "--otlp-endpoint", receiver.url, "--project", "ab", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     store = Store(path)

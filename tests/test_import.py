@@ -10,8 +10,9 @@ import yaml
 
 from tests.traffic import CASSETTES, TAU, tau_conversations
 from tracer.cli import main
+from tracer.queries import list_sessions
 from tracer.traffic.importers import Conversation, Refusal, read_file, read_paths
-from tracer.traffic.recorded import import_paths, list_sessions, load_conversations
+from tracer.traffic.recorded import import_paths, load_conversations
 
 ANTHROPIC_BODY = {
     "model": "claude-sonnet-4-5",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,42 +55,40 @@ def fingerprint(path: str) -> str:
 
 
 # ----------------------------------------------------------------------------- any query
-def run(name: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``tracer.queries.<name>(reader, *args, **kwargs)`` on a fresh snapshot. Cached until the
-    store changes (and at most ``TTL`` seconds)."""
+Query = Callable[..., Any]
+
+
+def run(fn: Query, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn(reader, *args, **kwargs)`` (a function of :mod:`tracer.queries`) on a fresh snapshot.
+    Cached until the store changes (and at most ``TTL`` seconds)."""
     path = key()
-    return _cached(path, fingerprint(path), name, args, tuple(sorted(kwargs.items())))
+    return _cached(path, fingerprint(path), _name(fn), args, tuple(sorted(kwargs.items())), fn)
 
 
-def run_fresh(name: str, *args: Any, **kwargs: Any) -> Any:
+def run_fresh(fn: Query, *args: Any, **kwargs: Any) -> Any:
     """Like :func:`run`, but also re-read at least every ``FAST_TTL`` seconds (the Live page)."""
     path = key()
-    return _cached_fast(path, fingerprint(path), name, args, tuple(sorted(kwargs.items())))
+    return _cached_fast(path, fingerprint(path), _name(fn), args, tuple(sorted(kwargs.items())), fn)
 
 
-def local(name: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``tracer.queries.<name>`` on a private in-memory DuckDB (queries over a DataFrame)."""
-    con = queries.scratch()
-    try:
-        return getattr(queries, name)(con, *args, **kwargs)
-    finally:
-        con.close()
+def _name(fn: Query) -> str:
+    """The cache key of a query function (the function itself is not hashed: ``_fn`` below)."""
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
-def _call(path: str, name: str, args: tuple, kwargs: tuple) -> Any:
-    fn = getattr(queries, name)
+def _call(path: str, fn: Query, args: tuple, kwargs: tuple) -> Any:
     with Store(path).reader() as r:
         return fn(r, *args, **dict(kwargs))
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=512)
-def _cached(path: str, fp: str, name: str, args: tuple, kwargs: tuple) -> Any:
-    return _call(path, name, args, kwargs)
+def _cached(path: str, fp: str, name: str, args: tuple, kwargs: tuple, _fn: Query) -> Any:
+    return _call(path, _fn, args, kwargs)
 
 
 @st.cache_data(ttl=FAST_TTL, show_spinner=False, max_entries=64)
-def _cached_fast(path: str, fp: str, name: str, args: tuple, kwargs: tuple) -> Any:
-    return _call(path, name, args, kwargs)
+def _cached_fast(path: str, fp: str, name: str, args: tuple, kwargs: tuple, _fn: Query) -> Any:
+    return _call(path, _fn, args, kwargs)
 
 
 # ----------------------------------------------------------------------------- the store at a glance
@@ -103,7 +102,7 @@ def catalog() -> dict[str, Any]:
 def _catalog(path: str, fp: str) -> dict[str, Any]:
     with Store(path).reader() as r:
         return {**queries.store_totals(r), "warnings": list(r.warnings),
-                "session_list": queries.session_list(r, limit=2000)}
+                "session_list": queries.sessions(r, summary=False, order="started", limit=2000)}
 
 
 # ----------------------------------------------------------------------------- one session, step by step

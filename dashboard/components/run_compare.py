@@ -14,17 +14,19 @@ import streamlit as st
 from dashboard.components import data
 from dashboard.components.safe import md
 from dashboard.components.widgets import session_label
+from tracer import queries
 
 RESULT = "compare_run_result"
 
 
 def run_comparison_form() -> None:
     """The form, the progress bar while it runs, and the outcome of the last run."""
-    recorded = data.run("recorded_sessions")
+    recorded = data.run(queries.sessions, exclude_sources=("replay",), complete=True, summary=False,
+                        order="started", limit=2000)
     if recorded.empty:
         st.info("The store holds no recorded session to replay (import one with `prunegate import`).")
         return
-    choices = data.run("policy_choices")
+    choices = data.run(queries.policy_choices)
     ids = [str(s) for s in recorded["session_id"]]
     labels = {str(r["session_id"]): session_label(r) for r in recorded.to_dict("records")}
     with st.form("compare_run_form"):
@@ -36,8 +38,8 @@ def run_comparison_form() -> None:
                                help="Comma-separated policy@key=value items; they replace the picked policies "
                                     "of the same name.")
         c1, c2, c3, c4 = st.columns(4)
-        gated = c1.selectbox("Gate", ["both", "on", "off"], key="compare_run_gated",
-                             format_func={"both": "gated and ungated", "on": "gated only", "off": "ungated only"}.get)
+        gatings = {"both": "gated and ungated", "on": "gated only", "off": "ungated only"}
+        gated = c1.selectbox("Gate", list(gatings), key="compare_run_gated", format_func=gatings.__getitem__)
         budget = c2.number_input("Budget (0: 60% of each session)", min_value=0, value=0, step=100,
                                  key="compare_run_budget")
         ceiling = c3.number_input("Hard ceiling (0: none)", min_value=0, value=0, step=100, key="compare_run_ceiling")
@@ -48,14 +50,14 @@ def run_comparison_form() -> None:
         if not picked or not (policies or params.strip()):
             st.error("Pick at least one session and one policy.")
         else:
-            _run(picked, policies, params, gated, int(budget) or None, int(ceiling) or None, int(stream))
+            _run(picked, policies, params, gated or "both", int(budget) or None, int(ceiling) or None, int(stream))
     result = st.session_state.get(RESULT)
     if result:
         st.success(f"Replayed {result['replays']} sessions ({result['arms']} arms × {result['sessions']} sessions). "
                    "The results tab now includes them.")
         st.dataframe(pd.DataFrame(result["rows"]), hide_index=True, width="stretch", key="compare_run_rows")
         if result["differences"]:
-            st.caption("Paired differences against the first policy of each gating (bootstrap 95% CI)")
+            st.caption("Paired differences against the first policy of each gating (Student-t 95% CI, as `prunegate compare` reports them)")
             st.dataframe(pd.DataFrame(result["differences"]), hide_index=True, width="stretch",
                          key="compare_run_diffs")
 
@@ -66,7 +68,7 @@ def _run(session_ids: list[str], policies: list[str], params: str, gated: str, b
     from tracer.traffic.recorded import load_conversations
 
     try:
-        chosen = {name: () for name in policies}
+        chosen: dict[str, tuple[tuple[str, Any], ...]] = {name: () for name in policies}
         if params.strip():
             for name, p in compare.parse_policies(params):
                 chosen[name] = p

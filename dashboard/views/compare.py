@@ -3,7 +3,8 @@
 Every replay records its source session (``prunegate.session.source_id``), its policy and whether
 the gate was in charge. An *arm* is policy · gated/ungated. Pick the recorded sessions and the
 arms: the page shows each metric's mean per arm with a 95% confidence interval, the per-session
-values (distribution), and per-session differences against a baseline arm. A new comparison can
+values (distribution), and per-session differences against a baseline arm with the interval of
+their mean (all from :mod:`tracer.lab.metrics`, the numbers ``prunegate compare`` prints). A new comparison can
 be started from the page (it replays the picked recordings into the store, with a progress bar).
 """
 
@@ -24,7 +25,7 @@ with tab_run:
     run_comparison_form()
 
 with tab_results:
-    metrics_all: pd.DataFrame = data.run("session_metrics")
+    metrics_all: pd.DataFrame = data.run(queries.session_metrics)
     replays = metrics_all[metrics_all["source"] == "replay"]
     if replays.empty:
         st.info("No replays in the store yet. Start a comparison in the next tab, or run "
@@ -54,7 +55,7 @@ with tab_results:
     st.caption("Sessions per arm: " + ", ".join(f"{a}: {int(k)}" for a, k in n.items()))
     st.dataframe(side, hide_index=True, width="stretch", key="compare_side")
 
-    summary = data.local("arm_summary", chosen, metric)
+    summary = queries.arm_summary(chosen, metric)
     c1, c2 = st.columns(2)
     with c1:
         st.subheader(f"Mean {metric} with 95% CI")
@@ -66,9 +67,13 @@ with tab_results:
 
     st.subheader("Per-session differences")
     baseline = st.selectbox("Baseline arm", sorted(chosen["arm"].unique()), key="compare_baseline")
-    diff = data.local("paired_differences", chosen, metric, baseline)
+    diff = queries.paired_differences(chosen, metric, baseline)
     if diff.empty:
         st.caption("No other arm replayed the same sessions as the baseline.")
     else:
+        st.caption(f"Mean per-session difference against {baseline} with its 95% confidence interval "
+                   "(Student t over the paired differences; the same numbers `prunegate compare` prints)")
+        st.dataframe(queries.difference_summary(chosen, metric, baseline), hide_index=True, width="stretch",
+                     key="compare_diff_summary")
         st.plotly_chart(charts.paired_bars(diff, metric, baseline), width="stretch", key="compare_diff_chart")
         st.dataframe(diff, hide_index=True, width="stretch", key="compare_diff")

@@ -13,6 +13,7 @@ import streamlit as st
 
 from dashboard.components import charts, data
 from dashboard.components.widgets import session_label, ts_column
+from tracer import queries
 
 WINDOWS = {"last 5 minutes": 300, "last hour": 3600, "last 24 hours": 86400, "everything": None}
 
@@ -27,7 +28,7 @@ def _panel() -> None:
     seconds = WINDOWS[window]
     since = 0 if seconds is None else time.time_ns() - seconds * 10**9
     totals = data.catalog()
-    live = data.run_fresh("live_sessions", since_ns=since)
+    live = data.run_fresh(queries.live_sessions, since_ns=since)
     st.caption(f"{totals['sessions']:,} sessions · {totals['spans']:,} spans in the store · "
                f"refreshed {time.strftime('%H:%M:%S')}")
     if live.empty:

@@ -9,10 +9,11 @@ import streamlit as st
 
 from dashboard.components import data
 from dashboard.components.widgets import open_links, ts_column
+from tracer import queries
 
 st.title("Sessions")
 
-options = data.run("session_filter_options")
+options = data.run(queries.session_filter_options)
 c1, c2, c3, c4, c5 = st.columns([2, 2, 1.2, 2.5, 1.3])
 sources = c1.multiselect("Source", options["sources"], key="sessions_sources")
 policies = c2.multiselect("Policy", options["policies"], key="sessions_policies")
@@ -21,7 +22,7 @@ text = c4.text_input("Search id or name", key="sessions_text")
 only_v = c5.checkbox("With violations", key="sessions_only_v")
 
 df = data.run(
-    "sessions",
+    queries.sessions,
     sources=tuple(sources),
     policies=tuple(policies),
     gated={"any": None, "gated": True, "ungated": False}[gate],

@@ -17,6 +17,7 @@ import streamlit as st
 
 from dashboard.components import charts, data
 from dashboard.components.safe import md, short
+from tracer import queries
 
 PICK = "violations_pick"
 
@@ -49,7 +50,7 @@ def _pretty(raw: Any) -> str:
 st.title("Violations")
 
 scope = st.query_params.get("session")
-all_v = data.run("violations", session_id=scope)
+all_v = data.run(queries.violations, session_id=scope)
 c1, c2 = st.columns([3, 1])
 if scope:
     c1.caption("Violations of session " + md(scope))
@@ -168,7 +169,7 @@ else:
                         width="stretch", key="violations_after")
 
 st.subheader("Repeated side-effecting calls")
-retries = data.run("retries", session_id=scope)
+retries = data.run(queries.retries, session_id=scope)
 if retries.empty:
     st.caption("No tool call was executed twice.")
 else:

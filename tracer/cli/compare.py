@@ -1,7 +1,8 @@
 """``prunegate compare``: A/B metrics of several policies, gated and/or ungated, on recorded sessions.
 
-Exit status: 0 done, 1 some spans could not be sent to ``--otlp-endpoint``, 2 bad arguments, no sessions or
-an unreadable store.
+Exit status: 0 done (replays read back from the store), 1 some spans could not be sent to
+``--otlp-endpoint``, 2 bad arguments, no sessions or an unreadable store, 3 some replay traces did not
+reach the store.
 """
 
 from __future__ import annotations
@@ -12,21 +13,20 @@ import sys
 
 from policies.errors import PolicyError
 from tracer.cli.export import send_after
-from tracer.cli.replay import add_common, format_row, load_sessions
+from tracer.cli.replay import add_common, format_row, load_sessions, recorded_outcome
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "compare",
-        help="compare policies on recorded sessions (A/B metrics with paired bootstrap CIs)",
+        help="compare policies on recorded sessions (A/B metrics with paired 95% confidence intervals)",
         description="Replay every session under every policy (and gating), one row of metrics per policy and "
-        "gating, plus per-session differences against the first policy with bootstrap confidence intervals. "
+        "gating, plus per-session differences against the first policy with Student-t 95% confidence intervals. "
         "Policies are comma-separated; '@k=v' sets a parameter (e.g. recency@target=0.5). Sessions run in "
         "parallel with --workers; each worker records its replays into the store.",
     )
     parser.add_argument("--policies", required=True, metavar="A,B,...", help="policies to compare; the first is the baseline")
     parser.add_argument("--gated", choices=("on", "off", "both"), default="both", help="gate on, off, or both (default)")
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     add_common(parser)
     parser.set_defaults(func=run)
 
@@ -53,24 +53,24 @@ def run(args: argparse.Namespace) -> int:
     result = compare(convs, policies, gated=args.gated, budget=args.budget, hard_ceiling=args.hard_ceiling,
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
-                     progress=progress_bar(), resamples=args.resamples)
-    replay_ids = [r.replay_id for rs in result.results for r in rs if r is not None and r.replay_id]
-    sent_status, sent = send_after(args, store, replay_ids, "compare")
+                     progress=progress_bar())
+    recorded = [r.replay_id for rs in result.results for r in rs]
+    sent_status, sent = send_after(args, store, [r for r in recorded if r], "compare")
     if args.json:
         out = result.to_dict()
         if sent is not None:
             out["otlp"] = sent.to_dict()
         print(json.dumps(out, indent=2))
-        return sent_status
+        return recorded_outcome(args, store, recorded) or sent_status
     for row in result.rows:
         print(format_row(row))
     if sent is not None:
         print(sent.summary())
     if result.differences:
-        print("\npaired differences per session against the baseline (mean, 95% bootstrap CI):")
+        print("\npaired differences per session against the baseline (mean, Student-t 95% CI):")
         for d in result.differences:
             if d["mean_diff"] == 0 and d["ci_low"] == 0 and d["ci_high"] == 0:
                 continue
             print(f"  {d['policy']} - {d['baseline']} ({'gated' if d['gated'] else 'ungated'}) {d['metric']}: "
                   f"{d['mean_diff']} [{d['ci_low']}, {d['ci_high']}] over {d['n']} sessions")
-    return sent_status
+    return recorded_outcome(args, store, recorded) or sent_status

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from tracer.cli.checks import store_dir
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
@@ -14,18 +16,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="List recorded sessions: id, name, source, provider, policy, gated, messages, tool calls, "
         "peak tokens and violations.",
     )
-    parser.add_argument("--store", help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    parser.add_argument("--store", type=store_dir, help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
     parser.add_argument("--source", action="append", help="only sessions of this source (import, replay, ...)")
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     parser.set_defaults(func=run)
 
 
 COLUMNS = ("id", "name", "source", "provider", "policy", "gated", "messages", "tool_calls", "peak_tokens", "violations")
+# the same columns as tracer.queries.LIST_COLUMNS (kept literal here: --help must not import the queries)
 
 
 def run(args: argparse.Namespace) -> int:
+    from tracer.queries import list_sessions
     from tracer.store import StoreError
-    from tracer.traffic.recorded import list_sessions, store_path_arg
+    from tracer.traffic.recorded import store_path_arg
 
     store = store_path_arg(args.store)
     if not store.path.exists():

@@ -1,4 +1,4 @@
-"""A/B comparison of policies on recorded sessions: replay every arm, aggregate, pair, bootstrap.
+"""A/B comparison of policies on recorded sessions: replay every arm, aggregate, pair.
 
 An *arm* is a policy (with parameters) and a gating (gated or ungated). Every session is replayed
 under every arm; sessions run in parallel across processes (``workers``), each worker recording
@@ -7,7 +7,8 @@ its replays into the store through its own segments. The functions here are what
 ``progress(done, total)`` counted in replayed sessions.
 
 Metric definitions are in docs/replay.md; the per-session values come from
-:class:`tracer.lab.replay.SessionResult`.
+:class:`tracer.lab.replay.SessionResult`, the pairing and the interval from :mod:`tracer.lab.metrics`
+(the same functions the dashboard's Compare views call on the stored replays).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.util
 import os
-import random
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from policies.registry import parse_params
+from tracer.lab import metrics as _metrics
 from tracer.lab.replay import ReplaySpec, SessionResult, events_for, replay_session
 from tracer.traffic.importers import Conversation
 
@@ -35,9 +36,8 @@ ROW_KEYS = (
 )
 SUMMED = ("model_calls", "invalid_requests", "orphan_results", "dangling_calls", "duplicated_side_effects",
           "tokens_sent", "prunes", "deferrals", "spills", "reinjects", "failures")
-# metrics compared pairwise per session against the baseline arm
-PAIRED = ("invalid_requests", "orphan_results", "dangling_calls", "duplicated_side_effects", "tokens_sent",
-          "peak_tokens", "prunes", "deferrals", "spills", "failures", "retention")
+# metrics compared pairwise per session against the baseline arm (defined in tracer.lab.metrics)
+PAIRED = _metrics.NAMES
 GATINGS = {"on": (True,), "off": (False,), "both": (True, False)}
 
 
@@ -203,58 +203,33 @@ def aggregate(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionRes
     return rows
 
 
-def bootstrap_ci(values: Sequence[float], *, seed: int = 0, resamples: int = 2000,
-                 level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of ``values`` and its percentile bootstrap confidence interval (seeded, deterministic)."""
-    n = len(values)
-    if n == 0:
-        return float("nan"), float("nan"), float("nan")
-    mean = sum(values) / n
-    if n == 1:
-        return mean, mean, mean
-    rng = random.Random(seed)
-    vals = list(values)
-    idx = range(n)
-    means = sorted(sum(map(vals.__getitem__, rng.choices(idx, k=n))) / n for _ in range(resamples))
-    lo = means[int((1 - level) / 2 * resamples)]
-    hi = means[min(resamples - 1, int((1 + level) / 2 * resamples))]
-    return mean, lo, hi
-
-
 def paired_differences(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionResult]], *,
-                       metrics: Iterable[str] = PAIRED, seed: int = 0, resamples: int = 2000,
-                       level: float = 0.95) -> list[dict[str, Any]]:
-    """Per-session differences (arm − baseline) with bootstrap CIs; the baseline is the first policy
-    of the same gating. Sessions without references are left out of the retention difference."""
+                       metrics: Iterable[str] = PAIRED) -> list[dict[str, Any]]:
+    """Per-session differences (arm − baseline) with their 95% interval (:mod:`tracer.lab.metrics`,
+    the one method); the baseline is the first policy of the same gating. Sessions where a value is
+    undefined (retention without references) are left out of that metric's pairs (``n`` says)."""
     out = []
     by_gating: dict[bool, list[int]] = {}
     for a, spec in enumerate(specs):
         by_gating.setdefault(spec.gated, []).append(a)
-    metrics = list(metrics)
+    names = list(metrics)
     for gated, arms_ in by_gating.items():
         base = arms_[0]
         for a in arms_[1:]:
-            for k, metric in enumerate(metrics):
-                diffs = []
-                for rb, ra in zip(results[base], results[a], strict=True):
-                    vb, va = _metric(rb, metric), _metric(ra, metric)
-                    if vb is not None and va is not None:
-                        diffs.append(va - vb)
-                mean, lo, hi = bootstrap_ci(diffs, seed=seed * 1009 + a * 31 + k, resamples=resamples, level=level)
+            # arms are told apart by position: two arms may share a label (the same policy twice)
+            rows = _rows(specs[base], results[base], "baseline") + _rows(specs[a], results[a], "arm")
+            for metric in names:
+                found = _metrics.difference_summary(rows, metric, "baseline")
+                d = found[0] if found else {"n": 0, "mean_diff": None, "ci_low": None, "ci_high": None,
+                                            "level": _metrics.LEVEL}
                 out.append({"policy": specs[a].name, "baseline": specs[base].name, "gated": gated, "metric": metric,
-                            "n": len(diffs), "mean_diff": _r(mean), "ci_low": _r(lo), "ci_high": _r(hi),
-                            "level": level})
+                            "n": d["n"], "mean_diff": d["mean_diff"], "ci_low": d["ci_low"],
+                            "ci_high": d["ci_high"], "level": d["level"]})
     return out
 
 
-def _metric(r: SessionResult, metric: str) -> float | None:
-    if metric == "retention":
-        return r.retention
-    return float(getattr(r, metric))
-
-
-def _r(x: float) -> float | None:
-    return None if x != x else round(x, 4)
+def _rows(spec: ReplaySpec, results: Sequence[SessionResult], arm: str) -> list[dict[str, Any]]:
+    return [{**row, "arm": arm} for row in _metrics.result_rows([spec], [results])]
 
 
 @dataclass
@@ -285,17 +260,14 @@ def compare(
     hard_ceiling: int | None = None,
     stream_results: int = 0,
     seed: int | None = None,
-    bootstrap_seed: int = 0,
     workers: int = 1,
     store_path: str | os.PathLike[str] | None = None,
     capture_content: bool = False,
     progress: Progress | None = None,
-    resamples: int = 2000,
 ) -> Comparison:
     """Replay ``conversations`` under every policy × gating and compare them (see module docstring).
 
-    ``seed`` shuffles each batch's result order (None: recorded order); ``bootstrap_seed`` seeds the
-    confidence intervals.
+    ``seed`` shuffles each batch's result order (None: recorded order).
     """
     if isinstance(policies, str):
         policies = parse_policies(policies)
@@ -303,8 +275,7 @@ def compare(
                  seed=seed)
     results = run_replays(conversations, specs, workers=workers, store_path=store_path,
                           capture_content=capture_content, progress=progress)
-    return Comparison(specs, aggregate(specs, results), paired_differences(specs, results, seed=bootstrap_seed,
-                                                                           resamples=resamples), results)
+    return Comparison(specs, aggregate(specs, results), paired_differences(specs, results), results)
 
 
 # ------------------------------------------------------------------------------------- progress bar
@@ -326,6 +297,6 @@ def progress_bar(stream: TextIO | None = None, label: str = "replaying") -> Prog
 
 
 __all__ = [
-    "Comparison", "ReplaySpec", "aggregate", "arms", "bootstrap_ci", "compare", "paired_differences",
+    "PAIRED", "Comparison", "ReplaySpec", "aggregate", "arms", "compare", "paired_differences",
     "parse_policies", "progress_bar", "run_replays",
 ]

@@ -28,6 +28,7 @@ from policies.errors import EvictedMessageError, HardCeilingExceeded, PrunegateE
 from policies.messages import TOOL_RESULT, Block, Message
 from policies.naive import NaiveRuntime
 from policies.validate import MISSING_TOOL_RESULT, ORPHAN_TOOL_RESULT, Violation, validate
+from tracer.lab import metrics
 from tracer.traffic.events import (
     APPEND,
     CLOSE,
@@ -43,7 +44,7 @@ from tracer.traffic.events import (
 from tracer.traffic.importers import Conversation
 
 DEFAULT_BUDGET_SHARE = 0.6  # no --budget: prune at 60% of the session's full size
-DEFERRAL_REASONS = ("pending_calls", "open_messages", "no_safe_prune", "policy_error")
+DEFERRAL_REASONS = metrics.DEFERRAL_REASONS
 LOST_STREAM_HEAD = "lost_stream_head"
 
 
@@ -64,6 +65,15 @@ class ReplaySpec:
     seed: int | None = None
     mode: str = "grow"
     label: str | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse impossible numbers before any session is replayed (not part way through)."""
+        for name in ("budget", "hard_ceiling"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if self.budget is not None and self.hard_ceiling is not None and self.hard_ceiling < self.budget:
+            raise ValueError(f"hard_ceiling ({self.hard_ceiling}) must be at least the budget ({self.budget})")
 
     @property
     def name(self) -> str:
@@ -121,14 +131,16 @@ def full_tokens(conv: Conversation) -> int:
     """The token count of the whole conversation held in one context (no pruning)."""
     ctx = Context(provider=conv.provider, strict=False)
     for m in conv.messages:
-        ctx.append(m.copy())
+        ctx.append(m.shallow_copy())
     return ctx.tokens
 
 
 def budget_for(conv: Conversation, spec: ReplaySpec) -> int:
+    """The spec's budget, else a share of the session's size (never above the spec's hard ceiling)."""
     if spec.budget is not None:
         return spec.budget
-    return max(1, int(full_tokens(conv) * DEFAULT_BUDGET_SHARE))
+    budget = max(1, int(full_tokens(conv) * DEFAULT_BUDGET_SHARE))
+    return budget if spec.hard_ceiling is None else min(budget, spec.hard_ceiling)
 
 
 def events_for(conv: Conversation, spec: ReplaySpec) -> EventStream:
@@ -159,6 +171,14 @@ def replay_session(
     stream: EventStream | None = None,
 ) -> SessionResult:
     """Replay one conversation; record it as a traced session when ``tracer_provider`` is given."""
+    from tracer.traffic.jsonparse import deep_enough
+
+    with deep_enough():  # recorded tool inputs may nest a few thousand levels
+        return _replay_session(conv, spec, tracer_provider, capture_content, stream)
+
+
+def _replay_session(conv: Conversation, spec: ReplaySpec, tracer_provider: Any, capture_content: bool,
+                    stream: EventStream | None) -> SessionResult:
     started = time.perf_counter()
     budget = budget_for(conv, spec)
     if stream is None:
@@ -256,12 +276,12 @@ class _Run:
                 self.session.end({
                     "prunegate.replay.failed": bool(r.failures),
                     "prunegate.replay.error": r.error,
-                    "prunegate.replay.invalid_requests": r.invalid_requests,
-                    "prunegate.replay.model_calls": r.model_calls,
-                    "prunegate.replay.retention": r.retention,
+                    **metrics.root_attributes(r),  # what a reader of the store compares (tracer.lab.metrics)
                 })
 
     def _check(self) -> None:
+        if self.ctx.tokens > self.r.peak_tokens:  # the peak counts the context before a check prunes it
+            self.r.peak_tokens = self.ctx.tokens
         self._count(self.runtime.check(self.ctx))
 
     def _count(self, d: Decision) -> None:

@@ -1,0 +1,86 @@
+"""Every query the dashboard runs, against the store's ``spans`` view (docs/spans.md), one module per concern.
+
+Why a package of its own: the dashboard renders and never writes SQL, so the queries can be tested
+and benchmarked without a browser, and the span contract has exactly one reader-side translation.
+Import from here: ``from tracer import queries; queries.sessions(reader)``.
+
+| module | what it answers |
+|---|---|
+| :mod:`~tracer.queries.listing` | the one session list (Sessions page, pickers, ``prunegate sessions``), one session's summary, root, bounds |
+| :mod:`~tracer.queries.steps` | the replay step engine: the context (messages, units) at step k, the event log, the decision, jumps |
+| :mod:`~tracer.queries.timeline` | a session's tokens over its steps, its decision marks, budget |
+| :mod:`~tracer.queries.causal` | violations with the prune that caused them, the evicted partners, repeated side effects |
+| :mod:`~tracer.queries.compare` | per-session metrics of the stored replays, per-arm intervals, paired differences (:mod:`tracer.lab.metrics`) |
+| :mod:`~tracer.queries.live` | sessions active right now |
+"""
+
+from __future__ import annotations
+
+from tracer.queries._sql import (
+    BUDGET_CHECK,
+    DEFER,
+    FAIL,
+    MESSAGE,
+    PRUNE,
+    REINJECT,
+    SESSION,
+    SPILL,
+    UNIT_CLOSE,
+    VIOLATION,
+    Source,
+    scratch,
+)
+from tracer.queries.causal import causal_eviction, partners, retries, violations
+from tracer.queries.compare import (
+    METRICS,
+    SPAN_METRICS,
+    arm_summary,
+    difference_summary,
+    paired_differences,
+    session_metrics,
+)
+from tracer.queries.listing import (
+    LIST_COLUMNS,
+    list_sessions,
+    policy_choices,
+    session_bounds,
+    session_filter_options,
+    session_info,
+    session_root,
+    sessions,
+    store_totals,
+    summary_sql,
+)
+from tracer.queries.live import live_sessions
+from tracer.queries.steps import (
+    JUMP_TARGETS,
+    check_at,
+    context_at,
+    event_log,
+    message_detail,
+    next_from_tables,
+    next_step,
+    session_tables,
+    step_from_tables,
+    units_at,
+)
+from tracer.queries.timeline import (
+    bounds_from_tables,
+    budget_at,
+    budget_from_tables,
+    markers,
+    markers_from_tables,
+    series_from_tables,
+    token_series,
+)
+
+__all__ = [
+    "BUDGET_CHECK", "DEFER", "FAIL", "JUMP_TARGETS", "LIST_COLUMNS", "MESSAGE", "METRICS", "PRUNE", "REINJECT",
+    "SESSION", "SPAN_METRICS", "SPILL", "UNIT_CLOSE", "VIOLATION", "Source", "arm_summary", "bounds_from_tables",
+    "budget_at", "budget_from_tables", "causal_eviction", "check_at", "context_at", "difference_summary",
+    "event_log", "list_sessions", "live_sessions", "markers", "markers_from_tables", "message_detail",
+    "next_from_tables", "next_step", "paired_differences", "partners", "policy_choices", "retries", "scratch",
+    "series_from_tables", "session_bounds", "session_filter_options", "session_info", "session_metrics",
+    "session_root", "session_tables", "sessions", "step_from_tables", "store_totals", "summary_sql",
+    "token_series", "units_at", "violations",
+]

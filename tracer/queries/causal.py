@@ -1,0 +1,194 @@
+"""Violations: each with the prune that caused it (its span link), the evicted partners, and repeated side effects.
+
+Why its own module: the causal link (a violation's OTel span link to its prune) is the one place
+the store is read across spans of different steps; every query that follows it lives here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _df, _isna
+
+_LINK_TYPE = '[{"trace_id":"VARCHAR","span_id":"VARCHAR","attributes":"JSON"}]'
+
+
+def violations(src: Source, *, session_id: str | None = None, limit: int = 2000) -> pd.DataFrame:
+    """Every violation with the prune that caused it (followed through the violation's span link
+    whose ``prunegate.link`` is ``caused_by``; the first link when none says so): the prune's
+    step, policy, pruned units and ids, and whether that prune was gated."""
+    sql = f"""
+    WITH v AS (
+        SELECT session_id, seq, trace_id, span_id, start_time_ns,
+               attributes->>'prunegate.violation.code' AS code,
+               coalesce(attributes->>'prunegate.violation.message', status_message) AS message,
+               coalesce(from_json(attributes->'prunegate.violation.ids', '["VARCHAR"]'), []) AS ids,
+               coalesce(from_json(attributes->'prunegate.violation.message_ids', '["VARCHAR"]'), []) AS message_ids,
+               attributes->>'prunegate.violation.evicted_id' AS evicted_id,
+               TRY_CAST(attributes->>'prunegate.violation.index' AS BIGINT) AS request_index,
+               links
+        FROM spans
+        WHERE name = '{VIOLATION}' AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR))
+    ),
+    l AS (
+        SELECT v.span_id AS violation_span_id, v.trace_id AS violation_trace_id,
+               unnest(coalesce(from_json(v.links, '{_LINK_TYPE}'), [])) AS link
+        FROM v
+    ),
+    cause AS (
+        SELECT violation_span_id, violation_trace_id,
+               arg_min(link.span_id, CASE WHEN link.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END)
+                   AS cause_span_id,
+               arg_min(link.trace_id, CASE WHEN link.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END)
+                   AS cause_trace_id
+        FROM l GROUP BY ALL
+    ),
+    roots AS (
+        SELECT session_id, any_value(attributes->>'prunegate.session.name') AS label
+        FROM spans WHERE name = '{SESSION}' AND session_id IN (SELECT session_id FROM v)
+        GROUP BY session_id
+    )
+    SELECT v.session_id, roots.label, v.seq, v.span_id, v.trace_id, v.code, v.message, v.ids, v.message_ids,
+           v.evicted_id, v.request_index,
+           c.cause_span_id, c.cause_trace_id,
+           p.seq AS prune_seq, p.name AS cause_name,
+           p.attributes->>'prunegate.policy' AS policy,
+           TRY_CAST(p.attributes->>'prunegate.gated' AS BOOLEAN) AS prune_gated,
+           coalesce(from_json(p.attributes->'prunegate.pruned.units', '["VARCHAR"]'), []) AS pruned_units,
+           coalesce(from_json(p.attributes->'prunegate.pruned.ids', '["VARCHAR"]'), []) AS pruned_ids,
+           TRY_CAST(p.attributes->>'prunegate.tokens.before' AS BIGINT) AS prune_tokens_before,
+           TRY_CAST(p.attributes->>'prunegate.tokens.after' AS BIGINT) AS prune_tokens_after
+    FROM v
+    LEFT JOIN cause c ON c.violation_span_id = v.span_id AND c.violation_trace_id = v.trace_id
+    LEFT JOIN spans p ON p.span_id = c.cause_span_id AND p.trace_id = c.cause_trace_id
+    LEFT JOIN roots ON roots.session_id = v.session_id
+    ORDER BY v.start_time_ns DESC, v.session_id, v.seq
+    LIMIT $limit
+    """
+    return _df(src, sql, {"sid": session_id, "limit": int(limit)})
+
+
+def causal_eviction(src: Source, violation_span_id: str) -> dict[str, Any] | None:
+    """Everything the Violations page shows about one violation: the violation, the prune span it
+    links to (policy, proposal, scores, grown/shrunk/skipped units), the *partners* (evicted
+    messages whose id, tool call ids or answered ids the violation names, with the score the
+    policy gave their unit), and the steps to draw the context before and after the prune."""
+    sql = f"""
+    WITH v AS (
+        SELECT * FROM spans WHERE span_id = $vid AND name = '{VIOLATION}' LIMIT 1
+    ),
+    link AS (
+        SELECT unnest(coalesce(from_json(v.links, '{_LINK_TYPE}'), [])) AS l FROM v
+    ),
+    cause AS (
+        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
+               arg_min(l.trace_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS tid
+        FROM link
+    )
+    SELECT v.session_id, v.seq, v.span_id, v.status_message, v.attributes AS violation,
+           p.span_id AS prune_span_id, p.seq AS prune_seq, p.name AS prune_name, p.attributes AS prune,
+           chk.attributes AS check_attributes
+    FROM v
+    LEFT JOIN cause ON true
+    LEFT JOIN spans p ON p.span_id = cause.sid AND p.trace_id = cause.tid
+    LEFT JOIN spans chk ON chk.span_id = p.parent_span_id AND chk.trace_id = p.trace_id
+    """
+    df = _df(src, sql, {"vid": violation_span_id})
+    if df.empty:
+        return None
+    row = {k: (None if _isna(v) else v) for k, v in df.iloc[0].to_dict().items()}
+    row["partners"] = (
+        partners(src, violation_span_id) if row.get("prune_span_id") else pd.DataFrame()
+    )
+    return row
+
+
+def partners(src: Source, violation_span_id: str) -> pd.DataFrame:
+    """The messages the causing prune evicted that the violation is about: a pruned message whose
+    id is named by the violation, or whose tool calls / answers share an id with it, or whose unit
+    holds such a message. With the message's role, unit, tokens, the policy's score for its unit and
+    its last recorded content (when captured)."""
+    sql = f"""
+    WITH v AS (
+        SELECT session_id, trace_id, links,
+               list_concat(coalesce(from_json(attributes->'prunegate.violation.ids', '["VARCHAR"]'), []),
+                           coalesce(from_json(attributes->'prunegate.violation.message_ids', '["VARCHAR"]'), []),
+                           list_filter([attributes->>'prunegate.violation.evicted_id'], lambda x: x IS NOT NULL)) AS ids
+        FROM spans WHERE span_id = $vid AND name = '{VIOLATION}' LIMIT 1
+    ),
+    link AS (SELECT unnest(coalesce(from_json(links, '{_LINK_TYPE}'), [])) AS l FROM v),
+    cause AS (
+        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
+               arg_min(l.trace_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS tid
+        FROM link
+    ),
+    p AS (
+        SELECT spans.session_id, spans.seq, TRY_CAST(spans.attributes->>'prunegate.scores' AS JSON) AS scores,
+               coalesce(from_json(spans.attributes->'prunegate.pruned.ids', '["VARCHAR"]'), []) AS pruned_ids
+        FROM spans, cause WHERE spans.span_id = cause.sid AND spans.trace_id = cause.tid
+    ),
+    removed AS (
+        SELECT s.attributes->>'prunegate.message.id' AS message_id,
+               s.attributes->>'prunegate.unit.id' AS unit_id,
+               s.attributes->>'prunegate.message.role' AS role,
+               TRY_CAST(s.attributes->>'prunegate.message.tokens' AS BIGINT) AS tokens,
+               coalesce(from_json(s.attributes->'prunegate.message.call_ids', '["VARCHAR"]'), []) AS call_ids,
+               coalesce(from_json(s.attributes->'prunegate.message.answers', '["VARCHAR"]'), []) AS answers,
+               s.attributes->>'prunegate.message.cause' AS cause,
+               p.scores
+        FROM spans s, p
+        WHERE s.session_id = p.session_id AND s.name = '{MESSAGE}' AND s.seq = p.seq
+          AND s.attributes->>'prunegate.event' = 'remove'
+          AND list_contains(p.pruned_ids, s.attributes->>'prunegate.message.id')
+    ),
+    contents AS (
+        SELECT s.attributes->>'prunegate.message.id' AS message_id,
+               arg_max(s.attributes->>'prunegate.message.content', (s.seq, s.start_time_ns)) AS content
+        FROM spans s, p
+        WHERE s.session_id = p.session_id AND s.name = '{MESSAGE}' AND s.seq <= p.seq
+          AND s.attributes->>'prunegate.message.content' IS NOT NULL
+          AND list_contains(p.pruned_ids, s.attributes->>'prunegate.message.id')
+        GROUP BY 1
+    ),
+    named AS (
+        SELECT r.*, (list_contains(v.ids, r.message_id)
+                     OR len(list_intersect(r.call_ids, v.ids)) > 0
+                     OR len(list_intersect(r.answers, v.ids)) > 0) AS direct
+        FROM removed r, v
+    )
+    SELECT n.message_id, n.unit_id, n.role, n.tokens, n.call_ids, n.answers, n.cause, n.direct,
+           TRY_CAST(json_extract_string(n.scores, n.unit_id) AS DOUBLE) AS score, c.content
+    FROM named n LEFT JOIN contents c USING (message_id)
+    WHERE n.direct OR n.unit_id IN (SELECT unit_id FROM named WHERE direct)
+    ORDER BY direct DESC, message_id
+    """
+    return _df(src, sql, {"vid": violation_span_id})
+
+
+def retries(src: Source, *, session_id: str | None = None) -> pd.DataFrame:
+    """Repeated side-effecting calls: ``execute_tool`` spans flagged ``prunegate.tool.retry``, with
+    the step of the first execution of the same call id (the one the retry repeats)."""
+    sql = """
+    WITH t AS (
+        SELECT session_id, seq, start_time_ns, span_id,
+               attributes->>'gen_ai.tool.name' AS tool,
+               attributes->>'gen_ai.tool.call.id' AS call_id,
+               TRY_CAST(attributes->>'prunegate.tool.side_effect' AS BOOLEAN) AS side_effect,
+               coalesce(TRY_CAST(attributes->>'prunegate.tool.retry' AS BOOLEAN), false) AS retry
+        FROM spans
+        WHERE attributes->>'gen_ai.operation.name' = 'execute_tool'
+          AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR))
+    )
+    SELECT r.session_id, r.seq, r.tool, r.call_id, r.side_effect, r.span_id,
+           (SELECT min(o.seq) FROM t o WHERE o.session_id = r.session_id AND o.call_id = r.call_id
+                                        AND NOT o.retry) AS first_seq,
+           (SELECT count(*) FROM t o WHERE o.session_id = r.session_id AND o.call_id = r.call_id) AS executions
+    FROM t r WHERE r.retry
+    ORDER BY r.start_time_ns DESC
+    """
+    return _df(src, sql, {"sid": session_id})
+
+
+__all__ = ["causal_eviction", "partners", "retries", "violations"]

@@ -1,0 +1,321 @@
+"""Sessions: the one session-listing query, and what is known about one session.
+
+Why one query: the Sessions page, the pickers of the Replay and Compare pages and ``prunegate
+sessions`` list the same sessions with the same filters; :func:`sessions` is that list. With
+``summary`` it aggregates every span of each session (counts, tokens); without, it reads only the
+root spans plus each session's first and last span time, which is what a picker needs and stays
+cheap on a large store. A session still recording has no root span yet: it is listed from its
+other spans (``complete`` leaves it out).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import pandas as pd
+
+from tracer.lab.metrics import DEFERRAL_REASONS
+from tracer.queries._sql import (
+    BUDGET_CHECK,
+    DEFER,
+    FAIL,
+    MESSAGE,
+    PRUNE,
+    SESSION,
+    SPILL,
+    VIOLATION,
+    Source,
+    _con,
+    _df,
+    _isna,
+    _list,
+    _one,
+    _struct,
+)
+from tracer.store import Store
+
+Order = Literal["recent", "started", "oldest"]
+_ORDER: dict[str, str] = {  # constants only: never user text in SQL
+    "recent": "last_ns DESC NULLS LAST, session_id",
+    "started": "first_ns DESC NULLS LAST, session_id",
+    "oldest": "first_ns NULLS LAST, session_id",
+}
+
+_ROOT_FIELDS = {
+    "prunegate.session.name": "VARCHAR", "prunegate.session.source": "VARCHAR",
+    "prunegate.session.source_id": "VARCHAR", "prunegate.provider": "VARCHAR", "prunegate.policy": "VARCHAR",
+    "prunegate.policy.params": "VARCHAR", "prunegate.gated": "BOOLEAN", "prunegate.budget": "BIGINT",
+    "prunegate.hard_ceiling": "BIGINT", "prunegate.content_captured": "BOOLEAN",
+    "prunegate.replay.label": "VARCHAR",
+}
+_COUNT_FIELDS = {
+    "prunegate.message.id": "VARCHAR", "prunegate.event": "VARCHAR", "prunegate.message.summary_of": ["VARCHAR"],
+    "prunegate.message.call_ids": ["VARCHAR"], "prunegate.spilled.units": ["VARCHAR"],
+    "prunegate.context.tokens": "BIGINT", "prunegate.tokens.before": "BIGINT", "prunegate.tokens.after": "BIGINT",
+    "prunegate.budget": "BIGINT", "prunegate.reason": "VARCHAR",
+    "gen_ai.operation.name": "VARCHAR", "prunegate.tool.retry": "BOOLEAN", "prunegate.request.valid": "BOOLEAN",
+}
+
+# One row per session from its root span (None for every column while it is still recording).
+_ROOTS = f"""
+roots AS (
+    SELECT session_id,
+           any_value(a."prunegate.session.name") AS label,
+           any_value(a."prunegate.session.source") AS source,
+           any_value(a."prunegate.session.source_id") AS source_id,
+           any_value(a."prunegate.provider") AS provider,
+           any_value(a."prunegate.policy") AS policy,
+           any_value(a."prunegate.policy.params") AS policy_params,
+           any_value(a."prunegate.replay.label") AS replay_label,
+           any_value(a."prunegate.gated") AS gated,
+           any_value(a."prunegate.budget") AS budget,
+           any_value(a."prunegate.hard_ceiling") AS hard_ceiling,
+           any_value(a."prunegate.content_captured") AS content_captured
+    FROM (SELECT session_id, from_json(attributes, '{_struct(_ROOT_FIELDS)}') AS a
+          FROM spans WHERE name = '{SESSION}' AND session_id IS NOT NULL AND {{where}}) r
+    GROUP BY session_id
+)"""
+
+# A spill or failure whose decision had deferred first (tracer.lab.metrics.DEFERRAL_REASONS; constants only).
+_DEFERRED_FIRST = " OR ".join(f"starts_with(coalesce(a.\"prunegate.reason\", ''), '{r}')" for r in DEFERRAL_REASONS)
+
+# Per session: what its spans add up to (the Sessions page's columns; the definitions of docs/replay.md).
+_COUNTS = f"""
+agg AS (
+    SELECT session_id,
+           count(DISTINCT a."prunegate.message.id")
+               FILTER (WHERE name = '{MESSAGE}' AND a."prunegate.event" IN ('append', 'open')
+                       AND a."prunegate.message.summary_of" IS NULL) AS messages,
+           CAST(coalesce(sum(len(a."prunegate.message.call_ids"))
+               FILTER (WHERE name = '{MESSAGE}' AND a."prunegate.event" IN ('append', 'open')
+                       AND a."prunegate.message.summary_of" IS NULL), 0) AS BIGINT) AS tool_calls,
+           greatest(
+               max(a."prunegate.context.tokens") FILTER (WHERE name = '{MESSAGE}'),
+               max(a."prunegate.tokens.before") FILTER (WHERE name = '{BUDGET_CHECK}')
+           ) AS peak_tokens,
+           arg_max(coalesce(a."prunegate.context.tokens", a."prunegate.tokens.after"), (seq, start_time_ns))
+               FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS final_tokens,
+           count(*) FILTER (WHERE name = '{BUDGET_CHECK}') AS checks,
+           count(*) FILTER (WHERE name = '{BUDGET_CHECK}'
+                            AND a."prunegate.tokens.before" > a."prunegate.budget") AS over_budget_checks,
+           count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
+           count(*) FILTER (WHERE name = '{PRUNE}') AS prunes,
+           CAST(coalesce(sum(a."prunegate.tokens.before" - a."prunegate.tokens.after")
+                         FILTER (WHERE name = '{PRUNE}'), 0) AS BIGINT) AS tokens_pruned,
+           count(*) FILTER (WHERE name = '{DEFER}' OR (name IN ('{SPILL}', '{FAIL}') AND ({_DEFERRED_FIRST}))) AS deferrals,
+           CAST(coalesce(sum(len(a."prunegate.spilled.units")) FILTER (WHERE name IN ('{SPILL}', '{FAIL}')), 0)
+               AS BIGINT) AS spills,
+           count(*) FILTER (WHERE name = '{FAIL}') AS failures,
+           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'execute_tool' AND a."prunegate.tool.retry") AS retries,
+           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'chat') AS model_calls,
+           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'chat'
+                            AND a."prunegate.request.valid" = false) AS invalid_requests,
+           max(seq) AS max_seq,
+           count(*) AS spans,
+           min(start_time_ns) AS first_ns,
+           max(coalesce(end_time_ns, start_time_ns)) AS last_ns
+    FROM (SELECT session_id, name, seq, start_time_ns, end_time_ns,
+                 from_json(attributes, '{_struct(_COUNT_FIELDS)}') AS a
+          FROM spans WHERE session_id IS NOT NULL AND {{where}}) s
+    GROUP BY session_id
+)"""
+
+# Per session: only when it was active (no attribute is parsed).
+_TIMES = """
+agg AS (
+    SELECT session_id, min(start_time_ns) AS first_ns, max(coalesce(end_time_ns, start_time_ns)) AS last_ns
+    FROM spans WHERE session_id IS NOT NULL AND {where} GROUP BY session_id
+)"""
+
+
+def summary_sql(*, summary: bool = True, where: str = "true") -> str:
+    """The listing's relation: one row per session, root columns (``label``, ``source``,
+    ``source_id``, ``provider``, ``policy``, ``policy_params``, ``replay_label``, ``gated``,
+    ``budget``, ``hard_ceiling``, ``content_captured``), ``complete`` (its root is stored),
+    ``first_ns``/``last_ns`` and, with ``summary``, the span counts. ``where`` is a constant filter
+    on spans (``session_id = $sid``), never user text. Other query modules build on it."""
+    agg = (_COUNTS if summary else _TIMES).replace("{where}", where)
+    return f"""
+WITH {_ROOTS.replace("{where}", where)},
+{agg}
+SELECT agg.session_id, roots.label, roots.source, roots.source_id, roots.provider, roots.policy,
+       roots.policy_params, roots.replay_label, roots.gated, roots.budget, roots.hard_ceiling,
+       roots.content_captured, roots.session_id IS NOT NULL AS complete,
+       agg.* EXCLUDE (session_id)
+FROM agg LEFT JOIN roots USING (session_id)
+"""
+
+
+_SUMMARY = summary_sql()
+_ONE_SUMMARY = summary_sql(where="session_id = $sid")
+_ROOTS_ONLY = summary_sql(summary=False)
+
+
+def _listing(
+    *,
+    sources: Sequence[str] | None,
+    exclude_sources: Sequence[str] | None,
+    policies: Sequence[str] | None,
+    gated: bool | None,
+    text: str | None,
+    only_with_violations: bool,
+    complete: bool,
+    summary: bool,
+    order: Order,
+    limit: int | None,
+) -> tuple[str, dict[str, Any]]:
+    if order not in _ORDER:
+        raise ValueError(f"unknown order {order!r}; expected one of {sorted(_ORDER)}")
+    if only_with_violations and not summary:
+        raise ValueError("only_with_violations needs summary=True (violations are counted from spans)")
+    sql = f"""
+    SELECT * FROM ({_SUMMARY if summary else _ROOTS_ONLY}) t
+    WHERE (len(CAST($sources AS VARCHAR[])) = 0
+           OR list_contains(CAST($sources AS VARCHAR[]), coalesce(source, '')))
+      AND NOT list_contains(CAST($exclude AS VARCHAR[]), coalesce(source, ''))
+      AND (len(CAST($policies AS VARCHAR[])) = 0
+           OR list_contains(CAST($policies AS VARCHAR[]), coalesce(policy, '')))
+      AND (CAST($gated AS BOOLEAN) IS NULL OR gated = CAST($gated AS BOOLEAN))
+      AND (CAST($text AS VARCHAR) IS NULL OR contains(lower(session_id), lower(CAST($text AS VARCHAR)))
+           OR contains(lower(coalesce(label, '')), lower(CAST($text AS VARCHAR))))
+      {"AND violations > 0" if only_with_violations else ""}
+      AND (NOT $complete OR complete)
+    ORDER BY {_ORDER[order]}
+    LIMIT $limit
+    """
+    params = {
+        "sources": _list(sources),
+        "exclude": _list(exclude_sources),
+        "policies": _list(policies),
+        "gated": gated,
+        "text": text or None,
+        "complete": bool(complete),
+        "limit": int(limit) if limit is not None else 2**62,
+    }
+    return sql, params
+
+
+def sessions(
+    src: Source,
+    *,
+    sources: Sequence[str] | None = None,
+    exclude_sources: Sequence[str] | None = None,
+    policies: Sequence[str] | None = None,
+    gated: bool | None = None,
+    text: str | None = None,
+    only_with_violations: bool = False,
+    complete: bool = False,
+    summary: bool = True,
+    order: Order = "recent",
+    limit: int | None = 5000,
+) -> pd.DataFrame:
+    """The sessions of the store, one row each, filtered in DuckDB: by source (``sources`` /
+    ``exclude_sources``), policy, gating, a text in the id or name, violations; ``complete`` keeps
+    only sessions whose root span is stored. With ``summary`` (default) each row has the span
+    counts (messages, tool_calls, peak/final tokens, checks, violations, prunes, deferrals, spills,
+    failures, retries, model calls, invalid requests, ...); without, the root columns and times
+    only (cheap). ``order``: ``recent`` (latest activity first), ``started`` (newest first),
+    ``oldest`` (oldest first)."""
+    sql, params = _listing(sources=sources, exclude_sources=exclude_sources, policies=policies, gated=gated,
+                           text=text, only_with_violations=only_with_violations, complete=complete,
+                           summary=summary, order=order, limit=limit)
+    return _df(src, sql, params)
+
+
+LIST_COLUMNS = ("id", "name", "source", "provider", "policy", "gated", "messages", "tool_calls", "peak_tokens",
+                "violations")
+
+
+def list_sessions(store: Store | str | os.PathLike[str] | None = None, sources: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """:func:`sessions` as plain rows for ``prunegate sessions`` and scripts: complete sessions,
+    oldest first, with :data:`LIST_COLUMNS` (``id`` and ``name`` are the session id and label;
+    messages and tool calls count arrivals, not re-injections or summaries)."""
+    store = store if isinstance(store, Store) else Store(store)
+    sql, params = _listing(sources=sources, exclude_sources=None, policies=None, gated=None, text=None,
+                           only_with_violations=False, complete=True, summary=True, order="oldest", limit=None)
+    with store.reader() as r:
+        cur = _con(r).execute(sql, params)
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    return [{"id": r["session_id"], "name": r["label"], **{k: r[k] for k in LIST_COLUMNS[2:]}} for r in rows]
+
+
+def session_filter_options(src: Source) -> dict[str, list[str]]:
+    """Distinct sources and policies, for the filter widgets."""
+    rows = _one(
+        src,
+        f"""
+        SELECT list(DISTINCT attributes->>'prunegate.session.source') FILTER (WHERE attributes->>'prunegate.session.source' IS NOT NULL),
+               list(DISTINCT attributes->>'prunegate.policy') FILTER (WHERE attributes->>'prunegate.policy' IS NOT NULL)
+        FROM spans WHERE name = '{SESSION}'
+        """,
+        {},
+    )
+    assert rows is not None  # an aggregate always returns one row
+    return {"sources": sorted(rows[0] or []), "policies": sorted(rows[1] or [])}
+
+
+def session_info(src: Source, session_id: str) -> dict[str, Any] | None:
+    """The summary row of one session (as :func:`sessions`), or None when it has no spans."""
+    df = _df(src, _ONE_SUMMARY, {"sid": session_id})
+    if df.empty:
+        return None
+    row = df.iloc[0].to_dict()
+    return {k: (None if _isna(v) else v) for k, v in row.items()}
+
+
+def session_bounds(src: Source, session_id: str) -> tuple[int, int] | None:
+    """The first and last step (``prunegate.seq``) of a session, or None when it has none."""
+    row = _one(
+        src,
+        "SELECT min(seq), max(seq) FROM spans WHERE session_id = $sid AND seq IS NOT NULL",
+        {"sid": session_id},
+    )
+    if row is None or row[0] is None:
+        return None
+    return int(row[0]), int(row[1])
+
+
+_ROOT_STRUCT = _struct({k: v for k, v in _ROOT_FIELDS.items() if k not in ("prunegate.policy.params",
+                                                                           "prunegate.replay.label")})
+
+
+def session_root(src: Source, session_id: str) -> dict[str, Any] | None:
+    """A session's root attributes (name as ``label``, source, policy, gated, budget, ...): cheap,
+    reads the root span only. None while the session is still recording (no root yet) or unknown."""
+    row = _one(src, f"""
+        SELECT j."prunegate.session.name", j."prunegate.session.source", j."prunegate.session.source_id",
+               j."prunegate.provider", j."prunegate.policy", j."prunegate.gated", j."prunegate.budget",
+               j."prunegate.hard_ceiling", j."prunegate.content_captured"
+        FROM (SELECT from_json(attributes, '{_ROOT_STRUCT}') AS j FROM spans
+              WHERE session_id = $sid AND name = '{SESSION}' LIMIT 1) x
+        """, {"sid": session_id})
+    if row is None:
+        return None
+    keys = ("label", "source", "source_id", "provider", "policy", "gated", "budget", "hard_ceiling",
+            "content_captured")
+    return {"session_id": session_id, **dict(zip(keys, row, strict=True))}
+
+
+def store_totals(src: Source) -> dict[str, int]:
+    """Span and session counts, and the newest span time (Unix ns; 0 when empty)."""
+    row = _one(src, "SELECT count(*), count(DISTINCT session_id), coalesce(max(start_time_ns), 0) FROM spans", {})
+    assert row is not None
+    return {"spans": int(row[0]), "sessions": int(row[1]), "last_ns": int(row[2])}
+
+
+def policy_choices(src: Source) -> list[str]:
+    """Policy names a comparison can run: the registry's built-ins and any seen in the store."""
+    from policies.registry import available
+
+    row = _one(src, f"SELECT list(DISTINCT attributes->>'prunegate.policy') FROM spans WHERE name = '{SESSION}'", {})
+    seen = {p for p in ((row[0] if row else None) or []) if p}
+    return sorted(set(available()) | {p.split("@", 1)[0] for p in seen})
+
+
+__all__ = [
+    "LIST_COLUMNS", "list_sessions", "policy_choices", "session_bounds", "session_filter_options", "session_info",
+    "session_root", "sessions", "store_totals", "summary_sql",
+]

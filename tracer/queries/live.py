@@ -1,0 +1,39 @@
+"""Live: the sessions active in the last moments, with their latest tokens and decision (the Live page)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tracer.queries._sql import BUDGET_CHECK, MESSAGE, SESSION, VIOLATION, Source, _df
+
+
+def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFrame:
+    """Sessions with spans that started at or after ``since_ns`` (Unix ns), most recent first,
+    with their latest context tokens and last decision."""
+    sql = f"""
+    WITH recent AS (
+        SELECT session_id FROM spans
+        WHERE session_id IS NOT NULL AND start_time_ns >= $since
+        GROUP BY session_id
+    ),
+    s AS (SELECT sp.* FROM spans sp JOIN recent USING (session_id))
+    SELECT session_id,
+           any_value(attributes->>'prunegate.session.source') FILTER (WHERE name = '{SESSION}') AS source,
+           any_value(attributes->>'prunegate.policy') FILTER (WHERE name = '{SESSION}') AS policy,
+           any_value(attributes->>'prunegate.session.name') FILTER (WHERE name = '{SESSION}') AS label,
+           count(*) AS spans,
+           max(seq) AS last_seq,
+           arg_max(TRY_CAST(coalesce(attributes->>'prunegate.context.tokens', attributes->>'prunegate.tokens.after')
+                            AS BIGINT), (seq, start_time_ns))
+               FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS tokens,
+           arg_max(attributes->>'prunegate.decision', (seq, start_time_ns))
+               FILTER (WHERE name = '{BUDGET_CHECK}') AS last_decision,
+           count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
+           max(coalesce(end_time_ns, start_time_ns)) AS last_ns
+    FROM s GROUP BY session_id
+    ORDER BY last_ns DESC LIMIT $limit
+    """
+    return _df(src, sql, {"since": int(since_ns), "limit": int(limit)})
+
+
+__all__ = ["live_sessions"]
