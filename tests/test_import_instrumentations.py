@@ -19,10 +19,11 @@ import pytest
 from policies import convert
 from policies.messages import TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
 from tracer.cli import main
+from tracer.queries import list_sessions
 from tracer.spans.genai import response_messages
 from tracer.store import Store
 from tracer.traffic.genai_spans import ModelCall
-from tracer.traffic.recorded import import_paths, list_sessions, load_conversations
+from tracer.traffic.recorded import import_paths, load_conversations
 
 DATA = Path(__file__).parent / "data" / "otel"
 WITH_CONTENT = [
@@ -176,7 +177,8 @@ def test_a_whole_prunegate_store_exported_as_otlp_json_imports_back_without_refu
 
     import_paths([_present("anthropic-sdk")], tmp_path / "a")
     rows = [decode_row(r) for r in Store(tmp_path / "a").query("SELECT * FROM spans")]
-    assert any(r["name"] == "prunegate.tracer.stats" for r in rows)  # spans of no session travel too
+    rows.append({"trace_id": "ab" * 16, "span_id": "cd" * 8, "name": "prunegate.tracer.stats", "kind": "INTERNAL",
+                 "start_time_ns": 1, "end_time_ns": 2, "attributes": {"prunegate.stats.stored": 3}})  # of no session
     write_otlp_json(rows, tmp_path / "all.jsonl")
     report = import_paths([tmp_path / "all.jsonl"], tmp_path / "b")
     assert not report.refused and report.sessions == 2
