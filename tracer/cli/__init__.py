@@ -17,6 +17,7 @@ COMMANDS = (
     "replay",
     "compare",
     "export",
+    "recommend",
     "compact",
     "recover",
     "dashboard",
