@@ -17,7 +17,7 @@ from typing import Any
 
 from policies.errors import PolicyError
 from tracer.cli.export import send_after
-from tracer.cli.replay import add_common, load_sessions, recorded_outcome
+from tracer.cli.replay import add_common, depends_on, describe, load_sessions, recorded_outcome, recording
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,20 +62,25 @@ def run(args: argparse.Namespace) -> int:
     rec, path = sweep
     store = Path(rec["options"]["store"])
     recorded = [r["replay_id"] for a in rec["arms"] for r in a["replays"]]
+    depends = depends_on(args, store, len(recorded) if args.trace else 0)
     sent_status, sent = send_after(args, store_path_arg(str(store)), [r for r in recorded if r], "compare")
     if args.json:
         out = {"rows": rec["rows"], "differences": rec["differences"], "arms": rec["arms"],
                "sweep": {"id": rec["id"], "path": str(path), "command": rec["command"]},
-               "models": rec["models"], "prices_as_of": rec["prices"]["as_of"]}
+               "models": rec["models"], "prices_as_of": rec["prices"]["as_of"], "depends_on": depends}
         if sent is not None:
             out["otlp"] = sent.to_dict()
         print(json.dumps(out, indent=2))
         return recorded_outcome(args, store_path_arg(str(store)), recorded) or sent_status
+    print(describe(depends))
     print_table(rec)
     print(f"\nstored as {rec['id']} ({path}); prices as of {rec['prices']['as_of']} ({rec['prices']['source']})")
+    rc = recorded_outcome(args, store_path_arg(str(store)), recorded)
+    if rc == 0:
+        print(recording(depends))
     if sent is not None:
         print(sent.summary())
-    return recorded_outcome(args, store_path_arg(str(store)), recorded) or sent_status
+    return rc or sent_status
 
 
 def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path]:

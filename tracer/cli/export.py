@@ -28,19 +28,20 @@ def add_otlp_options(parser: argparse.ArgumentParser, *, required: bool = False)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "export",
-        help="send the store (or chosen sessions) to an OTLP/HTTP endpoint (Phoenix, Langfuse, a collector)",
+    from tracer.cli import add_command, options
+
+    parser = add_command(
+        sub, "export",
         description="Send stored spans to an OpenTelemetry backend over OTLP/HTTP, protobuf unless --json-encoding. "
         "Spans carry what LLM-trace backends read: openinference.span.kind (CHAIN for sessions and decisions, LLM "
         "for model calls, TOOL for tool calls), session.id, the session's first input and last output, and the "
         "span that caused each violation. Prints spans sent and failed; exits 1 when any failed.",
     )
-    parser.add_argument("--store", help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    options.add_store(parser)
     parser.add_argument("--session", nargs="+", action="extend", metavar="ID",
                         help="send only these sessions (id or name); default: every span in the store")
     add_otlp_options(parser, required=True)
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    options.add_json(parser, "print the result as JSON")
     parser.set_defaults(func=run)
 
 
@@ -62,23 +63,20 @@ def _send(args: argparse.Namespace, store: Any, session_ids: list[str] | None) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracer.store import StoreError
-    from tracer.traffic.recorded import store_path_arg
+    from tracer.cli import options, status
+    from tracer.errors import CommandError
 
-    store = store_path_arg(args.store)
+    store = options.store_of(args)
     if not store.path.exists():
-        print(f"prunegate export: no store at {store.path}", file=sys.stderr)
-        return 2
+        raise CommandError(f"no store at {store.path}")
     try:
         result = _send(args, store, args.session)
     except KeyError as exc:
-        print(f"prunegate export: no session {exc.args[0]} in {store.path}", file=sys.stderr)
-        return 2
-    except (ValueError, StoreError) as exc:
-        print(f"prunegate export: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(f"no session {exc.args[0]} in {store.path}") from None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.summary())
-    return 1 if result.failed else 0
+    return status.FOUND_PROBLEMS if result.failed else status.SUCCESS
 
 
 def send_after(args: argparse.Namespace, store: Any, session_ids: list[str], command: str) -> tuple[int, Any]:
@@ -87,15 +85,17 @@ def send_after(args: argparse.Namespace, store: Any, session_ids: list[str], com
     Returns (exit status contribution: 0 or 1, the result or None); the caller prints the result's
     counters beside its own (or puts them in its JSON as ``"otlp"``).
     """
+    from tracer.cli import status
+
     if not getattr(args, "otlp_endpoint", None):
-        return 0, None
+        return status.SUCCESS, None
     if not session_ids:
         result = None
         print(f"prunegate {command}: nothing recorded, nothing sent to {args.otlp_endpoint}", file=sys.stderr)
-        return 0, result
+        return status.SUCCESS, result
     try:
         result = _send(args, store, session_ids)
     except (KeyError, ValueError) as exc:
         print(f"prunegate {command}: cannot send to {args.otlp_endpoint}: {exc}", file=sys.stderr)
-        return 1, None
-    return (1 if result.failed else 0), result
+        return status.FOUND_PROBLEMS, None
+    return (status.FOUND_PROBLEMS if result.failed else status.SUCCESS), result

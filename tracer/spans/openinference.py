@@ -17,18 +17,20 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-SPAN_KIND = "openinference.span.kind"
-SESSION_ID = "session.id"
-INPUT_VALUE = "input.value"
+from tracer.spans import names as sn
+
+SPAN_KIND = sn.OI_SPAN_KIND
+SESSION_ID = sn.OI_SESSION_ID
+INPUT_VALUE = sn.OI_INPUT_VALUE
 INPUT_MIME = "input.mime_type"
-OUTPUT_VALUE = "output.value"
+OUTPUT_VALUE = sn.OI_OUTPUT_VALUE
 OUTPUT_MIME = "output.mime_type"
 LLM_MODEL = "llm.model_name"
 LLM_PROMPT_TOKENS = "llm.token_count.prompt"
 LLM_COMPLETION_TOKENS = "llm.token_count.completion"
 PROJECT = "openinference.project.name"  # a resource attribute
-CAUSE_SPAN = "prunegate.violation.cause_span_id"
-CAUSE_TRACE = "prunegate.violation.cause_trace_id"
+CAUSE_SPAN = sn.VIOLATION_CAUSE_SPAN_ID
+CAUSE_TRACE = sn.VIOLATION_CAUSE_TRACE_ID
 CHAIN, LLM, TOOL = "CHAIN", "LLM", "TOOL"
 
 
@@ -40,7 +42,7 @@ def span_kind(name: str, attributes: Mapping[str, Any]) -> str | None:
         return TOOL
     if op in ("chat", "text_completion", "generate_content") or name == "chat" or name.startswith("chat "):
         return LLM
-    if name.startswith("prunegate."):
+    if name.startswith(sn.PREFIX):
         return CHAIN
     return None
 
@@ -83,20 +85,20 @@ def enrich_rows(rows: list[dict[str, Any]], project: str | None = None) -> list[
     io: dict[str, list[tuple[str, str]]] = {}
     for r in rows:
         a = r.get("attributes") or {}
-        if r.get("name") == "prunegate.message" and a.get("prunegate.event") in ("append", "open"):
-            sid = str(a.get("prunegate.session.id") or r.get("session_id") or "")
-            io.setdefault(sid, []).append((str(a.get("prunegate.message.role") or ""),
-                                           _content_text(a.get("prunegate.message.content"))))
+        if r.get("name") == sn.MESSAGE and a.get(sn.EVENT) in ("append", "open"):
+            sid = str(a.get(sn.SESSION_ID) or r.get("session_id") or "")
+            io.setdefault(sid, []).append((str(a.get(sn.MESSAGE_ROLE) or ""),
+                                           _content_text(a.get(sn.MESSAGE_CONTENT))))
     out = []
     for r in rows:
         row = dict(r)
         a = dict(row.get("attributes") or {})
         name = str(row.get("name") or "")
-        session = a.get("prunegate.session.id") or (row.get("session_id") if name.startswith("prunegate.") else None)
+        session = a.get(sn.SESSION_ID) or (row.get("session_id") if name.startswith(sn.PREFIX) else None)
         kind = span_kind(name, a)
         if kind and SPAN_KIND not in a:
             a[SPAN_KIND] = kind
-        if name == "prunegate.session":
+        if name == sn.SESSION:
             if session and SESSION_ID not in a:
                 a[SESSION_ID] = session
             pairs = io.get(str(session), [])
@@ -105,11 +107,11 @@ def enrich_rows(rows: list[dict[str, Any]], project: str | None = None) -> list[
                 a[INPUT_VALUE] = first
             if last and OUTPUT_VALUE not in a:
                 a[OUTPUT_VALUE] = last
-        elif kind == LLM and a.get("prunegate.session.id"):
+        elif kind == LLM and a.get(sn.SESSION_ID):
             _llm(a)
-        elif name == "prunegate.violation" and CAUSE_SPAN not in a:
+        elif name == sn.VIOLATION and CAUSE_SPAN not in a:
             for link in row.get("links") or []:
-                if (link.get("attributes") or {}).get("prunegate.link") == "caused_by":
+                if (link.get("attributes") or {}).get(sn.LINK) == sn.LINK_CAUSED_BY:
                     a[CAUSE_SPAN], a[CAUSE_TRACE] = link.get("span_id"), link.get("trace_id")
         row["attributes"] = {k: v for k, v in a.items() if v is not None}
         if project:

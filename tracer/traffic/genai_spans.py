@@ -33,6 +33,7 @@ from typing import Any
 from policies import convert
 from policies.errors import StructureError
 from policies.messages import TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
+from tracer.errors import DecodeError
 
 FAMILIES = ("genai", "genai-events", "openinference", "openllmetry")
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -41,10 +42,6 @@ REDACTED = "__REDACTED__"  # what OpenInference writes in place of hidden inputs
 OLD_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
               "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool", "gen_ai.choice": "assistant"}
 _INDEXED = re.compile(r"^(llm\.(?:input|output)_messages|gen_ai\.(?:prompt|completion))\.(\d+)\.(.+)$")
-
-
-class DecodeError(ValueError):
-    """A span's recorded content cannot be read (the message says which attribute and why)."""
 
 
 @dataclass

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracer.spans import names as sn
 from tracer.spans.openinference import enrich_rows
 from tracer.spans.setup import otlp_traces_endpoint
 from tracer.store import Store
@@ -61,9 +62,9 @@ def select_rows(store: Store, session_ids: Iterable[str] | None = None) -> tuple
         else:
             wanted = list(dict.fromkeys(session_ids))
             roots = r.query(
-                "SELECT DISTINCT session_id, attributes->>'prunegate.session.name' AS name FROM spans "
-                "WHERE name = 'prunegate.session' AND (list_contains(?::VARCHAR[], session_id) "
-                "OR list_contains(?::VARCHAR[], attributes->>'prunegate.session.name'))", [wanted, wanted])
+                f"SELECT DISTINCT session_id, attributes->>'{sn.SESSION_NAME}' AS name FROM spans "
+                f"WHERE name = '{sn.SESSION}' AND (list_contains(?::VARCHAR[], session_id) "
+                f"OR list_contains(?::VARCHAR[], attributes->>'{sn.SESSION_NAME}'))", [wanted, wanted])
             found = {row["session_id"] for row in roots}
             missing = [w for w in wanted if w not in found and w not in {row["name"] for row in roots}]
             if missing:
@@ -77,7 +78,7 @@ def select_rows(store: Store, session_ids: Iterable[str] | None = None) -> tuple
         if key not in seen:  # a span recovered twice is stored once per segment; send it once
             seen.add(key)
             rows.append(decode_row(row))
-    sessions = {r["session_id"] for r in rows if r.get("name") == "prunegate.session" and r.get("session_id")}
+    sessions = {r["session_id"] for r in rows if r.get("name") == sn.SESSION and r.get("session_id")}
     return rows, len(sessions)
 
 
