@@ -109,7 +109,7 @@ def test_a_pretty_printed_single_request_is_accepted(tmp_path: Path) -> None:
     ("mutate", "line", "expected"),
     [
         (lambda objs: objs.insert(1, "{not json"), 2, "invalid JSON"),
-        (lambda objs: objs.__setitem__(1, {"resourceLogs": []}), 2, "no resourceSpans"),
+        (lambda objs: objs.__setitem__(1, {"resourceMetrics": []}), 2, "no resourceSpans"),  # logs lines are read (GenAI events)
         (lambda objs: objs[1]["resourceSpans"][0]["scopeSpans"][0]["spans"][0].__setitem__("traceId", "xyz"), 2,
          "resourceSpans[0].scopeSpans[0].spans[0].traceId: 'xyz' is not a 32-hex-digit id"),
         (lambda objs: objs[0]["resourceSpans"][0]["scopeSpans"][0]["spans"][0].__setitem__("startTimeUnixNano", "soon"),

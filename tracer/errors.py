@@ -76,6 +76,11 @@ class PriceError(TracerError, ValueError):
     """A price file that cannot be read or says something impossible (names the file and entry)."""
 
 
+class DecodeError(TracerError, ValueError):
+    """Another instrumentation's span whose recorded content cannot be read (the text says which attribute
+    and why); :mod:`tracer.traffic.genai_spans` raises it, the importer turns it into a refusal."""
+
+
 class InputError(TracerError):
     """A file that cannot be read as request bodies; the text says which file, which line, why."""
 

@@ -41,6 +41,9 @@ COMMANDS: dict[str, CommandInfo] = {
                           "replay recorded sessions through a policy, gated or not; recorded as new traces"),
     "compare": CommandInfo("tracer.cli.compare",
                            "compare policies on recorded sessions (A/B metrics with paired 95% confidence intervals; sweeps)"),
+    "export": CommandInfo(
+        "tracer.cli.export",
+        "send the store (or chosen sessions) to an OTLP/HTTP endpoint (Phoenix, Langfuse, a collector)"),
     "recommend": CommandInfo("tracer.cli.recommend",
                              "name the cheapest arm of the last sweep that keeps retention above a minimum"),
     "compact": CommandInfo("tracer.cli.compact", "move recorded segments into the store's main database"),

@@ -2,8 +2,9 @@
 with lists of budgets and parameter values, a sweep of every combination in one pass.
 
 Every run is stored as a sweep in ``<store>/sweeps/`` (``prunegate recommend`` reads the last one).
-Exit status: 0 done (replays read back from the store), 2 bad arguments, no sessions or an unreadable
-store, 3 some replay traces did not reach the store.
+Exit status: 0 done (replays read back from the store), 1 some spans could not be sent to
+``--otlp-endpoint``, 2 bad arguments, no sessions or an unreadable store, 3 some replay traces did not
+reach the store.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.errors import PolicyError
+from tracer.cli.export import send_after
 from tracer.cli.replay import add_common, depends_on, describe, load_sessions, recorded_outcome, recording
 
 
@@ -49,6 +51,10 @@ def add_prices(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tracer.traffic.recorded import store_path_arg
 
+    if args.otlp_endpoint and not args.trace:
+        print("prunegate compare: --otlp-endpoint sends the recorded replays; it cannot go with --no-trace",
+              file=sys.stderr)
+        return 2
     try:
         sweep = run_sweep(args, "compare")
     except SystemExit as exc:
@@ -57,19 +63,24 @@ def run(args: argparse.Namespace) -> int:
     store = Path(rec["options"]["store"])
     recorded = [r["replay_id"] for a in rec["arms"] for r in a["replays"]]
     depends = depends_on(args, store, len(recorded) if args.trace else 0)
+    sent_status, sent = send_after(args, store_path_arg(str(store)), [r for r in recorded if r], "compare")
     if args.json:
-        print(json.dumps({"rows": rec["rows"], "differences": rec["differences"], "arms": rec["arms"],
-                          "sweep": {"id": rec["id"], "path": str(path), "command": rec["command"]},
-                          "models": rec["models"], "prices_as_of": rec["prices"]["as_of"],
-                          "depends_on": depends}, indent=2))
-        return recorded_outcome(args, store_path_arg(str(store)), recorded)
+        out = {"rows": rec["rows"], "differences": rec["differences"], "arms": rec["arms"],
+               "sweep": {"id": rec["id"], "path": str(path), "command": rec["command"]},
+               "models": rec["models"], "prices_as_of": rec["prices"]["as_of"], "depends_on": depends}
+        if sent is not None:
+            out["otlp"] = sent.to_dict()
+        print(json.dumps(out, indent=2))
+        return recorded_outcome(args, store_path_arg(str(store)), recorded) or sent_status
     print(describe(depends))
     print_table(rec)
     print(f"\nstored as {rec['id']} ({path}); prices as of {rec['prices']['as_of']} ({rec['prices']['source']})")
     rc = recorded_outcome(args, store_path_arg(str(store)), recorded)
     if rc == 0:
         print(recording(depends))
-    return rc
+    if sent is not None:
+        print(sent.summary())
+    return rc or sent_status
 
 
 def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path]:

@@ -1,9 +1,9 @@
 """``prunegate import``: recorded traffic into the trace store, one session per conversation.
 
 Exit status: 0 everything read is in the store (counts read back), 1 some input was refused (the
-rest is imported), 2 a usage error, 3 some sessions did not reach the store (spooled: the line
-printed names the ``prunegate recover`` command; lost; or held by another process that never
-finished).
+rest is imported) or, with ``--otlp-endpoint``, some spans could not be sent, 2 a usage error, 3 some
+sessions did not reach the store (spooled: the line printed names the ``prunegate recover`` command;
+lost; or held by another process that never finished).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracer.cli import add_command, options, status
+from tracer.cli.export import add_otlp_options, send_after
 from tracer.traffic.importers import FORMATS
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-spans", type=options.positive, default=2048, metavar="N",
                         help="sessions are written whole, several to a segment of about N spans (default 2048)")
     options.add_json(parser, 'print {"sessions", "messages", "tool_calls", "refused", "renamed_ids", ...} as JSON')
+    add_otlp_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -48,21 +50,25 @@ def run(args: argparse.Namespace) -> int:
     store = options.store_of(args)
     report = import_paths(args.paths, store, fmt=args.format, capture_content=args.content,
                           batch_spans=args.batch_spans)
-    print_report(report, store.path, as_json=args.json)
+    sent_status, sent = send_after(args, store, report.session_ids, "import")
+    print_report(report, store.path, as_json=args.json, sent=sent)
     if not report.complete:
         return status.NOT_STORED
-    return status.FOUND_PROBLEMS if report.refused else status.SUCCESS
+    return status.FOUND_PROBLEMS if report.refused or sent_status else status.SUCCESS
 
 
-def print_report(report: ImportReport, store_path: Path, *, as_json: bool = False) -> None:
+def print_report(report: ImportReport, store_path: Path, *, as_json: bool = False, sent: Any = None) -> None:
     """What an import did (text or JSON on stdout) and, one line each on stderr, what it refused and
-    whatever did not reach the store."""
+    whatever did not reach the store; ``sent``, what ``--otlp-endpoint`` received, beside them."""
     from tracer.store.spool import spooled_line
 
     for r in report.refused:  # on stderr with --json too: one line each, file:line and why
         print(f"prunegate import: refused {r}", file=sys.stderr)
     if as_json:
-        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        out = report.to_dict()
+        if sent is not None:
+            out["otlp"] = sent.to_dict()
+        print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         print(f"imported {report.sessions} sessions ({report.spans} spans, read back from the store; "
               f"{report.messages} messages, {report.tool_calls} tool calls) into {store_path}")
@@ -76,6 +82,8 @@ def print_report(report: ImportReport, store_path: Path, *, as_json: bool = Fals
             print(f"imported {report.otlp_spans} spans from {report.otlp_files} OTLP JSON files")
         if report.refused:
             print(f"refused {len(report.refused)} inputs (see above)")
+        if sent is not None:
+            print(sent.summary())
     if report.spooled_spans:
         print(f"prunegate import: {report.spooled_sessions} sessions: "
               + spooled_line(report.spooled_spans, Path(report.spool_dir or ""), store_path, report.store_error),

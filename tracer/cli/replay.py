@@ -1,8 +1,9 @@
 """``prunegate replay``: recorded sessions through one policy, gated or ungated, recorded as new traces.
 
-Exit status: 0 done (whatever the replays found) and every replay read back from the store, 2 bad
-arguments, no sessions or an unreadable store, 3 some replay traces did not reach the store (the
-line printed says where they are and how to move them in).
+Exit status: 0 done (whatever the replays found) and every replay read back from the store, 1 some
+spans could not be sent to ``--otlp-endpoint``, 2 bad arguments, no sessions or an unreadable store,
+3 some replay traces did not reach the store (the line printed says where they are and how to move
+them in).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def add_common(parser: argparse.ArgumentParser, *, budgets: bool = False) -> Non
                         help="do not record the replays (measure only; for benchmarks)")
     parser.add_argument("--capture-content", action="store_true", help="record message content in the replay traces")
     options.add_json(parser)
+    from tracer.cli.export import add_otlp_options
+
+    add_otlp_options(parser)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,6 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from policies import get_policy, parse_params
+    from tracer.cli.export import send_after
     from tracer.lab.compare import aggregate, progress_bar, run_replays
     from tracer.lab.replay import ReplaySpec
 
@@ -71,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
     if spec.gated is False and args.hard_ceiling is not None:
         print("prunegate replay: --hard-ceiling applies to gated replays only; ignored with --ungated",
               file=sys.stderr)
+    if args.otlp_endpoint and not args.trace:
+        print("prunegate replay: --otlp-endpoint sends the recorded replays; it cannot go with --no-trace",
+              file=sys.stderr)
+        return 2
     loaded = load_sessions(args, "replay")
     if isinstance(loaded, int):
         return loaded
@@ -79,10 +88,13 @@ def run(args: argparse.Namespace) -> int:
                           capture_content=args.capture_content, progress=progress_bar())[0]
     row = aggregate([spec], [results])[0]
     depends = depends_on(args, store.path, len(results) if args.trace else 0)
+    sent_status, sent = send_after(args, store, [r.replay_id for r in results if r.replay_id], "replay")
     if args.json:
-        print(json.dumps({"totals": row, "sessions": [r.to_dict() for r in results], "depends_on": depends},
-                         indent=2))
-        return recorded_outcome(args, store, [r.replay_id for r in results])
+        out = {"totals": row, "sessions": [r.to_dict() for r in results], "depends_on": depends}
+        if sent is not None:
+            out["otlp"] = sent.to_dict()
+        print(json.dumps(out, indent=2))
+        return recorded_outcome(args, store, [r.replay_id for r in results]) or sent_status
     print(describe(depends))
     for r in results:
         line = (f"{r.name}: {r.model_calls} model calls, {r.invalid_requests} invalid, {r.orphan_results} orphan results, "
@@ -95,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
     rc = recorded_outcome(args, store, [r.replay_id for r in results])
     if rc == 0:
         print(recording(depends))
-    return rc
+    if sent is not None:
+        print(sent.summary())
+    return rc or sent_status
 
 
 def recorded_outcome(args: argparse.Namespace, store: Any, replay_ids: list[str | None]) -> int:

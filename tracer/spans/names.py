@@ -183,6 +183,9 @@ VIOLATION_INDEX = "prunegate.violation.index"
 VIOLATION_MESSAGE_IDS = "prunegate.violation.message_ids"
 VIOLATION_EVICTED_ID = "prunegate.violation.evicted_id"
 VIOLATION_CAUSE_CHECK = "prunegate.violation.cause_check"
+# the cause's span and trace ids (hex), for backends that do not show span links (tracer.spans.openinference)
+VIOLATION_CAUSE_SPAN_ID = "prunegate.violation.cause_span_id"
+VIOLATION_CAUSE_TRACE_ID = "prunegate.violation.cause_trace_id"
 LINK = "prunegate.link"  # on the violation's span link: "caused_by"
 LINK_CAUSED_BY = "caused_by"
 
@@ -221,6 +224,11 @@ GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 ERROR_TYPE = "error.type"
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
 PROCESS_PID = "process.pid"  # on prunegate.tracer.stats
+# OpenInference keys prunegate emits on its live spans (what Phoenix/Langfuse read: tracer.spans.openinference)
+OI_SPAN_KIND = "openinference.span.kind"
+OI_SESSION_ID = "session.id"
+OI_INPUT_VALUE = "input.value"
+OI_OUTPUT_VALUE = "output.value"
 OP_CHAT = "chat"  # values of gen_ai.operation.name, and the first word of the GenAI span names
 OP_EXECUTE_TOOL = "execute_tool"
 

@@ -28,6 +28,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 from policies.validate import FIRST_MESSAGE_NOT_USER, Violation, validate
 from tracer.errors import RedactionFailed
 from tracer.spans import names as sn
+from tracer.spans import openinference as _oi
 from tracer.spans import redact as _redact
 from tracer.spans.genai import ChatCall, ToolCall
 
@@ -119,8 +120,11 @@ class TracedSession:
         self.violations = 0
         self.redaction_failures = 0  # contents left out because the redaction hook failed
         self.tracer_errors = 0  # span starts/ends the tracing pipeline failed (never raised)
+        self._io: list[tuple[str, str]] = []  # (role, text) of arrivals, for the root's input/output
         params = config.policy_params
         root_attrs = {
+            _oi.SPAN_KIND: _oi.CHAIN,
+            _oi.SESSION_ID: self.session_id,
             sn.GEN_AI_CONVERSATION_ID: self.session_id,
             sn.SESSION_ID: self.session_id,
             sn.SEQ: 0,
@@ -173,6 +177,9 @@ class TracedSession:
         ctx = self.root_context if parent is None else trace.set_span_in_context(parent)
         attrs = self.common(seq)
         attrs.update(clean(attributes))
+        oi_kind = _oi.span_kind(name, attrs)
+        if oi_kind is not None:
+            attrs.setdefault(_oi.SPAN_KIND, oi_kind)
         try:
             return self.tracer.start_span(name, context=ctx, kind=kind, attributes=attrs, links=links,
                                           start_time=start_time if start_time is not None else self.clock())
@@ -258,6 +265,8 @@ class TracedSession:
             sn.VIOLATION_INDEX: index,
             sn.VIOLATION_EVICTED_ID: cause.message_id if cause else None,
             sn.VIOLATION_CAUSE_CHECK: cause.check if cause else None,
+            _oi.CAUSE_SPAN: format(cause.span_context.span_id, "016x") if cause else None,
+            _oi.CAUSE_TRACE: format(cause.span_context.trace_id, "032x") if cause else None,
             **(attributes or {}),
         }, seq=seq, links=links)
 
@@ -310,6 +319,12 @@ class TracedSession:
         return False, call_id
 
     # ------------------------------------------------------------------ end
+    def note_arrival(self, role: str, text: str) -> None:
+        """A message arrived (role, its text): the root's ``input.value``/``output.value`` come from
+        these when content is captured (the first user text, the last answer)."""
+        if self.capture and text:
+            self._io.append((role, text))
+
     def end(self, attributes: Mapping[str, Any] | None = None) -> None:
         """End the root span (idempotent; also runs at interpreter exit)."""
         if self.ended:
@@ -319,7 +334,9 @@ class TracedSession:
             atexit.unregister(self._atexit)
         except Exception:  # noqa: BLE001 - interpreter shutting down
             pass
-        self.end_span(self.root, {sn.VIOLATIONS: self.violations, **(attributes or {})})
+        io = {_oi.INPUT_VALUE: self.content(lambda redact: _redact.safe_redact(_oi.first_user_text(self._io), redact)),
+              _oi.OUTPUT_VALUE: self.content(lambda redact: _redact.safe_redact(_oi.last_answer_text(self._io), redact))}
+        self.end_span(self.root, {sn.VIOLATIONS: self.violations, **io, **(attributes or {})})
 
     def __enter__(self) -> TracedSession:
         return self

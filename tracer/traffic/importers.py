@@ -87,6 +87,7 @@ class Conversation:
     side_effect_tools: tuple[str, ...] | None = None
     streamed_calls: tuple[str, ...] = ()
     session_id: str | None = None  # set once recorded (or when loaded from the store)
+    source_key: str | None = None  # what identifies it wherever its file lies (spans: the conversation key)
 
     @property
     def tool_calls(self) -> int:
@@ -194,7 +195,7 @@ def _bad_byte(line: str) -> str:
 
 def _read_value(path: Path, text: str, value: Any, fmt: str) -> Iterator[Item]:
     name = str(path)
-    if isinstance(value, dict) and "resourceSpans" in value:
+    if isinstance(value, dict) and ("resourceSpans" in value or "resourceLogs" in value):
         yield OtlpFile(path)
     elif isinstance(value, dict) and "interactions" in value:
         yield from _cassette_items(path, value)
@@ -237,7 +238,7 @@ def _read_jsonl(path: Path, text: str, fmt: str, whole: tuple[int, str]) -> Iter
         except (json.JSONDecodeError, jsonparse.Unparseable) as exc:
             yield Refusal(name, n, jsonparse.refusal_reason(exc))
             continue
-        if isinstance(value, dict) and "resourceSpans" in value:
+        if isinstance(value, dict) and ("resourceSpans" in value or "resourceLogs" in value):
             if not otlp_seen:
                 otlp_seen = True
                 yield OtlpFile(path)
@@ -469,96 +470,79 @@ def _tau_item(name: str, line: int | None, index: int, item: dict[str, Any]) -> 
 
 
 # ------------------------------------------------------------------------------ OTLP GenAI spans
-GENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
+CAPTURE_HINT = ("turn content capture on: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only with "
+                "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental (official OTel GenAI), "
+                "open_telemetry traces content_mode 'content' (Anthropic SDK), TRACELOOP_TRACE_CONTENT=true "
+                "(OpenLLMetry), OPENINFERENCE_HIDE_INPUTS/OUTPUTS unset (OpenInference)")
 
 
-def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str) -> list[Conversation | Refusal]:
-    """Conversations held by another instrumentation's GenAI ``chat`` spans (decoded span rows).
+def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str,
+                                  logs: list[dict[str, Any]] | None = None) -> list[Conversation | Refusal]:
+    """Conversations held by another instrumentation's model-call spans (decoded span rows) and
+    their GenAI log events (:func:`tracer.traffic.otlp_json.read_otlp_logs`).
 
-    Spans are grouped by ``gen_ai.conversation.id`` (else by trace); the latest chat span of a
-    group with ``gen_ai.input.messages`` holds the conversation so far, and its
-    ``gen_ai.output.messages`` the reply. Messages follow the GenAI semantic conventions (role +
-    parts: ``text``, ``tool_call``, ``tool_call_response``; ``reasoning`` parts are left out).
+    Every common shape is read (:mod:`tracer.traffic.genai_spans`); calls are stitched into one
+    conversation per ``gen_ai.conversation.id``/``session.id``/trace/prefix chain, and each
+    conversation is the latest call's request plus its reply. Spans that are model calls but
+    carry no content give one refusal saying so (and which convention they follow); spans that are
+    no model call at all give one refusal naming what was seen.
     """
-    latest: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        a = row.get("attributes") or {}
-        if a.get(sn.GEN_AI_OPERATION_NAME) != sn.OP_CHAT or not isinstance(a.get(sn.GEN_AI_INPUT_MESSAGES), str):
-            continue
-        key = str(a.get(sn.GEN_AI_CONVERSATION_ID) or row.get("trace_id"))
-        if key not in latest or (row.get("start_time_ns") or 0) >= (latest[key].get("start_time_ns") or 0):
-            latest[key] = row
+    from tracer.errors import DecodeError
+    from tracer.traffic.genai_spans import (
+        content_families,
+        decode_call,
+        is_model_call,
+        metadata_family,
+        stitch,
+    )
+
+    by_span: dict[str, list[dict[str, Any]]] = {}
+    for rec in logs or []:
+        if rec.get("span_id"):
+            by_span.setdefault(str(rec["span_id"]), []).append(rec)
     out: list[Conversation | Refusal] = []
-    for key, row in latest.items():
-        a = row["attributes"]
+    calls = []
+    empty: dict[str, int] = {}
+    foreign = [r for r in rows if not (r.get("attributes") or {}).get(sn.SESSION_ID)]
+    for row in foreign:
+        a = row.get("attributes") or {}
+        mine = by_span.get(str(row.get("span_id")), [])
+        if not is_model_call(a) and not content_families(a, mine):
+            continue
+        try:
+            call = decode_call(row, mine)
+        except DecodeError as exc:
+            out.append(Refusal(file, None, f"span {row.get('span_id')} ({row.get('name')}): {exc}"))
+            continue
+        if call is None or not call.input:
+            family = metadata_family(a)
+            empty[family] = empty.get(family, 0) + 1
+            continue
+        calls.append(call)
+    if not calls and empty:
+        seen = ", ".join(f"{family} on {n}" for family, n in sorted(empty.items()))
+        out.append(Refusal(file, None, f"{sum(empty.values())} model-call spans but no message content captured "
+                                       f"(attributes seen: {seen}), so no conversation to import; {CAPTURE_HINT}"))
+    elif not calls and not out and foreign:
+        names = sorted({str(r.get("name")) for r in foreign})
+        out.append(Refusal(file, None, f"{len(foreign)} spans but no model call among them "
+                                       f"(span names: {', '.join(names[:5])}{', ...' if len(names) > 5 else ''})"))
+    for chain in stitch(calls):
+        last = chain[-1]
+        key = last.conversation_id or last.session_id or chain[0].trace_id
         name = f"{Path(file).stem}:{key}"
         try:
-            msgs = _genai_messages(a.get("gen_ai.system_instructions"), "system instructions", system=True)
-            msgs += _genai_messages(a[sn.GEN_AI_INPUT_MESSAGES], sn.GEN_AI_INPUT_MESSAGES)
-            if isinstance(a.get(sn.GEN_AI_OUTPUT_MESSAGES), str):
-                msgs += _genai_messages(a[sn.GEN_AI_OUTPUT_MESSAGES], sn.GEN_AI_OUTPUT_MESSAGES)[:1]
-            if not msgs:
-                raise _Refused("chat span without messages")
-            provider = _genai_provider(a)
+            msgs = [m.copy() for m in last.messages]
             for i, m in enumerate(msgs):
                 m.id = f"t{i}"
                 m.origin = None
             renamed = unique_call_ids(msgs)
-            _dry_run(msgs, provider)
-            extra = {"model": a[sn.GEN_AI_REQUEST_MODEL]} if isinstance(a.get(sn.GEN_AI_REQUEST_MODEL), str) else {}
-            out.append(Conversation(name=name, provider=provider, messages=msgs, request_extra=extra, file=file,
-                                    line=None, format="otlp-genai", renamed=renamed))
+            _dry_run(msgs, last.provider)
+            extra = {"model": last.model} if last.model else {}
+            out.append(Conversation(name=name, provider=last.provider, messages=msgs, request_extra=extra, file=file,
+                                    line=None, format=f"otlp-{last.family}", renamed=renamed, source_key=key))
         except _Refused as exc:
-            out.append(Refusal(file, None, f"span {row.get('span_id')} ({key}): {exc}"))
-    return out
-
-
-def _genai_provider(a: dict[str, Any]) -> str:
-    name = str(a.get(sn.GEN_AI_PROVIDER_NAME) or a.get("gen_ai.system") or "").lower()
-    return convert.ANTHROPIC if "anthropic" in name or "claude" in str(a.get(sn.GEN_AI_REQUEST_MODEL, "")) else convert.OPENAI
-
-
-def _genai_messages(text: Any, where: str, *, system: bool = False) -> list[Message]:
-    from policies.messages import TEXT, TOOL_RESULT, TOOL_USE, Block
-
-    if text is None:
-        return []
-    try:
-        value = json.loads(text) if isinstance(text, str) else text
-    except json.JSONDecodeError as exc:
-        raise _Refused(f"{where}: malformed JSON ({exc.msg})") from None
-    if system:  # a list of parts
-        parts = value if isinstance(value, list) else []
-        texts = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
-        return [Message(id="", role="system", blocks=[Block(TEXT, text="\n".join(map(str, texts)))], form="str")] if texts else []
-    if not isinstance(value, list):
-        raise _Refused(f"{where}: expected a list of messages")
-    out = []
-    for i, m in enumerate(value):
-        if not isinstance(m, dict) or m.get("role") not in GENAI_ROLES:
-            raise _Refused(f"{where}[{i}]: expected a message with a role")
-        blocks = []
-        for part in m.get("parts") or []:
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind == "text":
-                blocks.append(Block(TEXT, text=str(part.get("content") or "")))
-            elif kind == "tool_call":
-                args = part.get("arguments")
-                if isinstance(args, str):
-                    try:
-                        args = json.loads(args)
-                    except json.JSONDecodeError:
-                        args = {"_raw_arguments": args}
-                blocks.append(Block(TOOL_USE, id=str(part.get("id") or ""), name=str(part.get("name") or ""),
-                                    input=args if args is not None else {}))
-            elif kind == "tool_call_response":
-                resp = part.get("response")
-                blocks.append(Block(TOOL_RESULT, tool_use_id=str(part.get("id") or ""),
-                                    content=resp if isinstance(resp, (str, list)) or resp is None else json.dumps(resp)))
-        if any(b.type == TOOL_USE and not b.id or b.type == TOOL_RESULT and not b.tool_use_id for b in blocks):
-            raise _Refused(f"{where}[{i}]: a tool call or response without an id")
-        if blocks:
-            out.append(Message(id="", role=m["role"], blocks=blocks, form="list"))
+            out.append(Refusal(file, None, f"span {last.span_id} ({key}): {exc}"))
     return out
 
 

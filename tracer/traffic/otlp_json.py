@@ -238,6 +238,8 @@ def rows_from_request(request: Any) -> Iterator[SpanRow]:
     if not isinstance(request, Mapping):
         raise _Bad("", f"expected an object with resourceSpans, got {type(request).__name__}")
     if "resourceSpans" not in request and "resource_spans" not in request:
+        if "resourceLogs" in request or "resource_logs" in request:
+            return  # a line of log records (GenAI events): read by read_otlp_logs
         raise _Bad("", f"no resourceSpans key (keys: {sorted(request)[:5]})")
     for r, rs in enumerate(_list(request, "resourceSpans", "")):
         w = f"resourceSpans[{r}]"
@@ -251,6 +253,57 @@ def rows_from_request(request: Any) -> Iterator[SpanRow]:
             scope = ss.get("scope") or {}
             for k, span in enumerate(_list(ss, "spans", ws)):
                 yield _span_row(span, resource, scope, f"{ws}.spans[{k}]")
+
+
+def log_records_from_request(request: Any) -> Iterator[dict[str, Any]]:
+    """Log records of one ExportLogsServiceRequest object: ``{"trace_id", "span_id", "event_name",
+    "time_ns", "attributes", "body"}`` (raises ``_Bad`` with a JSON path)."""
+    if not isinstance(request, Mapping):
+        return
+    for r, rl in enumerate(_list(request, "resourceLogs", "")):
+        w = f"resourceLogs[{r}]"
+        if not isinstance(rl, Mapping):
+            raise _Bad(w, "must be an object")
+        for s, sl in enumerate(_list(rl, "scopeLogs", w)):
+            ws = f"{w}.scopeLogs[{s}]"
+            if not isinstance(sl, Mapping):
+                raise _Bad(ws, "must be an object")
+            for k, rec in enumerate(_list(sl, "logRecords", ws)):
+                wr = f"{ws}.logRecords[{k}]"
+                if not isinstance(rec, Mapping):
+                    raise _Bad(wr, "log record must be an object")
+                attrs = _attributes(rec.get("attributes"), f"{wr}.attributes")
+                body = rec.get("body")
+                yield {
+                    "trace_id": _id(_get(rec, "traceId"), 16, f"{wr}.traceId", required=False),
+                    "span_id": _id(_get(rec, "spanId"), 8, f"{wr}.spanId", required=False),
+                    "event_name": _get(rec, "eventName") or attrs.get("event.name") or None,
+                    "time_ns": _int(_get(rec, "timeUnixNano"), f"{wr}.timeUnixNano", required=False),
+                    "attributes": attrs,
+                    "body": any_value(body, f"{wr}.body") if isinstance(body, Mapping) else None,
+                }
+
+
+def read_otlp_logs(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Log records (GenAI events) of an OTLP JSON file's ``resourceLogs`` requests, in file order.
+
+    Raises :class:`OtlpJsonError`; call after :func:`read_otlp_json` has accepted the file."""
+    path = Path(path)
+    whole = _whole_file(path)
+    if whole is not None:
+        numbered: Iterable[tuple[int, str]] = [(1, "")]
+    else:
+        numbered = enumerate(path.read_text(encoding="utf-8").split("\n"), 1)
+    for lineno, text in numbered:
+        if whole is None and ("resourceLogs" not in text and "resource_logs" not in text):
+            continue
+        try:
+            request = whole if whole is not None else json.loads(text)
+            yield from log_records_from_request(request)
+        except json.JSONDecodeError as exc:
+            raise OtlpJsonError(path, lineno, "", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except _Bad as bad:
+            raise OtlpJsonError(path, lineno, bad.where, bad.message) from None
 
 
 def read_otlp_json(path: str | os.PathLike[str]) -> Iterator[SpanRow]:
@@ -356,6 +409,29 @@ def _otlp_span(row: SpanRow) -> dict[str, Any]:
     return out
 
 
+def otlp_requests(rows: Iterable[SpanRow], *, spans_per_request: int = 512) -> Iterator[tuple[dict[str, Any], int]]:
+    """Span rows as OTLP JSON ExportTraceServiceRequest objects, with the number of spans in each:
+    one request per run of rows sharing resource and scope, at most ``spans_per_request`` spans."""
+    group: list[SpanRow] = []
+    key: tuple[str, Any, Any] | None = None
+
+    def request() -> dict[str, Any]:
+        first = group[0]
+        scope = {k: v for k, v in (("name", first.get("scope_name")), ("version", first.get("scope_version"))) if v}
+        return {"resourceSpans": [{"resource": {"attributes": _kv(first.get("resource"))},
+                                   "scopeSpans": [{"scope": scope, "spans": [_otlp_span(r) for r in group]}]}]}
+
+    for row in rows:
+        row_key = (dumps(row.get("resource") or {}), row.get("scope_name"), row.get("scope_version"))
+        if group and (row_key != key or len(group) >= spans_per_request):
+            yield request(), len(group)
+            group = []
+        key = row_key
+        group.append(row)
+    if group:
+        yield request(), len(group)
+
+
 def write_otlp_json(
     rows: Iterable[SpanRow], out: str | os.PathLike[str] | IO[str], *, spans_per_line: int = 512
 ) -> int:
@@ -365,43 +441,9 @@ def write_otlp_json(
         with open(out, "w", encoding="utf-8") as handle:
             return write_otlp_json(rows, handle, spans_per_line=spans_per_line)
     written = 0
-    group: list[SpanRow] = []
-    key: tuple[str, Any, Any] | None = None
-
-    def emit() -> None:
-        first = group[0]
-        request = {
-            "resourceSpans": [
-                {
-                    "resource": {"attributes": _kv(first.get("resource"))},
-                    "scopeSpans": [
-                        {
-                            "scope": {
-                                k: v
-                                for k, v in (
-                                    ("name", first.get("scope_name")),
-                                    ("version", first.get("scope_version")),
-                                )
-                                if v
-                            },
-                            "spans": [_otlp_span(r) for r in group],
-                        }
-                    ],
-                }
-            ]
-        }
+    for request, n in otlp_requests(rows, spans_per_request=spans_per_line):
         out.write(json.dumps(request, separators=(",", ":"), ensure_ascii=False) + "\n")
-
-    for row in rows:
-        row_key = (dumps(row.get("resource") or {}), row.get("scope_name"), row.get("scope_version"))
-        if group and (row_key != key or len(group) >= spans_per_line):
-            emit()
-            group = []
-        key = row_key
-        group.append(row)
-        written += 1
-    if group:
-        emit()
+        written += n
     return written
 
 

@@ -61,7 +61,10 @@ def close_provider(provider: Any) -> None:
 def session_id_for(conv: Conversation) -> str:
     """A stable id for an imported conversation: importing the same file twice finds it already there."""
     h = hashlib.sha256()
-    h.update(f"{conv.format}\0{conv.name}\0{conv.line}\0".encode())
+    if conv.source_key is not None:  # spans: the same conversation from another copy of the file is the same
+        h.update(f"{conv.format}\0{conv.source_key}\0".encode())
+    else:
+        h.update(f"{conv.format}\0{conv.name}\0{conv.line}\0".encode())
     for m in conv.messages:
         h.update(m.id.encode())
         h.update(m.role.encode())
@@ -212,13 +215,26 @@ def _import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | 
     existing = _existing_ids(store)
     committer = SessionCommitter(store, batch_spans=batch_spans, wait_busy=wait_busy)
     convs: dict[str, Conversation] = {}
+    otlp: list[tuple[OtlpFile, list[dict[str, Any]]]] = []
+    logs: list[dict[str, Any]] = []
     for item in read_paths([Path(p) for p in paths], fmt):
         if isinstance(item, Refusal):
             report.refused.append(item)
         elif isinstance(item, OtlpFile):
-            _import_otlp(store, item, report, existing, committer, convs, capture_content)
+            read = _import_otlp(store, item, report, existing)
+            if read is not None:
+                otlp.append((item, read[0]))
+                logs.extend(read[1])
         else:
             _record(item, existing, committer, convs, capture_content)
+    # another instrumentation's model calls: decoded once every file is read, so that GenAI log
+    # events written to a file of their own find their spans
+    for item, rows in otlp:
+        for conv in conversations_from_genai_rows(rows, str(item.path), logs):
+            if isinstance(conv, Refusal):
+                report.refused.append(conv)
+            else:
+                _record(conv, existing, committer, convs, capture_content)
     result = committer.finish()
     for sid, reason in result.failed.items():
         conv = convs[sid]
@@ -265,39 +281,37 @@ def _verify(store: Store, written: dict[str, int], convs: dict[str, Conversation
                               for r in conv.renamed)
 
 
-def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: set[str], committer: Any,
-                 convs: dict[str, Conversation], capture_content: bool) -> None:
+def _import_otlp(store: Store, item: OtlpFile, report: ImportReport,
+                 existing: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
     """An OTLP JSON file: its spans go in as they are (all or nothing). prunegate's own sessions are
-    then sessions already; another instrumentation's GenAI chat spans become import sessions."""
+    then sessions already; returns the other spans and the file's log records (GenAI events) for
+    :func:`conversations_from_genai_rows`, or None when the file was refused."""
     from tracer.errors import OtlpJsonError
-    from tracer.traffic.otlp_json import import_otlp_json, read_otlp_json
+    from tracer.traffic.otlp_json import import_otlp_json, read_otlp_json, read_otlp_logs
 
     try:
-        result = import_otlp_json(store, item.path)
         rows = list(read_otlp_json(item.path))
+        logs = list(read_otlp_logs(item.path))
+        result = import_otlp_json(store, item.path)
     except OtlpJsonError as exc:
         report.refused.append(Refusal(str(item.path), exc.line or None, str(exc).split(": ", 1)[-1]))
-        return
+        return None
     except OSError as exc:
         report.store_error = f"{item.path}: {exc.strerror or exc}"
-        return
+        return None
     report.otlp_files += 1
     report.otlp_spans += result.imported
     own = {r["session_id"] for r in rows if r["name"] == sn.SESSION and r.get("session_id")}
-    if own:
-        for sid in sorted(own - existing):
-            mine = [r["attributes"] for r in rows if r["session_id"] == sid and r["name"] == sn.MESSAGE
-                    and r["attributes"].get(sn.EVENT) in ARRIVALS
-                    and not r["attributes"].get(sn.MESSAGE_SUMMARY_OF)]
-            report.otlp_sessions[sid] = (sum(1 for r in rows if r["session_id"] == sid), len(mine),
-                                         sum(len(a.get(sn.MESSAGE_CALL_IDS) or []) for a in mine))
-        existing |= own
-        return
-    for conv in conversations_from_genai_rows(rows, str(item.path)):
-        if isinstance(conv, Refusal):
-            report.refused.append(conv)
-        else:
-            _record(conv, existing, committer, convs, capture_content)
+    for sid in sorted(own - existing):
+        mine = [r["attributes"] for r in rows if r["session_id"] == sid and r["name"] == sn.MESSAGE
+                and r["attributes"].get(sn.EVENT) in ARRIVALS
+                and not r["attributes"].get(sn.MESSAGE_SUMMARY_OF)]
+        report.otlp_sessions[sid] = (sum(1 for r in rows if r["session_id"] == sid), len(mine),
+                                     sum(len(a.get(sn.MESSAGE_CALL_IDS) or []) for a in mine))
+    existing |= own
+    foreign = [r for r in rows if not (r.get("attributes") or {}).get(sn.SESSION_ID)
+               and not str(r.get("name") or "").startswith(sn.PREFIX)]  # e.g. the pipeline's stats span
+    return foreign, logs
 
 
 def _record(conv: Conversation, existing: set[str], committer: Any, convs: dict[str, Conversation],
