@@ -27,6 +27,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from policies.validate import FIRST_MESSAGE_NOT_USER, Violation, validate
 from tracer.spans import redact as _redact
+from tracer.spans.direct import DirectSpan, direct_writer, put_clean
 from tracer.spans.genai import ChatCall, ToolCall
 
 SCOPE = "prunegate.tracer"
@@ -126,6 +127,9 @@ class TracedSession:
             attributes=clean(root_attrs), start_time=self.clock(start_time),
         )
         self.root_context = trace.set_span_in_context(self.root)
+        self._root_span_context = self.root.get_span_context()
+        # children written straight to prunegate's own pipeline (tracer.spans.direct), else SDK spans
+        self._direct = direct_writer(provider_obj, self.tracer, self.root)
         self.ended = False
         ref = weakref.ref(self)
         self._atexit = lambda: (s := ref()) is not None and s.end()
@@ -150,8 +154,19 @@ class TracedSession:
                    parent: trace.Span | None = None, kind: SpanKind = SpanKind.INTERNAL,
                    links: Sequence[Link] = (), start_time: int | None = None) -> trace.Span:
         """Open a child span of the root (or of ``parent``) with the common attributes."""
-        ctx = self.root_context if parent is None else trace.set_span_in_context(parent)
         attrs = self.common(seq)
+        direct = self._direct
+        if direct is not None:
+            parent_ctx = self._root_span_context if parent is None else parent.get_span_context()
+            if parent_ctx.is_valid:
+                put_clean(attrs, attributes)
+                try:
+                    return DirectSpan(direct, name, parent_ctx, kind, attrs, links,
+                                      start_time if start_time is not None else self.clock())
+                except Exception as exc:  # noqa: BLE001 - never reaches the agent
+                    self._tracer_failed(exc)
+                    return trace.INVALID_SPAN
+        ctx = self.root_context if parent is None else trace.set_span_in_context(parent)
         attrs.update(clean(attributes))
         try:
             return self.tracer.start_span(name, context=ctx, kind=kind, attributes=attrs, links=links,

@@ -21,6 +21,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
+from tracer.spans.direct import DIRECT_FLAG
 from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor
 from tracer.store import Store
 from tracer.store.sink import StoreSink
@@ -85,6 +86,7 @@ def setup_tracing(
     """
     resource = Resource.create({"service.name": service_name, **(resource_attributes or {})})
     provider = TracerProvider(resource=resource)
+    setattr(provider, DIRECT_FLAG, True)  # sessions may write their child spans directly (tracer.spans.direct)
     store_obj: Store | None = None
     store_proc = otlp_proc = None
     if store is not False:
