@@ -18,8 +18,8 @@ import multiprocessing.util
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from dataclasses import dataclass, field, fields
 from typing import Any, TextIO
 
 from policies.registry import parse_params
@@ -64,18 +64,34 @@ def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str
 
 
 # ------------------------------------------------------------------------------------- running
-@dataclass
-class Task:
-    arm: int
-    sessions: list[int]
-
-
+# Work is split by session, not by arm: a task is a few consecutive sessions replayed under every
+# arm, so each session's event stream is built once, by one worker, and dropped when the task is
+# done (nothing per session outlives its task: memory stays flat however many sessions stream in).
+# Results come back as plain tuples (SessionResult's fields), the parent only files them by index.
+_RESULT_FIELDS = tuple(f.name for f in fields(SessionResult))
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(conversations: list[Conversation], specs: list[ReplaySpec], store_path: str | None,
-                 capture: bool) -> None:
-    _WORKER.update(conversations=conversations, specs=specs, capture=capture, streams={}, provider=None)
+def _replay_arms(conv: Conversation, specs: Sequence[ReplaySpec], provider: Any,
+                 capture: bool) -> list[SessionResult]:
+    """One session under every arm; arms that arrive the same way share one event stream."""
+    streams: dict[tuple[Any, int], Any] = {}
+    out = []
+    for spec in specs:
+        key = (spec.seed, spec.stream_results)
+        stream = streams.get(key)
+        if stream is None:
+            stream = streams[key] = events_for(conv, spec)
+        out.append(replay_session(conv, spec, tracer_provider=provider, capture_content=capture, stream=stream))
+    return out
+
+
+def _pack(r: SessionResult) -> tuple[Any, ...]:
+    return tuple(getattr(r, f) for f in _RESULT_FIELDS)
+
+
+def _worker_init(specs: list[ReplaySpec], store_path: str | None, capture: bool) -> None:
+    _WORKER.update(specs=specs, capture=capture, provider=None)
     if store_path is not None:
         from tracer.traffic.recorded import store_tracer_provider
 
@@ -83,21 +99,12 @@ def _worker_init(conversations: list[Conversation], specs: list[ReplaySpec], sto
         multiprocessing.util.Finalize(None, _worker_close, exitpriority=10)
 
 
-def _worker_run(task: Task) -> tuple[Task, list[SessionResult]]:
-    convs: list[Conversation] = _WORKER["conversations"]
-    spec: ReplaySpec = _WORKER["specs"][task.arm]
-    out = []
-    for i in task.sessions:
-        key = (i, spec.seed, spec.stream_results)
-        stream = _WORKER["streams"].get(key)
-        if stream is None:
-            stream = _WORKER["streams"][key] = events_for(convs[i], spec)
-        out.append(replay_session(convs[i], spec, tracer_provider=_WORKER["provider"],
-                                  capture_content=_WORKER["capture"], stream=stream))
-    provider = _WORKER["provider"]
-    if provider is not None:
-        provider.force_flush()  # every finished task is in the store, whatever happens next
-    return task, out
+def _worker_run(task: tuple[int, list[Conversation]]) -> tuple[int, list[list[tuple[Any, ...]]]]:
+    """(first index, per session: per arm: the result's fields). Spans reach the store through the
+    worker's own pipeline (a segment per batch, within a second or two) and at its exit."""
+    first, convs = task
+    specs, provider, capture = _WORKER["specs"], _WORKER["provider"], _WORKER["capture"]
+    return first, [[_pack(r) for r in _replay_arms(c, specs, provider, capture)] for c in convs]
 
 
 def _worker_close() -> None:
@@ -109,8 +116,21 @@ def _worker_close() -> None:
         _WORKER["provider"] = None
 
 
+def _tasks(conversations: Iterable[Conversation], chunk: int) -> Iterator[tuple[int, list[Conversation]]]:
+    batch: list[Conversation] = []
+    first = 0
+    for conv in conversations:
+        batch.append(conv)
+        if len(batch) >= chunk:
+            yield first, batch
+            first += len(batch)
+            batch = []
+    if batch:
+        yield first, batch
+
+
 def run_replays(
-    conversations: Sequence[Conversation],
+    conversations: Iterable[Conversation],
     specs: Sequence[ReplaySpec],
     *,
     workers: int = 1,
@@ -119,65 +139,66 @@ def run_replays(
     capture_content: bool = False,
     progress: Progress | None = None,
     chunk: int = 4,
+    count: int | None = None,
 ) -> list[list[SessionResult]]:
     """Replay every conversation under every spec; results[arm][session], in input order.
 
+    ``conversations`` may be any iterable (a generator streams: at most a few tasks' sessions are
+    held at once); ``count`` is how many it yields, for ``progress`` (``len()`` when it has one).
     Traces go to ``store_path`` (each worker opens its own writer) or, in-process only, to
     ``tracer_provider``; with neither, nothing is recorded. ``workers`` > 1 uses processes.
     """
-    convs, specs = list(conversations), list(specs)
-    total = len(convs) * len(specs)
-    results: list[list[SessionResult | None]] = [[None] * len(convs) for _ in specs]
-    tasks = [Task(a, list(range(s, min(s + chunk, len(convs))))) for a in range(len(specs))
-             for s in range(0, len(convs), chunk)]
+    specs = list(specs)
+    if count is None and isinstance(conversations, Sized):
+        count = len(conversations)
+    total = (count or 0) * len(specs)
+    by_index: dict[int, list[SessionResult]] = {}
     done = 0
     if progress:
         progress(0, total)
-    if workers <= 1 or total <= 1:
+    if workers <= 1 or (count is not None and count * len(specs) <= 1):
         provider = tracer_provider
         own = provider is None and store_path is not None
         if own:
             from tracer.traffic.recorded import store_tracer_provider
 
             provider = store_tracer_provider(store_path)  # type: ignore[arg-type]
-        streams: dict[tuple[int, Any, int], Any] = {}
         try:
-            for t in tasks:
-                spec = specs[t.arm]
-                for i in t.sessions:
-                    key = (i, spec.seed, spec.stream_results)
-                    if key not in streams:
-                        streams[key] = events_for(convs[i], spec)
-                    results[t.arm][i] = replay_session(convs[i], spec, tracer_provider=provider,
-                                                       capture_content=capture_content, stream=streams[key])
-                    done += 1
-                    if progress:
-                        progress(done, total)
+            for i, conv in enumerate(conversations):
+                by_index[i] = _replay_arms(conv, specs, provider, capture_content)
+                done += len(specs)
+                if progress:
+                    progress(done, max(total, done))
         finally:
             if own:
                 from tracer.traffic.recorded import close_provider
 
                 close_provider(provider)
-        return results  # type: ignore[return-value]
+        return _by_arm(by_index, len(specs))
     if tracer_provider is not None and store_path is None:
         raise ValueError("parallel replays record through store_path (each worker writes its own segments)")
     ctx = multiprocessing.get_context(_start_method())
-    pool = ctx.Pool(min(workers, len(tasks)), initializer=_worker_init,
-                    initargs=(convs, specs, str(store_path) if store_path is not None else None, capture_content))
+    procs = workers if count is None else max(1, min(workers, -(-count // chunk)))
+    pool = ctx.Pool(procs, initializer=_worker_init,
+                    initargs=(specs, str(store_path) if store_path is not None else None, capture_content))
     try:
-        for task, rs in pool.imap_unordered(_worker_run, tasks):
-            for i, r in zip(task.sessions, rs, strict=True):
-                results[task.arm][i] = r
-            done += len(rs)
+        for first, packed in pool.imap_unordered(_worker_run, _tasks(conversations, chunk)):
+            for k, per_arm in enumerate(packed):
+                by_index[first + k] = [SessionResult(*t) for t in per_arm]
+            done += len(packed) * len(specs)
             if progress:
-                progress(done, total)
+                progress(done, max(total, done))
         pool.close()  # workers exit normally: their finalizer flushes and closes their writer
     except BaseException:
         pool.terminate()
         raise
     finally:
         pool.join()
-    return results  # type: ignore[return-value]
+    return _by_arm(by_index, len(specs))
+
+
+def _by_arm(by_index: dict[int, list[SessionResult]], arms_: int) -> list[list[SessionResult]]:
+    return [[by_index[i][a] for i in range(len(by_index))] for a in range(arms_)]
 
 
 def _start_method() -> str:
@@ -252,7 +273,7 @@ class Comparison:
 
 
 def compare(
-    conversations: Sequence[Conversation],
+    conversations: Iterable[Conversation],
     policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]] | str,
     *,
     gated: str = "both",
@@ -264,17 +285,19 @@ def compare(
     store_path: str | os.PathLike[str] | None = None,
     capture_content: bool = False,
     progress: Progress | None = None,
+    count: int | None = None,
 ) -> Comparison:
     """Replay ``conversations`` under every policy × gating and compare them (see module docstring).
 
-    ``seed`` shuffles each batch's result order (None: recorded order).
+    ``seed`` shuffles each batch's result order (None: recorded order). ``conversations`` may be a
+    generator (``count``: how many, for ``progress``); see :func:`run_replays`.
     """
     if isinstance(policies, str):
         policies = parse_policies(policies)
     specs = arms(policies, gated, budget=budget, hard_ceiling=hard_ceiling, stream_results=stream_results,
                  seed=seed)
     results = run_replays(conversations, specs, workers=workers, store_path=store_path,
-                          capture_content=capture_content, progress=progress)
+                          capture_content=capture_content, progress=progress, count=count)
     return Comparison(specs, aggregate(specs, results), paired_differences(specs, results), results)
 
 
