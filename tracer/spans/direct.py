@@ -17,6 +17,7 @@ nothing), with the default parent-based sampler and default span limits
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -104,14 +105,13 @@ def direct_writer(provider: Any, tracer: Any, root: trace.Span) -> DirectWriter 
         return None
 
 
-class DirectSpan(trace.Span):
-    """A recording span that becomes one ``ReadableSpan`` for the processors when it ends."""
-
-    __slots__ = ("_writer", "_name", "_context", "_parent", "_kind", "_attributes", "_links", "_events",
-                 "_start_time", "_status", "_ended")
+class DirectSpan(trace.Span, ReadableSpan):
+    """A recording span that is handed to the processors as itself, a ``ReadableSpan``, when it ends
+    (the SDK copies its live span into a second object there); nothing changes it after that."""
 
     def __init__(self, writer: DirectWriter, name: str, parent: SpanContext, kind: SpanKind,
                  attributes: dict[str, Any], links: Sequence[Link], start_time: int) -> None:
+        # ReadableSpan's fields, set directly (its __init__ would build a Resource when none is given)
         self._writer = writer
         self._name = name
         self._context = SpanContext(parent.trace_id, writer.generate_span_id(), False, parent.trace_flags,
@@ -120,9 +120,13 @@ class DirectSpan(trace.Span):
         self._kind = kind
         self._attributes = attributes
         self._links = tuple(links)
-        self._events: list[Event] = []
+        self._events: list[Event] | tuple[Event, ...] = []
         self._start_time = start_time
+        self._end_time: int | None = None
         self._status = _UNSET
+        self._resource = writer.resource
+        self._instrumentation_scope = writer.scope
+        self._instrumentation_info = writer.info
         self._ended = False
 
     def get_span_context(self) -> SpanContext:
@@ -141,7 +145,7 @@ class DirectSpan(trace.Span):
 
     def add_event(self, name: str, attributes: types.Attributes = None, timestamp: int | None = None) -> None:
         if not self._ended:
-            self._events.append(Event(name, put_sdk({}, attributes or {}), timestamp))
+            self._events.append(Event(name, put_sdk({}, attributes or {}), timestamp))  # type: ignore[union-attr]
 
     def add_link(self, context: SpanContext, attributes: types.Attributes = None) -> None:
         if not self._ended and context.is_valid:
@@ -171,8 +175,7 @@ class DirectSpan(trace.Span):
         if self._ended:
             return
         self._ended = True
-        w = self._writer
-        w.on_end(ReadableSpan(
-            self._name, self._context, self._parent, w.resource, self._attributes, tuple(self._events),
-            self._links, self._kind, w.info, self._status, self._start_time, end_time, w.scope,
-        ))
+        self._end_time = end_time if end_time is not None else time.time_ns()
+        if self._events:
+            self._events = tuple(self._events)
+        self._writer.on_end(self)
