@@ -23,6 +23,7 @@ DUPLICATE_TOOL_ID = "duplicate_tool_id"
 FIRST_MESSAGE_NOT_USER = "first_message_not_user"
 TOOL_RESULT_NOT_FIRST = "tool_result_not_first"
 MALFORMED = "malformed"
+WRONG_PROVIDER = "wrong_provider"
 
 CODES = (
     ORPHAN_TOOL_RESULT,
@@ -31,6 +32,7 @@ CODES = (
     FIRST_MESSAGE_NOT_USER,
     TOOL_RESULT_NOT_FIRST,
     MALFORMED,
+    WRONG_PROVIDER,
 )
 
 PROVIDERS = ("anthropic", "openai")
@@ -66,11 +68,52 @@ def validate(body: Any, provider: str) -> list[Violation]:
     if not isinstance(body, dict):
         return [_malformed(None, f"request body must be a JSON object, got {_kind(body)}")]
     out: list[Violation] = []
+    shape = shape_of(body)
+    if shape is not None and shape[0] != provider:  # said first: the other findings follow from it
+        out.append(Violation(WRONG_PROVIDER, None, (),
+                             f"this is {_API[shape[0]]} body ({shape[1]}), not {_API[provider]} body"))
     messages = _messages(body, provider, out)
     if messages is not None:
         check(messages, out)
     out.sort(key=lambda v: -1 if v.index is None else v.index)
     return out
+
+
+_API = {"anthropic": "an Anthropic Messages", "openai": "an OpenAI Chat Completions"}
+_ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use")
+_OPENAI_BLOCKS = ("image_url", "input_audio", "refusal")
+_OPENAI_ONLY_ROLES = ("tool", "system", "developer", "function")
+
+
+def shape_of(body: dict[str, Any]) -> tuple[str, str] | None:
+    """``(provider, evidence)`` when the body is clearly one provider's shape (features only it
+    has: a top-level ``system`` or ``tool_use`` blocks for Anthropic; ``tool``/``system`` roles,
+    ``tool_calls`` or ``tool_call_id`` for OpenAI), None when plain or mixed."""
+    anthropic: str | None = "a top-level 'system'" if "system" in body else None
+    openai: str | None = None
+    messages = body.get("messages")
+    for i, m in enumerate(messages if isinstance(messages, list) else []):
+        if not isinstance(m, dict):
+            continue
+        if openai is None and m.get("role") in _OPENAI_ONLY_ROLES:
+            openai = f"messages.{i} has role '{m.get('role')}'"
+        for key in ("tool_calls", "tool_call_id"):
+            if openai is None and key in m:
+                openai = f"messages.{i} has '{key}'"
+        content = m.get("content")
+        for block in content if isinstance(content, list) else []:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if not isinstance(kind, str):
+                continue
+            if anthropic is None and (kind in _ANTHROPIC_BLOCKS or kind.endswith("_tool_result")):
+                anthropic = f"messages.{i} has a '{kind}' block"
+            if openai is None and kind in _OPENAI_BLOCKS:
+                openai = f"messages.{i} has an '{kind}' part"
+    if anthropic and not openai:
+        return "anthropic", anthropic
+    if openai and not anthropic:
+        return "openai", openai
+    return None
 
 
 def is_valid(body: Any, provider: str) -> bool:

@@ -51,8 +51,10 @@ def test_bad_port_is_refused(port: str, capsys: pytest.CaptureFixture[str]) -> N
 def test_store_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     not_a_dir = tmp_path / "spans.txt"
     not_a_dir.write_text("x")
-    assert main(["dashboard", "--store", str(not_a_dir)]) == 2
-    assert f"--store {not_a_dir}: not a directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # a usage error, like every subcommand's: one line, exit 2
+        main(["dashboard", "--store", str(not_a_dir)])
+    assert exc.value.code == 2
+    assert f"argument --store: {not_a_dir} is not a directory" in capsys.readouterr().err
 
 
 def test_real_server_serves_the_store_and_stops_with_sigterm(tmp_path: Path) -> None:

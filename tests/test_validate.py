@@ -440,7 +440,8 @@ def test_cli_unreadable_input_exits_2_but_reports_the_rest(tmp_path):
     not_object.write_text(not_object.read_text() + "[1, 2]\n")
     run = _cli(str(good), str(missing), str(not_object), "--provider", "openai", "--json")
     assert run.returncode == 2
-    assert [r["file"] for r in json.loads(run.stdout)] == [str(good)]
+    # the bad line is refused; the file's other lines are still checked
+    assert [(r["file"], r["line"]) for r in json.loads(run.stdout)] == [(str(good), 1), (str(not_object), 1)]
     assert run.stderr.splitlines() == [
         f"prunegate: {missing}: cannot read: No such file or directory",
         f"prunegate: {not_object}:2: expected a JSON object (one request body), got array",

@@ -6,6 +6,8 @@ import argparse
 import importlib
 import sys
 
+from tracer.cli.checks import OneLineParser, check_args, fail_usage
+
 # Each module in tracer/commands exposes ``register(subparsers)``; it adds its parser and sets
 # ``func`` (args -> exit code) as the parser default. Listed here so `--help` shows them all.
 COMMANDS = (
@@ -15,17 +17,18 @@ COMMANDS = (
     "replay",
     "compare",
     "compact",
+    "recover",
     "dashboard",
     "demo",
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="prunegate",
         description="Safe, observable context pruning for LLM agents.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"tracer.cli.{name}")
@@ -43,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    problem = check_args(args)  # before any work, for every subcommand
+    if problem:
+        fail_usage(f"prunegate {args.command}", problem)
     return int(args.func(args) or 0)
 
 

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from tracer.cli.checks import positive_seconds, store_dir
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
@@ -16,16 +18,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "are never blocked; readers wait at most briefly. Exit 0 when done, 3 when the store was busy "
         "(nothing lost; run it again), 2 when there is no store or it cannot be compacted.",
     )
-    parser.add_argument("--store", help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    parser.add_argument("--store", type=store_dir, help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
     parser.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds to wait for locks held by readers (default 30)"
+        "--timeout", type=positive_seconds, default=30.0, help="seconds to wait for locks held by readers (default 30)"
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracer.store import Store
+    from tracer.store import Store, StoreError
 
     store = Store(args.store) if args.store else Store()
     if not store.path.is_dir():
@@ -33,8 +35,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         result = store.compact(timeout=args.timeout)
-    except Exception as exc:  # a damaged database file, a permission problem: say which store
-        print(f"prunegate compact: {store.path}: {exc}", file=sys.stderr)
+    except StoreError as exc:  # permission denied (named as such), a damaged database file
+        print(f"prunegate compact: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"prunegate compact: {store.path}: {exc.strerror or exc}"
+              + (f": {exc.filename}" if exc.filename else ""), file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))

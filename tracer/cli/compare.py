@@ -1,6 +1,7 @@
 """``prunegate compare``: A/B metrics of several policies, gated and/or ungated, on recorded sessions.
 
-Exit status: 0 done, 2 bad arguments, no sessions or an unreadable store.
+Exit status: 0 done (replays read back from the store), 2 bad arguments, no sessions or an unreadable
+store, 3 some replay traces did not reach the store.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 import sys
 
 from policies.errors import PolicyError
-from tracer.cli.replay import add_common, format_row, load_sessions
+from tracer.cli.replay import add_common, format_row, load_sessions, recorded_outcome
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,9 +48,10 @@ def run(args: argparse.Namespace) -> int:
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
                      progress=progress_bar())
+    recorded = [r.replay_id for rs in result.results for r in rs]
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
-        return 0
+        return recorded_outcome(args, store, recorded)
     for row in result.rows:
         print(format_row(row))
     if result.differences:
@@ -59,4 +61,4 @@ def run(args: argparse.Namespace) -> int:
                 continue
             print(f"  {d['policy']} - {d['baseline']} ({'gated' if d['gated'] else 'ungated'}) {d['metric']}: "
                   f"{d['mean_diff']} [{d['ci_low']}, {d['ci_high']}] over {d['n']} sessions")
-    return 0
+    return recorded_outcome(args, store, recorded)

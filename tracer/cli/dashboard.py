@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tracer.cli.checks import store_dir
 from tracer.store import ENV_STORE, default_store_path
 
 DEFAULT_HOST = "127.0.0.1"
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Serve the Streamlit dashboard over a trace store. Binds 127.0.0.1 unless --host says "
         "otherwise. Stop it with Ctrl-C.",
     )
-    parser.add_argument("--store", help=f"trace store directory (default: ${ENV_STORE}, else ./prunegate-store)")
+    parser.add_argument("--store", type=store_dir, help=f"trace store directory (default: ${ENV_STORE}, else ./prunegate-store)")
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     parser.set_defaults(func=handler)

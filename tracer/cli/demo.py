@@ -12,6 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from tracer.cli.checks import store_dir
 from tracer.store import ENV_STORE, default_store_path
 
 DEMO_POLICIES = "salience,recency,similarity,mask,tiered,langchain_trim"
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "writers' segments into the DuckDB file, and serve the dashboard. An existing demo store is reused "
         "unless --fresh.",
     )
-    parser.add_argument("--store", help=f"store directory (default: ${ENV_STORE}, else ./prunegate-store)")
+    parser.add_argument("--store", type=store_dir, help=f"store directory (default: ${ENV_STORE}, else ./prunegate-store)")
     parser.add_argument("--fresh", action="store_true", help="delete the store first and rebuild it")
     parser.add_argument("--policies", default=DEMO_POLICIES, help=f"policies to replay (default {DEMO_POLICIES})")
     parser.add_argument("--tau", type=int, default=20, metavar="N",

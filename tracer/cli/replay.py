@@ -1,6 +1,8 @@
 """``prunegate replay``: recorded sessions through one policy, gated or ungated, recorded as new traces.
 
-Exit status: 0 done (whatever the replays found), 2 bad arguments, no sessions or an unreadable store.
+Exit status: 0 done (whatever the replays found) and every replay read back from the store, 2 bad
+arguments, no sessions or an unreadable store, 3 some replay traces did not reach the store (the
+line printed says where they are and how to move them in).
 """
 
 from __future__ import annotations
@@ -11,19 +13,20 @@ import sys
 from typing import Any
 
 from policies.errors import PolicyError
+from tracer.cli.checks import nonneg_int, positive_int, store_dir
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     """Options ``replay`` and ``compare`` share."""
-    parser.add_argument("--budget", type=_positive, help="token budget (default: 60%% of each session's full size)")
-    parser.add_argument("--hard-ceiling", type=_positive, help="hard ceiling: spill, then fail loudly, above it (gated)")
+    parser.add_argument("--budget", type=positive_int, help="token budget (default: 60%% of each session's full size)")
+    parser.add_argument("--hard-ceiling", type=positive_int, help="hard ceiling: spill, then fail loudly, above it (gated)")
     parser.add_argument("--session", nargs="+", action="extend", metavar="ID",
                         help="replay only these sessions (id or name); default: every non-replay session")
-    parser.add_argument("--stream-results", type=_nonneg, default=0, metavar="N",
+    parser.add_argument("--stream-results", type=nonneg_int, default=0, metavar="N",
                         help="deliver every tool result as a stream of N chunks (default: only recorded streams)")
     parser.add_argument("--seed", type=int, help="shuffle each batch's result order with this seed")
-    parser.add_argument("--workers", type=_positive, default=1, help="processes to replay in (default 1)")
-    parser.add_argument("--store", help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    parser.add_argument("--workers", type=positive_int, default=1, help="processes to replay in (default 1)")
+    parser.add_argument("--store", type=store_dir, help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
     parser.add_argument("--no-trace", dest="trace", action="store_false",
                         help="do not record the replays (measure only; for benchmarks)")
     parser.add_argument("--capture-content", action="store_true", help="record message content in the replay traces")
@@ -71,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     row = aggregate([spec], [results])[0]
     if args.json:
         print(json.dumps({"totals": row, "sessions": [r.to_dict() for r in results]}, indent=2))
-        return 0
+        return recorded_outcome(args, store, [r.replay_id for r in results])
     for r in results:
         line = (f"{r.name}: {r.model_calls} model calls, {r.invalid_requests} invalid, {r.orphan_results} orphan results, "
                 f"{r.dangling_calls} dangling calls, {r.duplicated_side_effects} duplicated side effects, "
@@ -80,7 +83,16 @@ def run(args: argparse.Namespace) -> int:
             line += f"; FAILED: {r.error}"
         print(line + (f" -> {r.replay_id}" if args.trace else ""))
     print(format_row(row))
-    return 0
+    return recorded_outcome(args, store, [r.replay_id for r in results])
+
+
+def recorded_outcome(args: argparse.Namespace, store: Any, replay_ids: list[str | None]) -> int:
+    """0 when the recorded replays are in the store (read back), else say what is not (exit 3)."""
+    if not args.trace:
+        return 0
+    from tracer.cli.outcome import check_recorded
+
+    return check_recorded(args.command, store, replay_ids)
 
 
 def load_sessions(args: argparse.Namespace, command: str) -> Any:
@@ -119,24 +131,3 @@ def format_row(row: dict[str, Any]) -> str:
             f"peak {row['peak_tokens']}, {row['prunes']} prunes, {row['deferrals']} deferrals, "
             f"{row['spills']} spills, {row['reinjects']} re-injections, {row['failures']} failures, "
             f"retention {ret}")
-
-
-def _positive(text: str) -> int:
-    value = _int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _nonneg(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None

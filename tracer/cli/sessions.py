@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from tracer.cli.checks import store_dir
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
@@ -14,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="List recorded sessions: id, name, source, provider, policy, gated, messages, tool calls, "
         "peak tokens and violations.",
     )
-    parser.add_argument("--store", help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    parser.add_argument("--store", type=store_dir, help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
     parser.add_argument("--source", action="append", help="only sessions of this source (import, replay, ...)")
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     parser.set_defaults(func=run)

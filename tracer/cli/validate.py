@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,60 +47,97 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tracer.traffic.jsonparse import deep_enough
+
     results: list[tuple[Record, list[Violation]]] = []
     unreadable = False
-    for path in args.files:
-        try:
-            records = read_records(path)
-        except InputError as exc:
-            print(f"prunegate: {exc}", file=sys.stderr)
-            unreadable = True
-            continue
-        results.extend((record, validate(record.body, args.provider)) for record in records)
-    if args.json:
-        print(json.dumps([_as_json(record, errors) for record, errors in results], indent=2, ensure_ascii=False))
-    else:
-        for record, errors in results:
-            print(_as_text(record, errors))
+    with deep_enough():
+        for path in args.files:
+            try:
+                records, problems = read_records(path)
+            except InputError as exc:
+                print(f"prunegate: {exc}", file=sys.stderr)
+                unreadable = True
+                continue
+            for problem in problems:
+                print(f"prunegate: {problem}", file=sys.stderr)
+                unreadable = True
+            results.extend((record, validate(record.body, args.provider)) for record in records)
+        if args.json:  # strict JSON (RFC 8259): no NaN or Infinity, whatever the input held
+            print(json.dumps([_as_json(record, errors) for record, errors in results], indent=2,
+                             ensure_ascii=False, allow_nan=False))
+        else:
+            for record, errors in results:
+                print(_as_text(record, errors))
     if unreadable:
         return 2
     return 1 if any(errors for _, errors in results) else 0
 
 
-def read_records(path: str) -> list[Record]:
-    """The request bodies in ``path``: one JSON object, or JSONL when the file is not one JSON value."""
+def _number(text: str) -> Any:
+    """A JSON number as a float, or its own text when a double cannot hold it (``1e999``)."""
+    value = float(text)
+    return value if math.isfinite(value) else text
+
+
+def _loads(text: str) -> Any:
+    from tracer.traffic.jsonparse import loads
+
+    return loads(text, parse_float=_number)
+
+
+def read_records(path: str) -> tuple[list[Record], list[InputError]]:
+    """The request bodies in ``path`` (one JSON object, or JSONL when the file is not one JSON value),
+    and the lines that could not be read (each names its file, line and reason; the rest are read).
+    Raises :class:`InputError` when the file as a whole cannot be read."""
+    from tracer.traffic.jsonparse import Unparseable, refusal_reason
+
     name = "<stdin>" if path == "-" else path
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
         raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    text = data.decode("utf-8", "surrogateescape")
+    bad_utf8 = text.encode("utf-8", "surrogateescape") != data or _has_surrogate(text)
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as whole:
+        if bad_utf8:
+            raise Unparseable("not UTF-8 text")
+        value = _loads(text)
+    except (json.JSONDecodeError, Unparseable) as whole:
         lines = [line.rstrip("\r") for line in text.split("\n")]  # not splitlines(): U+2028 is legal JSON
         first = next((n for n, line in enumerate(lines, 1) if line.strip()), None)
         if first is None:
             raise InputError(f"{name}: empty file; expected a JSON request body or JSONL") from None
-        if not _is_object(lines[first - 1]):  # not JSONL either: report the whole-file error
-            raise InputError(f"{name}:{whole.lineno}: invalid JSON: {whole.msg} (column {whole.colno})") from None
-        return [_record(name, n, _parse_line(name, n, line)) for n, line in enumerate(lines, 1) if line.strip()]
-    return [_record(name, 1, value)]
+        if not lines[first - 1].lstrip().startswith("{") or not lines[first - 1].rstrip().endswith("}"):
+            lineno = whole.lineno if isinstance(whole, json.JSONDecodeError) else first
+            raise InputError(f"{name}:{lineno}: {_reason(whole, refusal_reason)}") from None
+        records, problems = [], []
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                if _has_surrogate(line):
+                    raise Unparseable("not UTF-8 text")
+                records.append(_record(name, n, _loads(line)))
+            except (json.JSONDecodeError, Unparseable) as exc:
+                problems.append(InputError(f"{name}:{n}: {_reason(exc, refusal_reason)}"))
+            except InputError as exc:
+                problems.append(exc)
+        return records, problems
+    return [_record(name, 1, value)], []
 
 
-def _is_object(line: str) -> bool:
+def _reason(exc: Exception, refusal_reason: Any) -> str:
+    reason = refusal_reason(exc)
+    return reason.replace("malformed JSON", "invalid JSON", 1)
+
+
+def _has_surrogate(text: str) -> bool:
     try:
-        return isinstance(json.loads(line), dict)
-    except json.JSONDecodeError:
-        return False
-
-
-def _parse_line(name: str, n: int, line: str) -> Any:
-    try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{name}:{n}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _record(name: str, line: int, value: Any) -> Record:

@@ -37,7 +37,7 @@ from policies.reference import prune_context
 from policies.tokens import DEFAULT_COUNTER, TokenCounter
 from policies.validate import Violation, validate
 from tracer.guard import history as _history
-from tracer.guard.instrument import _tracer_provider
+from tracer.guard.instrument import _tracer_provider, tracing_stats
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor
 from tracer.spans.session import TracedSession
@@ -101,6 +101,11 @@ class ShadowGuard:
     @property
     def session_id(self) -> str:
         return self.session.session_id
+
+    def stats(self) -> dict[str, Any]:
+        """Runs observed, observations that failed, and the span pipeline's counters (as at exit)."""
+        return {"session_id": self.session_id, "runs": self.runs, "errors": self.errors,
+                "tracer_errors": self.session.tracer_errors, "tracing": tracing_stats(self.tracer_provider)}
 
     def wrap(self, trim: Callable[..., Any]) -> Callable[..., Any]:
         """``trim`` unchanged, observed: ``trim(messages, ...)``'s result is returned as is."""

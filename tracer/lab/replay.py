@@ -66,6 +66,15 @@ class ReplaySpec:
     mode: str = "grow"
     label: str | None = None
 
+    def __post_init__(self) -> None:
+        """Refuse impossible numbers before any session is replayed (not part way through)."""
+        for name in ("budget", "hard_ceiling"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        if self.budget is not None and self.hard_ceiling is not None and self.hard_ceiling < self.budget:
+            raise ValueError(f"hard_ceiling ({self.hard_ceiling}) must be at least the budget ({self.budget})")
+
     @property
     def name(self) -> str:
         if self.label:
@@ -122,14 +131,16 @@ def full_tokens(conv: Conversation) -> int:
     """The token count of the whole conversation held in one context (no pruning)."""
     ctx = Context(provider=conv.provider, strict=False)
     for m in conv.messages:
-        ctx.append(m.copy())
+        ctx.append(m.shallow_copy())
     return ctx.tokens
 
 
 def budget_for(conv: Conversation, spec: ReplaySpec) -> int:
+    """The spec's budget, else a share of the session's size (never above the spec's hard ceiling)."""
     if spec.budget is not None:
         return spec.budget
-    return max(1, int(full_tokens(conv) * DEFAULT_BUDGET_SHARE))
+    budget = max(1, int(full_tokens(conv) * DEFAULT_BUDGET_SHARE))
+    return budget if spec.hard_ceiling is None else min(budget, spec.hard_ceiling)
 
 
 def events_for(conv: Conversation, spec: ReplaySpec) -> EventStream:
@@ -160,6 +171,14 @@ def replay_session(
     stream: EventStream | None = None,
 ) -> SessionResult:
     """Replay one conversation; record it as a traced session when ``tracer_provider`` is given."""
+    from tracer.traffic.jsonparse import deep_enough
+
+    with deep_enough():  # recorded tool inputs may nest a few thousand levels
+        return _replay_session(conv, spec, tracer_provider, capture_content, stream)
+
+
+def _replay_session(conv: Conversation, spec: ReplaySpec, tracer_provider: Any, capture_content: bool,
+                    stream: EventStream | None) -> SessionResult:
     started = time.perf_counter()
     budget = budget_for(conv, spec)
     if stream is None:

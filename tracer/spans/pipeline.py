@@ -610,6 +610,12 @@ class ReliableSpanProcessor(SpanProcessor):
             return
         if stats["failed"] or stats["dropped"] or stats["spooled"]:
             log.warning("prunegate tracer (%s) at shutdown: %s", self.sink.name, stats)
+            describe = getattr(self.sink, "describe_spooled", None)
+            if describe is not None and stats["spooled"] > stats["recovered"]:
+                try:
+                    log.warning("prunegate tracer: %s", describe())
+                except Exception as exc:
+                    self._note_error("spool", exc)
         write_stats = getattr(self.sink, "write_stats", None)
         if write_stats is None:
             return

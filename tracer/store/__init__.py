@@ -8,6 +8,7 @@ Layout (see docs/store.md for the whole design)::
       spans.duckdb         the compacted main table plus the ledger of absorbed segments
       compact.lock         flock: one compactor at a time
       readers.lock         flock: readers (shared) vs. segment deletion (exclusive)
+      claims/<session>     imported sessions: flock while written, "committed" once they are
 
 Writers append segments and never open DuckDB; ``compact()`` moves segments into ``spans.duckdb``;
 ``reader()`` gives a consistent snapshot over both. Queries take parameters, never formatted values.
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from tracer.store.rows import SpanRow, decode_row, rows_to_table
-from tracer.store.segments import StoreError, StoreLayout, list_segments, write_segment
+from tracer.store.segments import StoreError, StoreLayout, StorePermissionError, list_segments, write_segment
 
 if TYPE_CHECKING:  # DuckDB is imported only by readers and the compactor: writers never need it
     from tracer.store.compact import CompactResult
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # DuckDB is imported only by readers and the compactor: write
 
 Params = Sequence[Any] | dict[str, Any] | None
 
-__all__ = ["Store", "StoreError", "StoreReader", "CompactResult", "default_store_path"]
+__all__ = ["Store", "StoreError", "StorePermissionError", "StoreReader", "CompactResult", "default_store_path"]
 
 ENV_STORE = "PRUNEGATE_STORE"
 DEFAULT_DIRNAME = "prunegate-store"

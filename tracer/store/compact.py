@@ -26,7 +26,15 @@ import duckdb
 
 from tracer.store.locks import FileLock, fsync_path
 from tracer.store.schema import MAIN_DDL, SCHEMA_VERSION, select_list
-from tracer.store.segments import StoreLayout, clean_tmp, list_segments, segment_rows
+from tracer.store.segments import (
+    StoreError,
+    StoreLayout,
+    StorePermissionError,
+    check_writable,
+    clean_tmp,
+    list_segments,
+    segment_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +120,8 @@ def _absorb(con: duckdb.DuckDBPyConnection, paths: list[Path], rows: list[int], 
     try:
         inserted = 0
         if paths:
-            inserted = con.execute(_INSERT_SQL, [[str(p) for p in paths]]).fetchone()[0]
+            row = con.execute(_INSERT_SQL, [[str(p) for p in paths]]).fetchone()
+            inserted = row[0] if row is not None else 0
             con.execute(
                 "INSERT INTO compacted_segments SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), ?",
                 [[p.name for p in paths], rows, now],
@@ -146,12 +155,16 @@ def compact(
     tmp_min_age: float = 60.0,
 ) -> CompactResult:
     """Move every committed segment into the main database. Never raises for lock contention:
-    a busy store comes back as ``result.busy``; segments stay where they are, nothing is lost."""
+    a busy store comes back as ``result.busy``; segments stay where they are, nothing is lost.
+    Raises :class:`StorePermissionError` when the store cannot be written (read-only), and
+    :class:`StoreError` when its database cannot be opened."""
     result = CompactResult(store=str(layout.root))
     deadline = time.monotonic() + timeout
+    if not layout.root.is_dir():
+        return result  # no store yet (writers create it): nothing to compact
+    check_writable(layout)  # a read-only store is a permission problem, not a busy one
     if not layout.segments.is_dir():
-        result.busy = "no store here yet (no segments directory)"
-        return result
+        return result  # an empty store: nothing to compact
     lock = FileLock(layout.compact_lock)
     if not lock.acquire(timeout):
         result.busy = "another compaction is running"
@@ -160,7 +173,12 @@ def compact(
         result.tmp_cleaned = clean_tmp(layout, min_age=tmp_min_age)
         segments = list_segments(layout)
         result.segments_seen = len(segments)
-        con = open_main_rw(layout.main, deadline)
+        try:
+            con = open_main_rw(layout.main, deadline)
+        except duckdb.Error as exc:
+            if "permission denied" in str(exc).lower() or "read-only" in str(exc).lower():
+                raise StorePermissionError(f"{layout.main}: permission denied: {exc}") from exc
+            raise StoreError(f"{layout.main}: cannot open the store database: {exc}") from exc
         if con is None:
             result.busy = "spans.duckdb is held by readers or another process"
             return result

@@ -18,6 +18,7 @@ import logging
 import random
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -26,13 +27,14 @@ import pyarrow as pa
 from tracer.store.compact import is_lock_error
 from tracer.store.locks import FileLock
 from tracer.store.schema import COLUMN_NAMES, VIEWS, empty_select, select_list
-from tracer.store.segments import StoreError, StoreLayout, list_segments
+from tracer.store.segments import StoreError, StoreLayout, list_segments, segment_rows
 
 __all__ = ["StoreError", "StoreReader", "Params"]
 
 log = logging.getLogger(__name__)
 
 Params = Sequence[Any] | dict[str, Any] | None
+_LOGGED: set[str] = set()  # damaged files already logged by this process (the dashboard reads often)
 
 
 class StoreReader:
@@ -43,6 +45,8 @@ class StoreReader:
         self.complete = True
         self.main_attached = False
         self.warnings: list[str] = []
+        self.pending_segments: list[Path] = []
+        self.damaged_segments: list[Path] = []
         self._lock = FileLock(layout.readers_lock, shared=True)
         self.con = duckdb.connect(":memory:")
         try:
@@ -52,8 +56,13 @@ class StoreReader:
             raise
 
     # -- setup -------------------------------------------------------------------------------
-    def _warn(self, message: str) -> None:
+    def _warn(self, message: str, *, once_key: str | None = None) -> None:
+        """Record a warning on this snapshot; log it (once per process for ``once_key``)."""
         self.warnings.append(message)
+        if once_key is not None:
+            if once_key in _LOGGED:
+                return
+            _LOGGED.add(once_key)
         log.warning("prunegate store %s: %s", self.layout.root, message)
 
     def _open(self, attach_timeout: float) -> None:
@@ -65,8 +74,34 @@ class StoreReader:
             self.complete = False
         segments = list_segments(self.layout)
         absorbed = self._attach_main(deadline, [p.name for p in segments])
-        self.pending_segments = [p for p in segments if p.name not in absorbed]
+        self.pending_segments, self.damaged_segments = self._readable(
+            [p for p in segments if p.name not in absorbed]
+        )
         self._define_views()
+
+    def _readable(self, paths: list[Path]) -> tuple[list[Path], list[Path]]:
+        """Split segments into readable ones and damaged ones (skipped, one warning each naming the
+        file: the other segments stay visible; ``prunegate compact`` moves damaged ones to quarantine/)."""
+        good, bad = [], []
+        for path in paths:
+            try:
+                segment_rows(path)
+            except FileNotFoundError:
+                continue  # deleted by a compactor after we listed it: absorbed, so in the table
+            except PermissionError as exc:
+                bad.append(path)
+                self.complete = False
+                self._warn(f"skipping segment {path}: permission denied ({exc.strerror})", once_key=str(path))
+            except Exception as exc:  # truncated, zero bytes, not Parquet
+                bad.append(path)
+                self.complete = False
+                self._warn(
+                    f"skipping unreadable segment {path}: {exc}; `prunegate compact` quarantines it",
+                    once_key=str(path),
+                )
+            else:
+                good.append(path)
+        return good, bad
 
     def _attach_main(self, deadline: float, names: list[str]) -> set[str]:
         main = self.layout.main
@@ -89,10 +124,10 @@ class StoreReader:
                     return set()
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 0.1) * (0.5 + random.random())
-        has_tables = self.con.execute(
+        has_tables = self._scalar(
             "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'store' "
             "AND table_name IN ('spans', 'compacted_segments')"
-        ).fetchone()[0]
+        )
         if has_tables < 2:
             return set()
         self.main_attached = True
@@ -110,8 +145,17 @@ class StoreReader:
         if self.pending_segments:
             files = [str(p) for p in self.pending_segments]
             con.read_parquet(files, union_by_name=True).create_view("_segment_files")
+            # Spans have ids: a span stored twice (a retried spool recovery, two imports racing) is
+            # shown once, here as in compaction.
+            anti_join = (
+                "WHERE NOT EXISTS (SELECT 1 FROM store.spans m WHERE m.trace_id = f.trace_id "
+                "AND m.span_id = f.span_id)"
+                if self.main_attached
+                else ""
+            )
             con.execute(
-                f"CREATE TEMP VIEW _segment_spans AS SELECT {select_list(cast_json=True)} FROM _segment_files"
+                f"CREATE TEMP VIEW _segment_spans AS SELECT {select_list(cast_json=True)} FROM ("
+                f"SELECT DISTINCT ON (trace_id, span_id) * FROM _segment_files f {anti_join})"
             )
         else:
             con.execute(f"CREATE TEMP VIEW _segment_spans AS {empty_select()}")
@@ -141,7 +185,11 @@ class StoreReader:
 
     def count(self) -> int:
         """Number of spans visible in this snapshot."""
-        return int(self.con.execute("SELECT count(*) FROM spans").fetchone()[0])
+        return int(self._scalar("SELECT count(*) FROM spans"))
+
+    def _scalar(self, sql: str) -> Any:
+        row = self.con.execute(sql).fetchone()
+        return row[0] if row is not None else None
 
     @property
     def columns(self) -> tuple[str, ...]:

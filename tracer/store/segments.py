@@ -8,6 +8,7 @@ deletes later. Writers never open the DuckDB file, so they never wait for a lock
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import secrets
@@ -25,6 +26,30 @@ from tracer.store.schema import ARROW_SCHEMA, SCHEMA_VERSION
 
 class StoreError(RuntimeError):
     """The store cannot be read (damaged file, bad query); the message names the path."""
+
+
+class StorePermissionError(StoreError):
+    """The store (or one of its files) cannot be written or read for lack of permission; the
+    message names the path. Never reported as "busy": waiting does not help, permissions do."""
+
+
+def check_writable(layout: StoreLayout) -> None:
+    """Raise :class:`StorePermissionError` when this process cannot create files in the store.
+
+    Tries for real (a file in ``tmp/`` or the root): ``os.access`` says yes to root on a
+    read-only mount and cannot see every refusal."""
+    where = layout.tmp if layout.tmp.is_dir() else layout.root
+    probe = where / f"probe.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise StorePermissionError(
+                f"{where}: permission denied: this process cannot write the store ({exc.strerror})"
+            ) from exc
+        raise
+    os.close(fd)
+    os.unlink(probe)
 
 
 SEGMENT_SUFFIX = ".parquet"

@@ -21,7 +21,7 @@ from tracer.store import Store
 from tracer.store.rows import rows_to_table, spans_to_table
 from tracer.store.schema import TRACER_STATS
 from tracer.store.segments import list_segments
-from tracer.store.spool import Spool
+from tracer.store.spool import Spool, spooled_line
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,10 @@ class StoreSink:
     def recover(self) -> int:
         """Move spooled batches into the store; returns spans moved (raises if the store refuses)."""
         return self.spool.recover(self.store.layout)
+
+    def describe_spooled(self) -> str:
+        """One line: how many spans wait in the spool, where, and the command that moves them in."""
+        return spooled_line(self.spool.pending_rows(), self.spool.path, self.store.path)
 
     def write_stats(self, stats: Mapping[str, Any], resource: Mapping[str, Any]) -> None:
         """Record the pipeline's counters as one ``prunegate.tracer.stats`` row (spool on failure)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shlex
 from pathlib import Path
 
 import pyarrow as pa
@@ -41,6 +42,21 @@ def default_spool_dir(store_root: Path) -> Path:
         return Path(base) / digest
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "prunegate" / "spool" / digest
+
+
+def recover_command(store_root: Path, spool_dir: Path | None = None) -> str:
+    """The command that moves a spool's spans into the store (named in every spool message)."""
+    cmd = f"prunegate recover --store {shlex.quote(str(Path(store_root).absolute()))}"
+    if spool_dir is not None and Path(spool_dir).absolute() != default_spool_dir(Path(store_root)).absolute():
+        cmd += f" --spool-dir {shlex.quote(str(spool_dir))}"
+    return cmd
+
+
+def spooled_line(spans: int, spool_dir: Path, store_root: Path, why: str | None = None) -> str:
+    """The one line a command prints when spans went to the spool instead of the store."""
+    because = f" ({why})" if why else ""
+    return (f"{spans} spans did not reach the store {store_root}{because}: they are in the spool {spool_dir}; "
+            f"once the store is writable run: {recover_command(store_root, spool_dir)}")
 
 
 class Spool:
@@ -100,9 +116,18 @@ class Spool:
         for path in self.pending():
             try:
                 total += pq.read_metadata(str(path)).num_rows
-            except Exception:
-                continue
+            except FileNotFoundError:
+                continue  # recovered by another process meanwhile
+            except Exception as exc:  # recovery sets it aside as *.damaged, with a warning
+                log.warning("prunegate spool: unreadable spool file %s: %s", path, exc)
         return total
+
+    def damaged(self) -> list[Path]:
+        """Spool files recovery could not read (renamed ``*.damaged``, kept for a person to look at)."""
+        try:
+            return sorted(p for p in self.path.iterdir() if p.name.endswith(".damaged"))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
 
     def recover(self, layout: StoreLayout) -> int:
         """Move spooled files into the store; returns rows moved. Raises OSError if the store

@@ -283,11 +283,18 @@ def _referable_text(msg: Message) -> str:
 
 
 def _input_text(value: object) -> str:
-    if isinstance(value, dict):
-        return " ".join(_input_text(v) for v in value.values())
-    if isinstance(value, list):
-        return " ".join(_input_text(v) for v in value)
-    return "" if value is None else str(value)
+    """The scalar values of a tool input, in order, space-separated (iterative: inputs nest deeply)."""
+    out: list[str] = []
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+        elif item is not None:
+            out.append(str(item))
+    return " ".join(out)
 
 
 def find_references(messages: list[Message], *, ambient_text: str = "") -> dict[str, list[Reference]]:

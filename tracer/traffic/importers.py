@@ -30,6 +30,7 @@ from typing import Any
 from policies import Context, convert
 from policies.errors import StructureError
 from policies.messages import Message
+from tracer.traffic import jsonparse
 
 FORMATS = ("auto", "anthropic", "openai", "otlp")
 # Keys a JSONL line may carry beside the request body; they describe the session, not the request.
@@ -121,31 +122,72 @@ def expand_paths(paths: list[str | Path]) -> list[Path]:
 
 
 def read_file(path: str | Path, fmt: str = "auto") -> Iterator[Item]:
-    """The conversations (or refusals, or an OTLP marker) in one file."""
+    """The conversations (or refusals, or an OTLP marker) in one file.
+
+    A line (JSONL) or a file (one JSON value) that is not UTF-8, not JSON, nested deeper than
+    :data:`~tracer.traffic.jsonparse.MAX_DEPTH` or larger than the input limit is refused with
+    its file, line and reason; the other lines and files are read."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     path = Path(path)
     name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        yield Refusal(name, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})")
-        return
+        data = path.read_bytes()
     except OSError as exc:
         yield Refusal(name, None, f"cannot read: {exc.strerror or exc}")
         return
+    try:
+        text = data.decode("utf-8")
+        bad_utf8 = False
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "surrogateescape")  # bad bytes become lone surrogates, refused per line
+        bad_utf8 = True
     if not text.strip():
         yield Refusal(name, None, "empty file")
         return
-    if path.suffix in (".yaml", ".yml"):
-        yield from _read_cassette(path, text)
-        return
+    with jsonparse.deep_enough():
+        if path.suffix in (".yaml", ".yml"):
+            if bad_utf8:
+                yield Refusal(name, _first_bad_line(text), f"not UTF-8 text ({_bad_byte(text)})")
+                return
+            yield from _read_cassette(path, text)
+            return
+        whole: tuple[int, str] | None = None
+        if bad_utf8:
+            whole = (_first_bad_line(text), f"not UTF-8 text ({_bad_byte(text)})")
+        else:
+            try:
+                value = jsonparse.loads(text)
+            except json.JSONDecodeError as exc:
+                whole = (exc.lineno, jsonparse.refusal_reason(exc))
+            except jsonparse.Unparseable as exc:
+                whole = (1, str(exc))
+        if whole is not None:
+            yield from _read_jsonl(path, text, fmt, whole)
+            return
+        yield from _read_value(path, text, value, fmt)
+
+
+def _first_bad_line(text: str) -> int:
+    for n, line in enumerate(text.split("\n"), 1):
+        if _has_surrogate(line):
+            return n
+    return 1
+
+
+def _has_surrogate(line: str) -> bool:
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as whole:
-        yield from _read_jsonl(path, text, fmt, whole)
-        return
-    yield from _read_value(path, text, value, fmt)
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _bad_byte(line: str) -> str:
+    for col, ch in enumerate(line.split("\n")[_first_bad_line(line) - 1], 1):
+        if 0xDC80 <= ord(ch) <= 0xDCFF:
+            return f"invalid byte 0x{ord(ch) - 0xDC00:02x} at column {col}"
+    return "invalid bytes"
 
 
 def _read_value(path: Path, text: str, value: Any, fmt: str) -> Iterator[Item]:
@@ -172,21 +214,26 @@ def _read_value(path: Path, text: str, value: Any, fmt: str) -> Iterator[Item]:
         yield Refusal(name, 1, f"expected a JSON object (a request body) or a list, got {_kind(value)}")
 
 
-def _read_jsonl(path: Path, text: str, fmt: str, whole: json.JSONDecodeError) -> Iterator[Item]:
+def _read_jsonl(path: Path, text: str, fmt: str, whole: tuple[int, str]) -> Iterator[Item]:
+    """One body per line; ``whole`` is why the file is not one JSON value (line, reason), reported
+    when the file is not JSONL either."""
     name = str(path)
     lines = [line.rstrip("\r") for line in text.split("\n")]  # not splitlines(): U+2028 is legal JSON
     first = next(n for n, line in enumerate(lines, 1) if line.strip())
-    if not _is_object(lines[first - 1]):  # not JSONL either: the whole-file error is the useful one
-        yield Refusal(name, whole.lineno, f"malformed JSON: {whole.msg} (column {whole.colno})")
+    if not _starts_object(lines[first - 1]):  # not JSONL either: the whole-file error is the useful one
+        yield Refusal(name, whole[0], whole[1])
         return
     otlp_seen = False
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        if _has_surrogate(line):
+            yield Refusal(name, n, f"not UTF-8 text ({_bad_byte(line)})")
+            continue
         try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield Refusal(name, n, f"malformed JSON: {exc.msg} (column {exc.colno})")
+            value = jsonparse.loads(line)
+        except (json.JSONDecodeError, jsonparse.Unparseable) as exc:
+            yield Refusal(name, n, jsonparse.refusal_reason(exc))
             continue
         if isinstance(value, dict) and "resourceSpans" in value:
             if not otlp_seen:
@@ -202,11 +249,15 @@ def _read_jsonl(path: Path, text: str, fmt: str, whole: json.JSONDecodeError) ->
         yield _body(name, n, value, fmt, default_name=f"{path.stem}:{n}")
 
 
-def _is_object(line: str) -> bool:
-    try:
-        return isinstance(json.loads(line), dict)
-    except json.JSONDecodeError:
+def _starts_object(line: str) -> bool:
+    """Whether a line looks like a JSONL body: a JSON object (checked without parsing deep input)."""
+    stripped = line.strip()
+    if not stripped.startswith("{"):
         return False
+    try:
+        return isinstance(jsonparse.loads(stripped), dict)
+    except (json.JSONDecodeError, jsonparse.Unparseable, UnicodeError):
+        return stripped.endswith("}")
 
 
 def _item_lines(text: str) -> list[int]:
@@ -381,7 +432,7 @@ def _dry_run(messages: list[Message], provider: str) -> None:
     ctx = Context(provider=provider)
     try:
         for m in messages:
-            ctx.append(m.copy())
+            ctx.append(m.shallow_copy())
     except StructureError as exc:
         raise _Refused(str(exc)) from None
 

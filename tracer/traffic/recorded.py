@@ -255,12 +255,20 @@ def load_conversations(store: Store | str | os.PathLike[str] | None = None, sess
 def select_sessions(store: Store | str | os.PathLike[str] | None = None, session_ids: Iterable[str] | None = None,
                     *, sources: Iterable[str] = SOURCE_SESSIONS) -> dict[str, dict[str, Any]]:
     """The sessions :func:`load_conversations` would rebuild: session id -> root attributes, oldest first."""
+    from tracer.traffic.jsonparse import deep_enough
+
     store = store if isinstance(store, Store) else Store(store)
     if not store.path.exists():
         return {}
     with store.reader() as r:
         roots = r.query("SELECT session_id, attributes, start_time_ns FROM spans WHERE name = 'prunegate.session' "
                         "ORDER BY start_time_ns, session_id")
+    with deep_enough():
+        return _pick(roots, session_ids, sources)
+
+
+def _pick(roots: Iterable[dict[str, Any]], session_ids: Iterable[str] | None,
+          sources: Iterable[str]) -> dict[str, dict[str, Any]]:
     wanted = set(session_ids) if session_ids is not None else None
     allowed = set(sources)
     picked: dict[str, dict[str, Any]] = {}
@@ -299,6 +307,8 @@ def iter_conversations(store: Store | str | os.PathLike[str] | None, picked: dic
                        batch: int = 256) -> Iterator[Conversation]:
     """The conversations of ``picked`` (from :func:`select_sessions`), in its order, reading ``batch``
     sessions' messages per query: a replay over many sessions holds one batch, not the store."""
+    from tracer.traffic.jsonparse import deep_enough
+
     store = store if isinstance(store, Store) else Store(store)
     ids = list(picked)
     for start in range(0, len(ids), batch):
@@ -309,12 +319,13 @@ def iter_conversations(store: Store | str | os.PathLike[str] | None, picked: dic
                 "AND list_contains(?::VARCHAR[], session_id) ORDER BY session_id, seq, start_time_ns",
                 [part],
             )
-        events: dict[str, list[dict[str, Any]]] = {sid: [] for sid in part}
-        for row in rows:
-            events[row["session_id"]].append(_json(row["attributes"]))
-        del rows
-        for sid in part:
-            yield conversation_from_spans(sid, picked[sid], events.pop(sid))
+        with deep_enough():
+            events: dict[str, list[dict[str, Any]]] = {sid: [] for sid in part}
+            for row in rows:
+                events[row["session_id"]].append(_json(row["attributes"]))
+            del rows
+            convs = [conversation_from_spans(sid, picked[sid], events.pop(sid)) for sid in part]
+        yield from convs
 
 
 def conversation_from_spans(session_id: str, root: dict[str, Any], message_events: list[dict[str, Any]]) -> Conversation:

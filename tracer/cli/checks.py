@@ -1,0 +1,96 @@
+"""Argument checks every subcommand shares, run before any work: one line, exit 2, no traceback.
+
+``argparse`` ``type=`` functions for single values, :func:`check_args` for what depends on
+several (the hard ceiling against the budget) or on the environment (``$PRUNEGATE_STORE``), and
+:class:`OneLineParser`, whose usage errors are one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+ENV_STORE = "PRUNEGATE_STORE"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def store_dir(text: str) -> str:
+    """``--store``: a directory, or a path that does not exist yet (the first write creates it)."""
+    problem = store_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def store_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a store directory, or None."""
+    if not text.strip():
+        return "the store path is empty"
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        return f"{text} is not a directory (a store is a directory)"
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if not path.exists() and parent is not None and not parent.is_dir():
+        return f"{text}: {parent} is not a directory"
+    return None
+
+
+def positive_int(text: str) -> int:
+    """A positive integer (``1_000`` allowed): token budgets, ceilings, worker counts."""
+    value = _int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def nonneg_int(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A finite, positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite, positive number of seconds, got {text!r}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def check_args(args: argparse.Namespace) -> str | None:
+    """Checks that span several options or read the environment; the problem, or None."""
+    budget, ceiling = getattr(args, "budget", None), getattr(args, "hard_ceiling", None)
+    if budget is not None and ceiling is not None and ceiling < budget:
+        return f"--hard-ceiling ({ceiling}) must be at least --budget ({budget})"
+    if hasattr(args, "store") and args.store is None and os.environ.get(ENV_STORE):
+        problem = store_problem(os.environ[ENV_STORE])
+        if problem:
+            return f"${ENV_STORE}: {problem}"
+    return None
+
+
+def fail_usage(prog: str, message: str) -> NoReturn:
+    """Print a usage problem as one line and exit 2."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)

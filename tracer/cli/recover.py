@@ -1,0 +1,70 @@
+"""``prunegate recover``: move spans from the spool into the store once the store can take them.
+
+Spans go to the spool when the store refuses them (full disk, read-only store); every command
+that spooled something names this command. Recovery is idempotent: span ids make a file
+recovered twice show up once.
+
+Exit status: 0 the spool is empty (everything is in the store), 2 a usage error, 3 spans are
+still in the spool (the store still refuses them; the line printed says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tracer.cli.checks import store_dir
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "recover",
+        help="move spooled spans (written aside when the store refused them) into the store",
+        description="Move the spans a full or read-only store refused, kept in the spool, into the store. "
+        "Safe to run any number of times and while agents record: a span is stored once. Exit 0 when "
+        "the spool is empty afterwards, 3 when spans are still in it.",
+    )
+    parser.add_argument("--store", type=store_dir,
+                        help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    parser.add_argument("--spool-dir", help="spool directory (default: the one for this store, see docs/store.md)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tracer.store import Store, StoreError
+    from tracer.store.spool import Spool
+
+    store = Store(args.store) if args.store else Store()
+    spool = Spool.for_store(store.path, Path(args.spool_dir) if args.spool_dir else None)
+    waiting = spool.pending_rows()
+    error = None
+    moved = 0
+    try:
+        moved = spool.recover(store.layout)
+    except OSError as exc:
+        error = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+    left = spool.pending_rows()
+    try:
+        in_store = store.count() if store.path.exists() else 0
+    except StoreError as exc:
+        print(f"prunegate recover: {exc}", file=sys.stderr)
+        return 2
+    damaged = [str(p) for p in spool.damaged()]
+    out = {"store": str(store.path), "spool": str(spool.path), "waiting": waiting, "moved": moved, "left": left,
+           "store_spans": in_store, "damaged": damaged, "error": error}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"moved {moved} spans from the spool {spool.path} into {store.path} (which now holds {in_store} "
+              f"spans); {left} spans left in the spool")
+        for p in damaged:
+            print(f"prunegate recover: unreadable spool file set aside: {p}", file=sys.stderr)
+    if left:
+        print(f"prunegate recover: {left} spans are still in the spool {spool.path}: the store refused them"
+              + (f" ({error})" if error else "") + "; run this again once it is writable", file=sys.stderr)
+        return 3
+    return 0

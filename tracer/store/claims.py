@@ -1,0 +1,125 @@
+"""Per-session claims: one process at a time commits a given session, and only once.
+
+A claim is the file ``claims/<key>`` in the store. A writer holds an exclusive ``flock`` on it
+while it writes the session (the kernel drops the lock when the writer dies, even by ``kill -9``)
+and writes ``committed`` into it once the segment holding the session has been renamed into
+``segments/``. So, for a session key:
+
+- the file says ``committed``: the session is in the store; importing it again stores nothing;
+- the lock is held: a live process is committing it right now; this one stores nothing (or waits);
+- otherwise (no file, or a file left by a writer that died before committing): this process
+  takes the claim and writes the session. A killed writer's half never exists in ``segments/``
+  (a segment appears whole or not at all), so the new copy replaces nothing but a temp file.
+
+Keys are session ids, made file-name safe by :func:`claim_name`.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import time
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from tracer.store.segments import StoreLayout
+
+COMMITTED = b"committed\n"
+_SAFE = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
+class ClaimState(Enum):
+    MINE = "mine"  # this process holds the claim: write the session, then commit()
+    COMMITTED = "committed"  # already in the store
+    BUSY = "busy"  # a live process holds the claim
+    UNAVAILABLE = "unavailable"  # the claim file cannot be created (read-only store, full disk)
+
+
+@dataclass
+class Claim:
+    """The outcome of :func:`take`; holds the lock (``fd``) when ``state`` is MINE."""
+
+    key: str
+    path: Path
+    state: ClaimState
+    fd: int | None = None
+    error: OSError | None = None
+
+    def commit(self) -> None:
+        """Mark the session committed (call after its segment is in ``segments/``), then release.
+
+        Raises OSError when the mark cannot be written; the session's spans are in the store
+        regardless, and span ids make a later re-import of it invisible to readers."""
+        if self.fd is None:
+            raise RuntimeError(f"claim {self.key!r} is not held")
+        try:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, COMMITTED, 0)
+            os.fsync(self.fd)
+            self.state = ClaimState.COMMITTED
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Give the claim up without committing (the session may be taken again)."""
+        if self.fd is not None:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self.fd)
+                self.fd = None
+
+
+def claims_dir(layout: StoreLayout) -> Path:
+    return layout.root / "claims"
+
+
+def claim_name(key: str) -> str:
+    """A file name for ``key``: itself when short and safe, else a digest."""
+    if _SAFE.fullmatch(key) and not key.startswith("."):
+        return key
+    return "h-" + hashlib.sha256(key.encode()).hexdigest()[:40]
+
+
+def is_committed(layout: StoreLayout, key: str) -> bool:
+    """Whether the claim file of ``key`` says committed (no lock taken)."""
+    try:
+        with open(claims_dir(layout) / claim_name(key), "rb") as f:
+            return f.read(len(COMMITTED)) == COMMITTED
+    except FileNotFoundError:
+        return False
+
+
+def take(layout: StoreLayout, key: str, *, timeout: float = 0.0) -> Claim:
+    """Try to claim session ``key``, waiting up to ``timeout`` seconds for a live holder."""
+    directory = claims_dir(layout)
+    path = directory / claim_name(key)
+    try:
+        directory.mkdir(exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if is_committed(layout, key):
+            return Claim(key, path, ClaimState.COMMITTED)
+        return Claim(key, path, ClaimState.UNAVAILABLE, error=exc)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                os.close(fd)
+                return Claim(key, path, ClaimState.UNAVAILABLE, error=exc)
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return Claim(key, path, ClaimState.COMMITTED if is_committed(layout, key) else ClaimState.BUSY)
+            time.sleep(0.02)
+    if os.pread(fd, len(COMMITTED), 0) == COMMITTED:  # committed by the holder we waited for
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        return Claim(key, path, ClaimState.COMMITTED)
+    return Claim(key, path, ClaimState.MINE, fd=fd)
