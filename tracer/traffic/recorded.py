@@ -98,7 +98,7 @@ def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id:
         for msg in conv.messages:
             if msg.role == "assistant":
                 _chat(session, ctx, conv, msg, genai_messages_json)
-            ctx.append(msg.copy())
+            ctx.append(msg.shallow_copy())
         if conv.messages and conv.messages[-1].role != "assistant":
             _chat(session, ctx, conv, None, genai_messages_json)
     finally:
@@ -129,21 +129,39 @@ def _chat(session: Any, ctx: Context, conv: Conversation, reply: Message | None,
 
 @dataclass
 class ImportReport:
-    """What ``prunegate import`` did: counts, refusals (file, line, reason) and renamed ids."""
+    """What ``prunegate import`` did: counts read back from the store, refusals (file, line,
+    reason), renamed ids, and whatever did not reach the store (spooled, lost, still busy)."""
 
-    sessions: int = 0
+    sessions: int = 0  # sessions this run committed, verified by reading the store back
+    spans: int = 0  # their spans, read back
     messages: int = 0
     tool_calls: int = 0
     refused: list[Refusal] = field(default_factory=list)
     renamed: list[dict[str, str]] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # already in the store
+    skipped: list[str] = field(default_factory=list)  # already in the store (or committed by another process)
     otlp_files: int = 0
     otlp_spans: int = 0
     session_ids: list[str] = field(default_factory=list)
+    spooled_sessions: int = 0
+    spooled_spans: int = 0
+    spool_dir: str | None = None
+    lost_sessions: int = 0
+    lost_spans: int = 0
+    busy: list[str] = field(default_factory=list)  # held by another live process until the end
+    unverified: list[str] = field(default_factory=list)  # written, but the read-back disagrees
+    store_error: str | None = None
+    spool_error: str | None = None
+    otlp_sessions: dict[str, tuple[int, int, int]] = field(default_factory=dict, repr=False)  # spans, msgs, calls
+
+    @property
+    def complete(self) -> bool:
+        """Whether everything read (and not refused) is in the store."""
+        return not (self.spooled_spans or self.lost_spans or self.busy or self.unverified or self.store_error)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "sessions": self.sessions,
+            "spans": self.spans,
             "messages": self.messages,
             "tool_calls": self.tool_calls,
             "refused": [r.to_dict() for r in self.refused],
@@ -153,38 +171,99 @@ class ImportReport:
             "otlp_files": self.otlp_files,
             "otlp_spans": self.otlp_spans,
             "session_ids": self.session_ids,
+            "spooled_sessions": self.spooled_sessions,
+            "spooled_spans": self.spooled_spans,
+            "spool_dir": self.spool_dir,
+            "lost_sessions": self.lost_sessions,
+            "lost_spans": self.lost_spans,
+            "busy": self.busy,
+            "unverified": self.unverified,
+            "store_error": self.store_error,
+            "spool_error": self.spool_error,
+            "complete": self.complete,
         }
 
 
 def import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | os.PathLike[str] | None = None, *,
-                 fmt: str = "auto", capture_content: bool = True, tracer_provider: Any = None) -> ImportReport:
-    """Read ``paths`` and record every conversation into ``store`` as it is read.
+                 fmt: str = "auto", capture_content: bool = True, batch_spans: int = 2048,
+                 wait_busy: float = 60.0) -> ImportReport:
+    """Read ``paths`` and commit every conversation into ``store``, each session exactly once.
 
-    A conversation already in the store (same stable id) is skipped, not duplicated. Refusals are
-    collected, never raised; sessions recorded before a bad file stay recorded.
+    A conversation already in the store (same stable id), or committed meanwhile by another
+    process, is skipped. Refusals are collected, never raised. Sessions the store refuses go to
+    the spool (counted in the report). The counts of stored sessions and spans are read back
+    from the store (see :mod:`tracer.traffic.committer`).
     """
+    from tracer.traffic.jsonparse import deep_enough
+
+    with deep_enough():  # recorded content may nest a few thousand levels (parsing, encoding, counting)
+        return _import_paths(paths, store, fmt, capture_content, batch_spans, wait_busy)
+
+
+def _import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | os.PathLike[str] | None, fmt: str,
+                  capture_content: bool, batch_spans: int, wait_busy: float) -> ImportReport:
+    from tracer.traffic.committer import SessionCommitter
+
     store = store if isinstance(store, Store) else Store(store)
-    store.ensure()
-    existing = _existing_ids(store)
-    own = tracer_provider is None
-    provider = store_tracer_provider(store) if own else tracer_provider
     report = ImportReport()
-    try:
-        for item in read_paths(list(paths), fmt):
-            if isinstance(item, Refusal):
-                report.refused.append(item)
-            elif isinstance(item, OtlpFile):
-                _import_otlp(store, item, report, existing, provider, capture_content)
-            else:
-                _record(item, report, existing, provider, capture_content)
-    finally:
-        if own:
-            close_provider(provider)
+    existing = _existing_ids(store)
+    committer = SessionCommitter(store, batch_spans=batch_spans, wait_busy=wait_busy)
+    convs: dict[str, Conversation] = {}
+    for item in read_paths([Path(p) for p in paths], fmt):
+        if isinstance(item, Refusal):
+            report.refused.append(item)
+        elif isinstance(item, OtlpFile):
+            _import_otlp(store, item, report, existing, committer, convs, capture_content)
+        else:
+            _record(item, existing, committer, convs, capture_content)
+    result = committer.finish()
+    for sid, reason in result.failed.items():
+        conv = convs[sid]
+        report.refused.append(Refusal(conv.file, conv.line, f"{conv.name}: could not be recorded: {reason}"))
+    report.skipped.extend(result.already)
+    report.busy = result.busy
+    report.spooled_sessions, report.spooled_spans = len(result.spooled), sum(result.spooled.values())
+    report.lost_sessions, report.lost_spans = len(result.lost), sum(result.lost.values())
+    report.spool_dir = result.spool_dir
+    report.store_error = report.store_error or result.store_error
+    report.spool_error = result.spool_error
+    _verify(store, result.stored, convs, report)
     return report
 
 
-def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: set[str], provider: Any,
-                 capture_content: bool) -> None:
+def _verify(store: Store, written: dict[str, int], convs: dict[str, Conversation], report: ImportReport) -> None:
+    """Count what this run wrote by reading the store back: only what is there is reported as imported."""
+    if not written and not report.otlp_sessions:
+        return
+    with store.reader() as r:
+        rows = r.query("SELECT session_id, count(*) AS n FROM spans WHERE list_contains(?::VARCHAR[], session_id) "
+                       "GROUP BY session_id", [[*written, *report.otlp_sessions]])
+    found = {row["session_id"]: int(row["n"]) for row in rows}
+    for sid, (n, messages, tool_calls) in report.otlp_sessions.items():  # sessions an OTLP file held whole
+        if found.get(sid) != n:
+            report.unverified.append(sid)
+            continue
+        report.session_ids.append(sid)
+        report.sessions += 1
+        report.spans += n
+        report.messages += messages
+        report.tool_calls += tool_calls
+    for sid, n in written.items():
+        if found.get(sid) != n:
+            report.unverified.append(sid)
+            continue
+        conv = convs[sid]
+        report.session_ids.append(sid)
+        report.sessions += 1
+        report.spans += n
+        report.messages += len(conv.messages)
+        report.tool_calls += conv.tool_calls
+        report.renamed.extend({"session": conv.name, "message": r.message_id, "old": r.old, "new": r.new}
+                              for r in conv.renamed)
+
+
+def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: set[str], committer: Any,
+                 convs: dict[str, Conversation], capture_content: bool) -> None:
     """An OTLP JSON file: its spans go in as they are (all or nothing). prunegate's own sessions are
     then sessions already; another instrumentation's GenAI chat spans become import sessions."""
     from tracer.traffic.otlp_json import OtlpJsonError, import_otlp_json, read_otlp_json
@@ -195,6 +274,9 @@ def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: s
     except OtlpJsonError as exc:
         report.refused.append(Refusal(str(item.path), exc.line or None, str(exc).split(": ", 1)[-1]))
         return
+    except OSError as exc:
+        report.store_error = f"{item.path}: {exc.strerror or exc}"
+        return
     report.otlp_files += 1
     report.otlp_spans += result.imported
     own = {r["session_id"] for r in rows if r["name"] == "prunegate.session" and r.get("session_id")}
@@ -203,32 +285,26 @@ def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: s
             mine = [r["attributes"] for r in rows if r["session_id"] == sid and r["name"] == "prunegate.message"
                     and r["attributes"].get("prunegate.event") in ARRIVALS
                     and not r["attributes"].get("prunegate.message.summary_of")]
-            report.sessions += 1
-            report.messages += len(mine)
-            report.tool_calls += sum(len(a.get("prunegate.message.call_ids") or []) for a in mine)
-            report.session_ids.append(sid)
+            report.otlp_sessions[sid] = (sum(1 for r in rows if r["session_id"] == sid), len(mine),
+                                         sum(len(a.get("prunegate.message.call_ids") or []) for a in mine))
         existing |= own
         return
     for conv in conversations_from_genai_rows(rows, str(item.path)):
         if isinstance(conv, Refusal):
             report.refused.append(conv)
         else:
-            _record(conv, report, existing, provider, capture_content)
+            _record(conv, existing, committer, convs, capture_content)
 
 
-def _record(conv: Conversation, report: ImportReport, existing: set[str], provider: Any, capture_content: bool) -> None:
+def _record(conv: Conversation, existing: set[str], committer: Any, convs: dict[str, Conversation],
+            capture_content: bool) -> None:
     sid = session_id_for(conv)
-    if sid in existing:
-        report.skipped.append(sid)
+    if sid in existing or sid in convs:  # in the store already, or twice in this input
+        committer.report.already.append(sid)
         return
-    record_conversation(conv, provider, session_id=sid, capture_content=capture_content)
-    existing.add(sid)
-    report.session_ids.append(sid)
-    report.sessions += 1
-    report.messages += len(conv.messages)
-    report.tool_calls += conv.tool_calls
-    report.renamed.extend({"session": conv.name, "message": r.message_id, "old": r.old, "new": r.new}
-                          for r in conv.renamed)
+    convs[sid] = conv
+    committer.add(sid, lambda provider: record_conversation(conv, provider, session_id=sid,
+                                                            capture_content=capture_content))
 
 
 def _existing_ids(store: Store) -> set[str]:
