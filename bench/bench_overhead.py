@@ -92,40 +92,55 @@ def checks(n_convs: int, rounds: int) -> tuple[float, str]:
         def run() -> float:
             obs, finish = make()
             c_ns = n = 0
+            cpu = time.thread_time()
             for conv in convs:
                 c, _, k = check_bench.drive(conv, obs)
                 c_ns, n = c_ns + c, n + k
+            cpus[name(make)].append((time.thread_time() - cpu) / n)
             finish()
             return c_ns / n / 1000
 
         return run
+
+    cpus: dict[str, list[float]] = {k: [] for k in makers}
+
+    def name(make: Callable) -> str:
+        return next(k for k, m in makers.items() if m is make)
 
     try:
         got = interleave({k: cell(m) for k, m in makers.items()}, rounds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     r = ratio(got["traced"], got["untraced"])
+    c = ratio(cpus["traced"][1:], cpus["untraced"][1:])  # without the warm-up
     return r, (f"budget check traced/untraced     {r:5.2f}x  (untraced {statistics.median(got['untraced']):.1f} µs, "
-               f"traced {statistics.median(got['traced']):.1f} µs per check; floor <= 3x) {verdict(r <= 3)}")
+               f"traced {statistics.median(got['traced']):.1f} µs per check; floor <= 3x) {verdict(r <= 3)}; "
+               f"agent-thread CPU per append+check {c:.2f}x")
 
 
 # ------------------------------------------------------------------------------ 2. replay rate
 def replays(convs: list[Conversation], rounds: int) -> tuple[float, str]:
     spec = ReplaySpec("recency", gated=True, budget=3000)
 
+    cpus: dict[bool, list[float]] = {False: [], True: []}
+
     def cell(traced: bool) -> Callable[[], float]:
         def run() -> float:
             with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 [res] = run_replays(convs, [spec], store_path=Path(tmp) / "s" if traced else None)
-                return sum(r.events for r in res) / (time.perf_counter() - t0)
+                events = sum(r.events for r in res)
+                cpus[traced].append(events / (time.process_time() - c0))
+                return events / (time.perf_counter() - t0)
 
         return run
 
     got = interleave({"untraced": cell(False), "traced": cell(True)}, rounds)
     r = ratio(got["traced"], got["untraced"])
+    c = ratio(cpus[True][1:], cpus[False][1:])
     return r, (f"replay rate traced/untraced      {r:5.2f}x  (untraced {statistics.median(got['untraced']):,.0f}, "
-               f"traced {statistics.median(got['traced']):,.0f} events/s; floor >= 0.8x) {verdict(r >= 0.8)}")
+               f"traced {statistics.median(got['traced']):,.0f} events/s; floor >= 0.8x) {verdict(r >= 0.8)}; "
+               f"per CPU second (all threads) {c:.2f}x")
 
 
 # ------------------------------------------------------------------------------ 3. compare
