@@ -68,6 +68,9 @@ def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str
 # arm, so each session's event stream is built once, by one worker, and dropped when the task is
 # done (nothing per session outlives its task: memory stays flat however many sessions stream in).
 # Results come back as plain tuples (SessionResult's fields), the parent only files them by index.
+# Replays record without auto-compaction: compacting holds the store's key index in memory, which
+# grows with the store (a worker compacting a large store went from 80 to 570 MiB); the segments
+# stay readable and the next compaction (``prunegate compact``, a long-running writer) absorbs them.
 _RESULT_FIELDS = tuple(f.name for f in fields(SessionResult))
 _WORKER: dict[str, Any] = {}
 
@@ -95,7 +98,7 @@ def _worker_init(specs: list[ReplaySpec], store_path: str | None, capture: bool)
     if store_path is not None:
         from tracer.traffic.recorded import store_tracer_provider
 
-        _WORKER["provider"] = store_tracer_provider(store_path)
+        _WORKER["provider"] = store_tracer_provider(store_path, auto_compact=False)
         multiprocessing.util.Finalize(None, _worker_close, exitpriority=10)
 
 
@@ -162,7 +165,7 @@ def run_replays(
         if own:
             from tracer.traffic.recorded import store_tracer_provider
 
-            provider = store_tracer_provider(store_path)  # type: ignore[arg-type]
+            provider = store_tracer_provider(store_path, auto_compact=False)  # type: ignore[arg-type]
         try:
             for i, conv in enumerate(conversations):
                 by_index[i] = _replay_arms(conv, specs, provider, capture_content)

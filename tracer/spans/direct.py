@@ -134,18 +134,18 @@ class DirectSpan(trace.Span, ReadableSpan):
         self._ended = False
 
     def get_span_context(self) -> SpanContext:
-        return self._context
+        return self._context  # type: ignore[return-value]  # always set in __init__
 
     def is_recording(self) -> bool:
         return not self._ended
 
     def set_attributes(self, attributes: Mapping[str, types.AttributeValue]) -> None:
         if not self._ended:
-            put_sdk(self._attributes, attributes)
+            put_sdk(self._attributes, attributes)  # type: ignore[arg-type]  # a dict since __init__
 
     def set_attribute(self, key: str, value: types.AttributeValue) -> None:
         if not self._ended:
-            put_sdk(self._attributes, {key: value})
+            put_sdk(self._attributes, {key: value})  # type: ignore[arg-type]
 
     def add_event(self, name: str, attributes: types.Attributes = None, timestamp: int | None = None) -> None:
         if not self._ended:

@@ -39,7 +39,7 @@ ARRIVALS = ("append", "open")
 
 
 # ------------------------------------------------------------------------------------ providers
-def store_tracer_provider(store: Store | str | os.PathLike[str]) -> Any:
+def store_tracer_provider(store: Store | str | os.PathLike[str], *, auto_compact: bool = True) -> Any:
     """A tracer provider whose spans go into ``store`` (and to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT``
     is set), built by :func:`tracer.spans.setup.setup_tracing`; the global provider is left alone.
 
@@ -47,7 +47,7 @@ def store_tracer_provider(store: Store | str | os.PathLike[str]) -> Any:
     """
     from tracer.spans.setup import setup_tracing
 
-    return setup_tracing(store if isinstance(store, Store) else Store(store)).provider
+    return setup_tracing(store if isinstance(store, Store) else Store(store), auto_compact=auto_compact).provider
 
 
 def close_provider(provider: Any) -> None:
