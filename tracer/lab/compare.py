@@ -13,54 +13,86 @@ Metric definitions are in docs/replay.md; the per-session values come from
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import multiprocessing.util
 import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TextIO
 
 from policies.registry import parse_params
 from tracer.lab import metrics as _metrics
+from tracer.lab.cost import PriceTable, price_results
 from tracer.lab.replay import ReplaySpec, SessionResult, events_for, replay_session
 from tracer.traffic.importers import Conversation
 
 Progress = Callable[[int, int], None]
 
 ROW_KEYS = (
-    "policy", "gated", "sessions", "model_calls", "invalid_requests", "orphan_results", "dangling_calls",
+    "policy", "gated", "budget", "sessions", "model_calls", "invalid_requests", "orphan_results", "dangling_calls",
     "duplicated_side_effects", "tokens_sent", "peak_tokens", "prunes", "deferrals", "spills", "reinjects",
-    "failures", "retention",
+    "failures", "retention", "cost",
 )
 SUMMED = ("model_calls", "invalid_requests", "orphan_results", "dangling_calls", "duplicated_side_effects",
           "tokens_sent", "prunes", "deferrals", "spills", "reinjects", "failures")
-# metrics compared pairwise per session against the baseline arm (defined in tracer.lab.metrics)
-PAIRED = _metrics.NAMES
+# metrics compared pairwise per session against the baseline arm (defined in tracer.lab.metrics), and
+# the cost of each session in US dollars (tracer.lab.cost; undefined for sessions without a price)
+PAIRED = (*_metrics.NAMES, "cost")
 GATINGS = {"on": (True,), "off": (False,), "both": (True, False)}
 
 
 # ------------------------------------------------------------------------------------- arms
 def parse_policies(text: str) -> list[tuple[str, tuple[tuple[str, Any], ...]]]:
-    """``"salience,recency@target=0.5"`` → [(name, params)]: ``@k=v`` pairs set parameters."""
+    """``"salience,recency@target=0.5"`` → [(name, params)]: ``@k=v`` pairs set parameters.
+
+    A value may list alternatives with ``|`` (``recency@target=0.5|0.8``): one entry per
+    combination of alternatives, in order (a sweep over the parameter).
+    """
     out = []
     for item in (p.strip() for p in text.split(",")):
         if not item:
             continue
         name, *pairs = item.split("@")
-        params = tuple(parse_params(pairs).items())
-        out.append((name.strip(), params))
+        choices = []
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise ValueError(f"{item!r}: expected name@key=value, got {pair!r}")
+            alternatives = [v.strip() for v in value.split("|")]
+            if any(not v for v in alternatives):
+                raise ValueError(f"{item!r}: empty alternative in {pair!r}")
+            choices.append([f"{key.strip()}={v}" for v in alternatives])
+        for combo in itertools.product(*choices):
+            out.append((name.strip(), tuple(parse_params(list(combo)).items())))
     if not out:
         raise ValueError("no policy named")
     return out
 
 
-def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str = "both", **spec: Any) -> list[ReplaySpec]:
-    """One :class:`ReplaySpec` per policy and gating; ``spec`` sets budget, hard_ceiling, seed, ..."""
+def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str = "both",
+         budgets: Sequence[int | None] | None = None, **spec: Any) -> list[ReplaySpec]:
+    """One :class:`ReplaySpec` per gating × policy × budget; ``spec`` sets hard_ceiling, seed, ...
+
+    ``budgets`` (a sweep) defaults to ``[spec["budget"]]``; with more than one budget each arm's
+    label names its budget (``recency budget=4000``).
+    """
     if gated not in GATINGS:
         raise ValueError(f"--gated must be on, off or both; got {gated!r}")
-    return [ReplaySpec(name, params, gated=g, **spec) for g in GATINGS[gated] for name, params in policies]
+    if budgets is None:
+        budgets = [spec.pop("budget", None)]
+    else:
+        spec.pop("budget", None)
+    several = len(budgets) > 1
+    out = []
+    for g in GATINGS[gated]:
+        for name, params in policies:
+            for b in budgets:
+                arm = ReplaySpec(name, params, gated=g, budget=b, **spec)
+                out.append(replace(arm, label=f"{arm.name} budget={b or 'auto'}") if several else arm)
+    return out
 
 
 # ------------------------------------------------------------------------------------- running
@@ -181,6 +213,8 @@ def run_replays(
     if tracer_provider is not None and store_path is None:
         raise ValueError("parallel replays record through store_path (each worker writes its own segments)")
     ctx = multiprocessing.get_context(_start_method())
+    if count is not None:  # few sessions: smaller tasks so that every worker gets some
+        chunk = max(1, min(chunk, -(-count // (2 * workers))))
     procs = workers if count is None else max(1, min(workers, -(-count // chunk)))
     pool = ctx.Pool(procs, initializer=_worker_init,
                     initargs=(specs, str(store_path) if store_path is not None else None, capture_content))
@@ -223,6 +257,9 @@ def aggregate(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionRes
         row["peak_tokens"] = max((r.peak_tokens for r in rs), default=0)
         refs = sum(r.references for r in rs)
         row["retention"] = round(sum(r.retained for r in rs) / refs, 4) if refs else None
+        row["budget"] = spec.budget
+        costs = [r.cost for r in rs if r.cost is not None]
+        row["cost"] = round(sum(costs), 6) if costs else None  # US dollars, priced sessions only
         rows.append({k: row[k] for k in ROW_KEYS})
     return rows
 
@@ -230,8 +267,9 @@ def aggregate(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionRes
 def paired_differences(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionResult]], *,
                        metrics: Iterable[str] = PAIRED) -> list[dict[str, Any]]:
     """Per-session differences (arm − baseline) with their 95% interval (:mod:`tracer.lab.metrics`,
-    the one method); the baseline is the first policy of the same gating. Sessions where a value is
-    undefined (retention without references) are left out of that metric's pairs (``n`` says)."""
+    the one method); the baseline is the first arm of the same gating. Sessions where a value is
+    undefined (retention without references, cost without a price) are left out of that metric's
+    pairs (``n`` says); cost is left out when no session has a price."""
     out = []
     by_gating: dict[bool, list[int]] = {}
     for a, spec in enumerate(specs):
@@ -244,6 +282,8 @@ def paired_differences(specs: Sequence[ReplaySpec], results: Sequence[Sequence[S
             rows = _rows(specs[base], results[base], "baseline") + _rows(specs[a], results[a], "arm")
             for metric in names:
                 found = _metrics.difference_summary(rows, metric, "baseline")
+                if not found and metric == "cost":
+                    continue
                 d = found[0] if found else {"n": 0, "mean_diff": None, "ci_low": None, "ci_high": None,
                                             "level": _metrics.LEVEL}
                 out.append({"policy": specs[a].name, "baseline": specs[base].name, "gated": gated, "metric": metric,
@@ -253,7 +293,8 @@ def paired_differences(specs: Sequence[ReplaySpec], results: Sequence[Sequence[S
 
 
 def _rows(spec: ReplaySpec, results: Sequence[SessionResult], arm: str) -> list[dict[str, Any]]:
-    return [{**row, "arm": arm} for row in _metrics.result_rows([spec], [results])]
+    rows = _metrics.result_rows([spec], [results])
+    return [{**row, "arm": arm, "cost": r.cost} for row, r in zip(rows, results, strict=True)]
 
 
 @dataclass
@@ -264,6 +305,7 @@ class Comparison:
     rows: list[dict[str, Any]]
     differences: list[dict[str, Any]]
     results: list[list[SessionResult]] = field(repr=False, default_factory=list)
+    models: dict[str, int] = field(default_factory=dict)  # sessions per priced model (tracer.lab.cost)
 
     def to_dict(self, *, sessions: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {"rows": self.rows, "differences": self.differences}
@@ -280,7 +322,7 @@ def compare(
     policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]] | str,
     *,
     gated: str = "both",
-    budget: int | None = None,
+    budget: int | None | Sequence[int | None] = None,
     hard_ceiling: int | None = None,
     stream_results: int = 0,
     seed: int | None = None,
@@ -289,19 +331,40 @@ def compare(
     capture_content: bool = False,
     progress: Progress | None = None,
     count: int | None = None,
+    prices: PriceTable | None = None,
+    price_model: str | None = None,
 ) -> Comparison:
-    """Replay ``conversations`` under every policy × gating and compare them (see module docstring).
+    """Replay ``conversations`` under every policy × gating × budget and compare them (see module
+    docstring). ``budget`` may be a list (a sweep: every arm at every budget).
 
     ``seed`` shuffles each batch's result order (None: recorded order). ``conversations`` may be a
-    generator (``count``: how many, for ``progress``); see :func:`run_replays`.
+    generator (``count``: how many, for ``progress``); see :func:`run_replays`. Each session's cost
+    is priced with ``prices`` (default: the dated default table; :mod:`tracer.lab.cost`), its model
+    being the recorded one, else ``price_model``.
     """
     if isinstance(policies, str):
         policies = parse_policies(policies)
-    specs = arms(policies, gated, budget=budget, hard_ceiling=hard_ceiling, stream_results=stream_results,
-                 seed=seed)
-    results = run_replays(conversations, specs, workers=workers, store_path=store_path,
-                          capture_content=capture_content, progress=progress, count=count)
-    return Comparison(specs, aggregate(specs, results), paired_differences(specs, results), results)
+    budgets = list(budget) if isinstance(budget, Sequence) else [budget]
+    specs = arms(policies, gated, budgets, hard_ceiling=hard_ceiling, stream_results=stream_results, seed=seed)
+    seen: list[_Seen] = []  # what pricing needs of each session, kept as the sessions stream past
+    results = run_replays(_noting(conversations, seen), specs, workers=workers, store_path=store_path,
+                          capture_content=capture_content, progress=progress,
+                          count=len(conversations) if count is None and isinstance(conversations, Sized) else count)
+    models = price_results(seen, results, prices or PriceTable(), price_model)
+    return Comparison(specs, aggregate(specs, results), paired_differences(specs, results), results, models)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    session_id: str | None
+    name: str
+    model: str | None
+
+
+def _noting(conversations: Iterable[Conversation], seen: list[_Seen]) -> Iterator[Conversation]:
+    for conv in conversations:
+        seen.append(_Seen(conv.session_id, conv.name, conv.model))
+        yield conv
 
 
 # ------------------------------------------------------------------------------------- progress bar
