@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tracer.lab.replay import ReplaySpec, replay_session
 from tracer.spans.direct import DirectSpan
 from tracer.spans.pipeline import ReliableSpanProcessor
-from tracer.spans.session import TracedSession
+from tracer.spans.session import SessionConfig, TracedSession
 from tracer.spans.setup import setup_tracing
 from tracer.store import Store
 from tracer.store.sink import StoreSink
@@ -74,7 +74,7 @@ def test_direct_and_sdk_spans_store_the_same_rows(tmp_path):
 
 def test_direct_spans_only_on_prunegates_own_pipeline(tmp_path):
     tracing = setup_tracing(tmp_path / "s", otlp_endpoint=False)
-    session = TracedSession(tracing.provider, source="synthetic")
+    session = TracedSession(tracing.provider, SessionConfig(source="synthetic"))
     span = session.emit("prunegate.message", {"prunegate.event": "append"}, seq=1)
     assert isinstance(span, DirectSpan)
     session.end()
@@ -82,7 +82,7 @@ def test_direct_spans_only_on_prunegates_own_pipeline(tmp_path):
     # a user's processor on the same provider must see the SDK's span life cycle (on_start too)
     exporter = InMemorySpanExporter()
     tracing.provider.add_span_processor(SimpleSpanProcessor(exporter))
-    session = TracedSession(tracing.provider, source="synthetic")
+    session = TracedSession(tracing.provider, SessionConfig(source="synthetic"))
     span = session.emit("prunegate.message", {"prunegate.event": "append", "prunegate.message.call_ids": ["a"]},
                         seq=1)
     assert not isinstance(span, DirectSpan)
@@ -94,7 +94,7 @@ def test_direct_spans_only_on_prunegates_own_pipeline(tmp_path):
     # a user's own provider: standard SDK spans
     own = TracerProvider(shutdown_on_exit=False)
     own.add_span_processor(ReliableSpanProcessor(StoreSink(Store(tmp_path / "own"))))
-    session = TracedSession(own, source="synthetic")
+    session = TracedSession(own, SessionConfig(source="synthetic"))
     assert not isinstance(session.emit("prunegate.message", {}, seq=1), DirectSpan)
     session.end()
     own.shutdown()
@@ -102,7 +102,7 @@ def test_direct_spans_only_on_prunegates_own_pipeline(tmp_path):
 
 def test_direct_span_follows_the_sdk_status_and_attribute_rules(tmp_path):
     tracing = setup_tracing(tmp_path / "s", otlp_endpoint=False)
-    session = TracedSession(tracing.provider, source="synthetic")
+    session = TracedSession(tracing.provider, SessionConfig(source="synthetic"))
     span = session.start_span("prunegate.budget_check", {"a": None, "b": {1, 2}, "c": 1.5}, seq=3)
     assert isinstance(span, DirectSpan)
     odd = object()
