@@ -37,6 +37,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult  # noq
 
 from policies import Context, Gate, convert, get_policy  # noqa: E402
 from policies.messages import Message  # noqa: E402
+from tracer.spans.direct import DIRECT_FLAG  # noqa: E402
 from tracer.spans.observer import SpanObserver  # noqa: E402
 from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor  # noqa: E402
 from tracer.spans.session import SessionConfig, TracedSession  # noqa: E402
@@ -112,6 +113,7 @@ def variant_store(root: Path, capture: bool) -> Callable[[], tuple[Callable[[int
 def variant_discard() -> tuple[Callable[[int], SpanObserver | None], Callable]:
     exporter = Discard()
     provider = TracerProvider(shutdown_on_exit=False)
+    setattr(provider, DIRECT_FLAG, True)  # like setup_tracing's provider (tracer.spans.direct)
     processor = ReliableSpanProcessor(ExporterSink(exporter))
     provider.add_span_processor(processor)
 

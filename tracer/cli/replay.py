@@ -124,7 +124,7 @@ def recorded_outcome(args: argparse.Namespace, store: Any, replay_ids: list[str 
 def load_sessions(args: argparse.Namespace, command: str) -> Any:
     """(store, conversations) for ``--store``/``--session``, or an exit code after saying what is wrong."""
     from tracer.store import StoreError
-    from tracer.traffic.recorded import load_conversations, store_path_arg
+    from tracer.traffic.recorded import StoredSessions, select_sessions, store_path_arg
 
     store = store_path_arg(args.store)
     if not store.path.exists():
@@ -132,17 +132,17 @@ def load_sessions(args: argparse.Namespace, command: str) -> Any:
               file=sys.stderr)
         return 2
     try:
-        convs = load_conversations(store, args.session)
+        convs = StoredSessions(store, select_sessions(store, args.session))  # read a batch at a time
     except StoreError as exc:
         print(f"prunegate {command}: {exc}", file=sys.stderr)
         return 2
     if args.session:
-        found = {c.session_id for c in convs} | {c.name for c in convs}
+        found = convs.names()
         missing = [s for s in args.session if s not in found]
         if missing:
             print(f"prunegate {command}: no session {', '.join(map(repr, missing))} in {store.path}", file=sys.stderr)
             return 2
-    if not convs:
+    if not len(convs):
         print(f"prunegate {command}: no sessions to replay in {store.path}", file=sys.stderr)
         return 2
     return store, convs

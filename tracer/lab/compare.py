@@ -19,8 +19,8 @@ import multiprocessing.util
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TextIO
 
 from policies.registry import parse_params
@@ -96,53 +96,50 @@ def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str
 
 
 # ------------------------------------------------------------------------------------- running
-@dataclass
-class Task:
-    """Some sessions under some arms: each session's event stream is built once for all of them."""
-
-    arms: list[int]
-    sessions: list[int]
-
-    def cells(self) -> list[tuple[int, int]]:
-        """(arm, session) in the order the task replays them: session by session."""
-        return [(a, i) for i in self.sessions for a in self.arms]
-
-
-def _replay_cells(task: Task, convs: Sequence[Conversation], specs: Sequence[ReplaySpec], provider: Any,
-                  capture: bool) -> Iterable[SessionResult]:
-    """Replay a task session by session, every arm of it on the session's one event stream (per
-    arrival order: arms with another seed or streaming get their own)."""
-    for i in task.sessions:
-        streams: dict[tuple[Any, int], Any] = {}
-        for a in task.arms:
-            spec = specs[a]
-            key = (spec.seed, spec.stream_results)
-            if key not in streams:
-                streams[key] = events_for(convs[i], spec)
-            yield replay_session(convs[i], spec, tracer_provider=provider, capture_content=capture,
-                                 stream=streams[key])
-
-
+# Work is split by session, not by arm: a task is a few consecutive sessions replayed under every
+# arm, so each session's event stream is built once, by one worker, and dropped when the task is
+# done (nothing per session outlives its task: memory stays flat however many sessions stream in).
+# Results come back as plain tuples (SessionResult's fields), the parent only files them by index.
+# Replays record without auto-compaction: compacting holds the store's key index in memory, which
+# grows with the store (a worker compacting a large store went from 80 to 570 MiB); the segments
+# stay readable and the next compaction (``prunegate compact``, a long-running writer) absorbs them.
+_RESULT_FIELDS = tuple(f.name for f in fields(SessionResult))
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(conversations: list[Conversation], specs: list[ReplaySpec], store_path: str | None,
-                 capture: bool) -> None:
-    _WORKER.update(conversations=conversations, specs=specs, capture=capture, provider=None)
+def _replay_arms(conv: Conversation, specs: Sequence[ReplaySpec], provider: Any,
+                 capture: bool) -> list[SessionResult]:
+    """One session under every arm; arms that arrive the same way share one event stream."""
+    streams: dict[tuple[Any, int], Any] = {}
+    out = []
+    for spec in specs:
+        key = (spec.seed, spec.stream_results)
+        stream = streams.get(key)
+        if stream is None:
+            stream = streams[key] = events_for(conv, spec)
+        out.append(replay_session(conv, spec, tracer_provider=provider, capture_content=capture, stream=stream))
+    return out
+
+
+def _pack(r: SessionResult) -> tuple[Any, ...]:
+    return tuple(getattr(r, f) for f in _RESULT_FIELDS)
+
+
+def _worker_init(specs: list[ReplaySpec], store_path: str | None, capture: bool) -> None:
+    _WORKER.update(specs=specs, capture=capture, provider=None)
     if store_path is not None:
         from tracer.traffic.recorded import store_tracer_provider
 
-        _WORKER["provider"] = store_tracer_provider(store_path)
+        _WORKER["provider"] = store_tracer_provider(store_path, auto_compact=False)
         multiprocessing.util.Finalize(None, _worker_close, exitpriority=10)
 
 
-def _worker_run(task: Task) -> tuple[Task, list[SessionResult]]:
-    out = list(_replay_cells(task, _WORKER["conversations"], _WORKER["specs"], _WORKER["provider"],
-                             _WORKER["capture"]))
-    provider = _WORKER["provider"]
-    if provider is not None:
-        provider.force_flush()  # every finished task is in the store, whatever happens next
-    return task, out
+def _worker_run(task: tuple[int, list[Conversation]]) -> tuple[int, list[list[tuple[Any, ...]]]]:
+    """(first index, per session: per arm: the result's fields). Spans reach the store through the
+    worker's own pipeline (a segment per batch, within a second or two) and at its exit."""
+    first, convs = task
+    specs, provider, capture = _WORKER["specs"], _WORKER["provider"], _WORKER["capture"]
+    return first, [[_pack(r) for r in _replay_arms(c, specs, provider, capture)] for c in convs]
 
 
 def _worker_close() -> None:
@@ -154,8 +151,21 @@ def _worker_close() -> None:
         _WORKER["provider"] = None
 
 
+def _tasks(conversations: Iterable[Conversation], chunk: int) -> Iterator[tuple[int, list[Conversation]]]:
+    batch: list[Conversation] = []
+    first = 0
+    for conv in conversations:
+        batch.append(conv)
+        if len(batch) >= chunk:
+            yield first, batch
+            first += len(batch)
+            batch = []
+    if batch:
+        yield first, batch
+
+
 def run_replays(
-    conversations: Sequence[Conversation],
+    conversations: Iterable[Conversation],
     specs: Sequence[ReplaySpec],
     *,
     workers: int = 1,
@@ -164,67 +174,68 @@ def run_replays(
     capture_content: bool = False,
     progress: Progress | None = None,
     chunk: int = 4,
+    count: int | None = None,
 ) -> list[list[SessionResult]]:
     """Replay every conversation under every spec; results[arm][session], in input order.
 
-    One pass over the sessions: a task is a chunk of ``chunk`` sessions under every spec, replayed
-    session by session, so each session's event stream is built once and shared by all arms (with
-    ``workers`` > 1 and fewer than two chunks per worker, arms are split across tasks instead).
-
+    ``conversations`` may be any iterable (a generator streams: at most a few tasks' sessions are
+    held at once); ``count`` is how many it yields, for ``progress`` (``len()`` when it has one).
     Traces go to ``store_path`` (each worker opens its own writer) or, in-process only, to
     ``tracer_provider``; with neither, nothing is recorded. ``workers`` > 1 uses processes.
     """
-    convs, specs = list(conversations), list(specs)
-    total = len(convs) * len(specs)
-    results: list[list[SessionResult | None]] = [[None] * len(convs) for _ in specs]
-    chunks = [list(range(s, min(s + chunk, len(convs)))) for s in range(0, len(convs), chunk)]
-    groups = [list(range(len(specs)))]  # one pass: every arm of a chunk of sessions in one task
-    if workers > 1 and len(chunks) < 2 * workers:
-        groups = [[a] for a in range(len(specs))]  # few sessions: split the arms so every worker has work
-    tasks = [Task(g, c) for c in chunks for g in groups]
+    specs = list(specs)
+    if count is None and isinstance(conversations, Sized):
+        count = len(conversations)
+    total = (count or 0) * len(specs)
+    by_index: dict[int, list[SessionResult]] = {}
     done = 0
     if progress:
         progress(0, total)
-    if workers <= 1 or total <= 1:
+    if workers <= 1 or (count is not None and count * len(specs) <= 1):
         provider = tracer_provider
         own = provider is None and store_path is not None
         if own:
             from tracer.traffic.recorded import store_tracer_provider
 
-            provider = store_tracer_provider(store_path)  # type: ignore[arg-type]
+            provider = store_tracer_provider(store_path, auto_compact=False)  # type: ignore[arg-type]
         try:
-            for t in tasks:
-                for (a, i), r in zip(t.cells(), _replay_cells(t, convs, specs, provider, capture_content),
-                                     strict=True):
-                    results[a][i] = r
-                    done += 1
-                    if progress:
-                        progress(done, total)
+            for i, conv in enumerate(conversations):
+                by_index[i] = _replay_arms(conv, specs, provider, capture_content)
+                done += len(specs)
+                if progress:
+                    progress(done, max(total, done))
         finally:
             if own:
                 from tracer.traffic.recorded import close_provider
 
                 close_provider(provider)
-        return results  # type: ignore[return-value]
+        return _by_arm(by_index, len(specs))
     if tracer_provider is not None and store_path is None:
         raise ValueError("parallel replays record through store_path (each worker writes its own segments)")
     ctx = multiprocessing.get_context(_start_method())
-    pool = ctx.Pool(min(workers, len(tasks)), initializer=_worker_init,
-                    initargs=(convs, specs, str(store_path) if store_path is not None else None, capture_content))
+    if count is not None:  # few sessions: smaller tasks so that every worker gets some
+        chunk = max(1, min(chunk, -(-count // (2 * workers))))
+    procs = workers if count is None else max(1, min(workers, -(-count // chunk)))
+    pool = ctx.Pool(procs, initializer=_worker_init,
+                    initargs=(specs, str(store_path) if store_path is not None else None, capture_content))
     try:
-        for task, rs in pool.imap_unordered(_worker_run, tasks):
-            for (a, i), r in zip(task.cells(), rs, strict=True):
-                results[a][i] = r
-            done += len(rs)
+        for first, packed in pool.imap_unordered(_worker_run, _tasks(conversations, chunk)):
+            for k, per_arm in enumerate(packed):
+                by_index[first + k] = [SessionResult(*t) for t in per_arm]
+            done += len(packed) * len(specs)
             if progress:
-                progress(done, total)
+                progress(done, max(total, done))
         pool.close()  # workers exit normally: their finalizer flushes and closes their writer
     except BaseException:
         pool.terminate()
         raise
     finally:
         pool.join()
-    return results  # type: ignore[return-value]
+    return _by_arm(by_index, len(specs))
+
+
+def _by_arm(by_index: dict[int, list[SessionResult]], arms_: int) -> list[list[SessionResult]]:
+    return [[by_index[i][a] for i in range(len(by_index))] for a in range(arms_)]
 
 
 def _start_method() -> str:
@@ -307,7 +318,7 @@ class Comparison:
 
 
 def compare(
-    conversations: Sequence[Conversation],
+    conversations: Iterable[Conversation],
     policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]] | str,
     *,
     gated: str = "both",
@@ -319,23 +330,41 @@ def compare(
     store_path: str | os.PathLike[str] | None = None,
     capture_content: bool = False,
     progress: Progress | None = None,
+    count: int | None = None,
     prices: PriceTable | None = None,
     price_model: str | None = None,
 ) -> Comparison:
     """Replay ``conversations`` under every policy × gating × budget and compare them (see module
     docstring). ``budget`` may be a list (a sweep: every arm at every budget).
 
-    ``seed`` shuffles each batch's result order (None: recorded order). Each session's cost is priced with ``prices`` (default: the dated default
-    table; :mod:`tracer.lab.cost`), its model being the recorded one, else ``price_model``.
+    ``seed`` shuffles each batch's result order (None: recorded order). ``conversations`` may be a
+    generator (``count``: how many, for ``progress``); see :func:`run_replays`. Each session's cost
+    is priced with ``prices`` (default: the dated default table; :mod:`tracer.lab.cost`), its model
+    being the recorded one, else ``price_model``.
     """
     if isinstance(policies, str):
         policies = parse_policies(policies)
     budgets = list(budget) if isinstance(budget, Sequence) else [budget]
     specs = arms(policies, gated, budgets, hard_ceiling=hard_ceiling, stream_results=stream_results, seed=seed)
-    results = run_replays(conversations, specs, workers=workers, store_path=store_path,
-                          capture_content=capture_content, progress=progress)
-    models = price_results(conversations, results, prices or PriceTable(), price_model)
+    seen: list[_Seen] = []  # what pricing needs of each session, kept as the sessions stream past
+    results = run_replays(_noting(conversations, seen), specs, workers=workers, store_path=store_path,
+                          capture_content=capture_content, progress=progress,
+                          count=len(conversations) if count is None and isinstance(conversations, Sized) else count)
+    models = price_results(seen, results, prices or PriceTable(), price_model)
     return Comparison(specs, aggregate(specs, results), paired_differences(specs, results), results, models)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    session_id: str | None
+    name: str
+    model: str | None
+
+
+def _noting(conversations: Iterable[Conversation], seen: list[_Seen]) -> Iterator[Conversation]:
+    for conv in conversations:
+        seen.append(_Seen(conv.session_id, conv.name, conv.model))
+        yield conv
 
 
 # ------------------------------------------------------------------------------------- progress bar

@@ -30,6 +30,7 @@ from tracer.errors import RedactionFailed
 from tracer.spans import names as sn
 from tracer.spans import openinference as _oi
 from tracer.spans import redact as _redact
+from tracer.spans.direct import DirectSpan, direct_writer, put_clean
 from tracer.spans.genai import ChatCall, ToolCall
 
 SCOPE = sn.SCOPE
@@ -145,6 +146,9 @@ class TracedSession:
             attributes=clean(root_attrs), start_time=self.clock(config.start_time),
         )
         self.root_context = trace.set_span_in_context(self.root)
+        self._root_span_context = self.root.get_span_context()
+        # children written straight to prunegate's own pipeline (tracer.spans.direct), else SDK spans
+        self._direct = direct_writer(provider_obj, self.tracer, self.root)
         self.ended = False
         ref = weakref.ref(self)
 
@@ -174,8 +178,19 @@ class TracedSession:
                    parent: trace.Span | None = None, kind: SpanKind = SpanKind.INTERNAL,
                    links: Sequence[Link] = (), start_time: int | None = None) -> trace.Span:
         """Open a child span of the root (or of ``parent``) with the common attributes."""
-        ctx = self.root_context if parent is None else trace.set_span_in_context(parent)
         attrs = self.common(seq)
+        direct = self._direct
+        if direct is not None:
+            parent_ctx = self._root_span_context if parent is None else parent.get_span_context()
+            if parent_ctx.is_valid:
+                put_clean(attrs, attributes)
+                try:
+                    return DirectSpan(direct, name, parent_ctx, kind, attrs, links,
+                                      start_time if start_time is not None else self.clock())
+                except Exception as exc:  # noqa: BLE001 - never reaches the agent
+                    self._tracer_failed(exc)
+                    return trace.INVALID_SPAN
+        ctx = self.root_context if parent is None else trace.set_span_in_context(parent)
         attrs.update(clean(attributes))
         oi_kind = _oi.span_kind(name, attrs)
         if oi_kind is not None:

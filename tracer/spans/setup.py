@@ -21,6 +21,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
+from tracer.spans.direct import DIRECT_FLAG
 from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor
 from tracer.store import Store
 from tracer.store.sink import StoreSink
@@ -72,6 +73,7 @@ def setup_tracing(
     service_name: str = "prunegate",
     resource_attributes: dict[str, Any] | None = None,
     spool_dir: str | os.PathLike[str] | None = None,
+    auto_compact: bool = True,
     otlp_headers: dict[str, str] | None = None,
     set_global: bool = False,
     **processor_options: Any,
@@ -81,15 +83,19 @@ def setup_tracing(
     ``store``: a :class:`Store`, a path, ``None`` for :func:`tracer.store.default_store_path`, or
     ``False`` for no store. ``otlp_endpoint``: a base or ``/v1/traces`` URL, ``None`` to follow
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` when it is set, ``False`` for no OTLP even if it is.
-    ``processor_options`` go to the store's :class:`ReliableSpanProcessor`.
+    ``auto_compact`` False leaves the store's segments for a later compaction (a short batch job
+    such as a replay worker: compacting holds the store's index in memory, which grows with the
+    store). ``processor_options`` go to the store's :class:`ReliableSpanProcessor`.
     """
     resource = Resource.create({"service.name": service_name, **(resource_attributes or {})})
     provider = TracerProvider(resource=resource)
+    setattr(provider, DIRECT_FLAG, True)  # sessions may write their child spans directly (tracer.spans.direct)
     store_obj: Store | None = None
     store_proc = otlp_proc = None
     if store is not False:
         store_obj = store if isinstance(store, Store) else Store(None if store is None or store is True else store)
-        store_proc = ReliableSpanProcessor(StoreSink(store_obj, spool_dir=spool_dir), **processor_options)
+        store_proc = ReliableSpanProcessor(StoreSink(store_obj, spool_dir=spool_dir, auto_compact=auto_compact),
+                                           **processor_options)
         provider.add_span_processor(store_proc)
     exporter = _otlp_exporter(otlp_endpoint, otlp_headers)
     if exporter is not None:

@@ -151,6 +151,8 @@ def _columns(spans: Sequence[Any]) -> list[list[Any]]:
 
 
 def _plain(attrs: Any) -> dict[str, Any]:
+    if type(attrs) is dict:  # a direct span's attributes (tracer.spans.direct)
+        return attrs
     raw = getattr(attrs, "_dict", None)
     if isinstance(raw, dict):
         return raw

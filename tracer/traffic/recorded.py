@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ ARRIVALS = ("append", "open")
 
 
 # ------------------------------------------------------------------------------------ providers
-def store_tracer_provider(store: Store | str | os.PathLike[str]) -> Any:
+def store_tracer_provider(store: Store | str | os.PathLike[str], *, auto_compact: bool = True) -> Any:
     """A tracer provider whose spans go into ``store`` (and to OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT``
     is set), built by :func:`tracer.spans.setup.setup_tracing`; the global provider is left alone.
 
@@ -48,7 +48,7 @@ def store_tracer_provider(store: Store | str | os.PathLike[str]) -> Any:
     """
     from tracer.spans.setup import setup_tracing
 
-    return setup_tracing(store if isinstance(store, Store) else Store(store)).provider
+    return setup_tracing(store if isinstance(store, Store) else Store(store), auto_compact=auto_compact).provider
 
 
 def close_provider(provider: Any) -> None:
@@ -339,46 +339,87 @@ def load_conversations(store: Store | str | os.PathLike[str] | None = None, sess
 
     ``session_ids`` selects sessions by id (any source) or by name (sources in ``sources`` only: a
     replay carries its source's name); otherwise every session whose source is in ``sources``
-    (replays are left out: they are derived data).
+    (replays are left out: they are derived data). :func:`select_sessions` and
+    :func:`iter_conversations` do the same a batch of sessions at a time.
     """
+    store = store if isinstance(store, Store) else Store(store)
+    return list(iter_conversations(store, select_sessions(store, session_ids, sources=sources)))
+
+
+def select_sessions(store: Store | str | os.PathLike[str] | None = None, session_ids: Iterable[str] | None = None,
+                    *, sources: Iterable[str] = SOURCE_SESSIONS) -> dict[str, dict[str, Any]]:
+    """The sessions :func:`load_conversations` would rebuild: session id -> root attributes, oldest first."""
     from tracer.traffic.jsonparse import deep_enough
 
     store = store if isinstance(store, Store) else Store(store)
     if not store.path.exists():
-        return []
-    with deep_enough():
-        return _load_conversations(store, session_ids, sources)
-
-
-def _load_conversations(store: Store, session_ids: Iterable[str] | None, sources: Iterable[str]) -> list[Conversation]:
+        return {}
     with store.reader() as r:
         roots = r.query(f"SELECT session_id, attributes, start_time_ns FROM spans WHERE name = '{sn.SESSION}' "
                         "ORDER BY start_time_ns, session_id")
-        wanted = set(session_ids) if session_ids is not None else None
-        allowed = set(sources)
-        picked: dict[str, dict[str, Any]] = {}
-        for row in roots:
-            attrs = _json(row["attributes"])
-            sid = row["session_id"]
-            if sid in picked:
-                continue
-            source_ok = attrs.get(sn.SESSION_SOURCE) in allowed
-            if wanted is not None:
-                if sid in wanted or (source_ok and attrs.get(sn.SESSION_NAME) in wanted):
-                    picked[sid] = attrs
-            elif source_ok:
+    with deep_enough():
+        return _pick(roots, session_ids, sources)
+
+
+def _pick(roots: Iterable[dict[str, Any]], session_ids: Iterable[str] | None,
+          sources: Iterable[str]) -> dict[str, dict[str, Any]]:
+    wanted = set(session_ids) if session_ids is not None else None
+    allowed = set(sources)
+    picked: dict[str, dict[str, Any]] = {}
+    for row in roots:
+        attrs = _json(row["attributes"])
+        sid = row["session_id"]
+        if sid in picked:
+            continue
+        source_ok = attrs.get(sn.SESSION_SOURCE) in allowed
+        if wanted is not None:
+            if sid in wanted or (source_ok and attrs.get(sn.SESSION_NAME) in wanted):
                 picked[sid] = attrs
-        if not picked:
-            return []
-        rows = r.query(
-            f"SELECT session_id, attributes FROM spans WHERE name = '{sn.MESSAGE}' "
-            "AND list_contains(?::VARCHAR[], session_id) ORDER BY session_id, seq, start_time_ns",
-            [list(picked)],
-        )
-    events: dict[str, list[dict[str, Any]]] = {sid: [] for sid in picked}
-    for row in rows:
-        events[row["session_id"]].append(_json(row["attributes"]))
-    return [conversation_from_spans(sid, picked[sid], events[sid]) for sid in picked]
+        elif source_ok:
+            picked[sid] = attrs
+    return picked
+
+
+class StoredSessions:
+    """Selected sessions of a store, rebuilt as conversations a batch at a time each time it is iterated."""
+
+    def __init__(self, store: Store, picked: dict[str, dict[str, Any]]) -> None:
+        self.store, self.picked = store, picked
+
+    def __len__(self) -> int:
+        return len(self.picked)
+
+    def __iter__(self) -> Iterator[Conversation]:
+        return iter_conversations(self.store, self.picked)
+
+    def names(self) -> set[str]:
+        """Every session id and session name selected."""
+        return set(self.picked) | {str(a.get(sn.SESSION_NAME)) for a in self.picked.values()}
+
+
+def iter_conversations(store: Store | str | os.PathLike[str] | None, picked: dict[str, dict[str, Any]], *,
+                       batch: int = 256) -> Iterator[Conversation]:
+    """The conversations of ``picked`` (from :func:`select_sessions`), in its order, reading ``batch``
+    sessions' messages per query: a replay over many sessions holds one batch, not the store."""
+    from tracer.traffic.jsonparse import deep_enough
+
+    store = store if isinstance(store, Store) else Store(store)
+    ids = list(picked)
+    for start in range(0, len(ids), batch):
+        part = ids[start:start + batch]
+        with store.reader() as r:
+            rows = r.query(
+                f"SELECT session_id, attributes FROM spans WHERE name = '{sn.MESSAGE}' "
+                "AND list_contains(?::VARCHAR[], session_id) ORDER BY session_id, seq, start_time_ns",
+                [part],
+            )
+        with deep_enough():
+            events: dict[str, list[dict[str, Any]]] = {sid: [] for sid in part}
+            for row in rows:
+                events[row["session_id"]].append(_json(row["attributes"]))
+            del rows
+            convs = [conversation_from_spans(sid, picked[sid], events.pop(sid)) for sid in part]
+        yield from convs
 
 
 def conversation_from_spans(session_id: str, root: dict[str, Any], message_events: list[dict[str, Any]]) -> Conversation:

@@ -1,0 +1,315 @@
+"""What tracing and parallel replay cost, as ratios measured side by side in one run.
+
+    .venv/bin/python bench/bench_overhead.py              # ../shared/traffic, else data/sessions
+    .venv/bin/python bench/bench_overhead.py --quick      # smaller, for a loaded machine
+
+Every pair is measured in interleaved rounds (a, b, a, b, ...) and the median of the same-round
+ratios is printed, with the load average next to it:
+
+1. a budget check, traced (SpanObserver -> setup_tracing's store pipeline) / untraced, on the
+   agent's thread (bench/bench_tracer_overhead.py's workload: τ-bench conversations, one append and
+   one check per message). Floor: <= 3x.
+2. replay rate (events/s), traced into a fresh store / untraced, one process. Floor: >= 0.8x.
+3. ``compare`` (3 policies x gated/ungated), traced / untraced with one worker (floor >= 0.8x),
+   and two workers / one worker, traced and untraced (floor >= 1.8x: needs two idle CPUs).
+4. the store's write rate / a discarding exporter behind the same processor (bench/bench_tracer.py's
+   span workload). Floor: >= 0.8x.
+5. a 100k-span burst into the store: spans counted in the store afterwards (floor: none lost).
+6. peak RSS of a traced 2-worker compare streaming the traffic 10 times / once, the parent and
+   its largest worker (floor: within 2x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_tracer  # noqa: E402
+import bench_tracer_overhead as check_bench  # noqa: E402
+
+from tracer.lab.compare import arms, parse_policies, run_replays  # noqa: E402
+from tracer.lab.replay import ReplaySpec  # noqa: E402
+from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor  # noqa: E402
+from tracer.store import Store  # noqa: E402
+from tracer.traffic.importers import Conversation, read_paths  # noqa: E402
+
+TRAFFIC = ROOT.parent / "shared" / "traffic"
+SOURCE = TRAFFIC if TRAFFIC.is_dir() else ROOT / "data" / "sessions"
+POLICIES = "recency,salience,head_tail"
+
+
+def load() -> Iterator[Conversation]:
+    """The traffic, read from disk file by file (a fresh pass each call)."""
+    return (c for c in read_paths([SOURCE]) if isinstance(c, Conversation))
+
+
+def load_avg() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+def interleave(cells: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Each cell returns a duration (or a rate); rounds run a, b, c, a, b, c, ... after a warm-up."""
+    for run in cells.values():
+        run()
+    out: dict[str, list[float]] = {k: [] for k in cells}
+    for _ in range(rounds):
+        for name, run in cells.items():
+            out[name].append(run())
+    return out
+
+
+def ratio(num: list[float], den: list[float]) -> float:
+    return statistics.median(a / b for a, b in zip(num, den, strict=True))
+
+
+def verdict(ok: bool) -> str:
+    return "OK" if ok else "BELOW FLOOR"
+
+
+# ------------------------------------------------------------------------------ 1. budget checks
+def checks(n_convs: int, rounds: int) -> tuple[float, str]:
+    convs = check_bench.conversations(n_convs) if check_bench.TAU.is_file() else None
+    if convs is None:
+        return float("nan"), "no τ-bench traffic: skipped"
+    root = Path(tempfile.mkdtemp(prefix="pg-ovh-"))
+    makers = {"untraced": check_bench.variant_untraced, "traced": check_bench.variant_store(root, capture=False)}
+
+    def cell(make: Callable) -> Callable[[], float]:
+        def run() -> float:
+            obs, finish = make()
+            c_ns = n = 0
+            cpu = time.thread_time()
+            for conv in convs:
+                c, _, k = check_bench.drive(conv, obs)
+                c_ns, n = c_ns + c, n + k
+            cpus[name(make)].append((time.thread_time() - cpu) / n)
+            finish()
+            return c_ns / n / 1000
+
+        return run
+
+    cpus: dict[str, list[float]] = {k: [] for k in makers}
+
+    def name(make: Callable) -> str:
+        return next(k for k, m in makers.items() if m is make)
+
+    try:
+        got = interleave({k: cell(m) for k, m in makers.items()}, rounds)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    r = ratio(got["traced"], got["untraced"])
+    c = ratio(cpus["traced"][1:], cpus["untraced"][1:])  # without the warm-up
+    return r, (f"budget check traced/untraced     {r:5.2f}x  (untraced {statistics.median(got['untraced']):.1f} µs, "
+               f"traced {statistics.median(got['traced']):.1f} µs per check; floor <= 3x) {verdict(r <= 3)}; "
+               f"agent-thread CPU per append+check {c:.2f}x")
+
+
+# ------------------------------------------------------------------------------ 2. replay rate
+def replays(convs: list[Conversation], rounds: int) -> tuple[float, str]:
+    spec = ReplaySpec("recency", gated=True, budget=3000)
+
+    cpus: dict[bool, list[float]] = {False: [], True: []}
+
+    def cell(traced: bool) -> Callable[[], float]:
+        def run() -> float:
+            with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
+                t0, c0 = time.perf_counter(), time.process_time()
+                [res] = run_replays(convs, [spec], store_path=Path(tmp) / "s" if traced else None)
+                events = sum(r.events for r in res)
+                cpus[traced].append(events / (time.process_time() - c0))
+                return events / (time.perf_counter() - t0)
+
+        return run
+
+    got = interleave({"untraced": cell(False), "traced": cell(True)}, rounds)
+    r = ratio(got["traced"], got["untraced"])
+    c = ratio(cpus[True][1:], cpus[False][1:])
+    return r, (f"replay rate traced/untraced      {r:5.2f}x  (untraced {statistics.median(got['untraced']):,.0f}, "
+               f"traced {statistics.median(got['traced']):,.0f} events/s; floor >= 0.8x) {verdict(r >= 0.8)}; "
+               f"per CPU second (all threads) {c:.2f}x")
+
+
+# ------------------------------------------------------------------------------ 3. compare
+def _burn(n: int) -> int:
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+
+def burn_rate(workers: int) -> float:
+    """Pure-Python work per second with ``workers`` processes: what this machine gives a second
+    process right now (the ceiling for any 2-worker speed-up, measured in the same rounds)."""
+    import multiprocessing
+
+    t0 = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        pool.map(_burn, [2_000_000] * 4)
+    return 4 / (time.perf_counter() - t0)
+
+
+def compares(convs: list[Conversation], rounds: int) -> tuple[dict[str, float], list[str]]:
+    specs = arms(parse_policies(POLICIES), "both")
+
+    def cell(traced: bool, workers: int) -> Callable[[], float]:
+        def run() -> float:
+            with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
+                t0 = time.perf_counter()
+                run_replays(convs, specs, workers=workers, store_path=Path(tmp) / "s" if traced else None)
+                return len(convs) * len(specs) / (time.perf_counter() - t0)
+
+        return run
+
+    got = interleave({"u1": cell(False, 1), "t1": cell(True, 1), "u2": cell(False, 2), "t2": cell(True, 2),
+                      "burn1": lambda: burn_rate(1), "burn2": lambda: burn_rate(2)}, rounds)
+    r = {"traced/untraced (1 worker)": ratio(got["t1"], got["u1"]),
+         "traced/untraced (2 workers)": ratio(got["t2"], got["u2"]),
+         "2 workers/1 (untraced)": ratio(got["u2"], got["u1"]),
+         "2 workers/1 (traced)": ratio(got["t2"], got["t1"]),
+         "2 workers/1 (CPU burn)": ratio(got["burn2"], got["burn1"])}
+    rates = ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in got.items())
+    lines = []
+    for name, v in r.items():
+        if "burn" in name:
+            lines.append(f"control {name:25s}{v:5.2f}x  (no floor: the most 2 processes got from this machine)")
+            continue
+        floor = 0.8 if name.startswith("traced") else 1.8
+        lines.append(f"compare {name:25s}{v:5.2f}x  (floor >= {floor}x) {verdict(v >= floor)}")
+    lines.append(f"        rates by cell (replays/s; burn: tasks/s; u/t = untraced/traced, 1/2 workers): {rates}")
+    return r, lines
+
+
+# ------------------------------------------------------------------------------ 4. store vs discard
+def store_rate(spans: int, rounds: int, root: Path) -> tuple[float, str]:
+    def discard() -> tuple:
+        proc = ReliableSpanProcessor(ExporterSink(bench_tracer.Discard()))
+        return bench_tracer.provider_with(proc), proc.stats
+
+    cells = {"discard": lambda: bench_tracer.timed(discard, spans)[0],
+             "store": lambda: bench_tracer.timed(bench_tracer.ours_store(root), spans)[0]}
+    got = interleave(cells, rounds)
+    r = ratio(got["discard"], got["store"])  # times: discard time / store time = store rate / discard rate
+    return r, (f"store write rate / discarding   {r:5.2f}x  ({spans / statistics.median(got['store']):,.0f} vs "
+               f"{spans / statistics.median(got['discard']):,.0f} spans/s; floor >= 0.8x) {verdict(r >= 0.8)}")
+
+
+# ------------------------------------------------------------------------------ 5. burst
+def burst(n: int, root: Path) -> tuple[int, str]:
+    store_dir = root / "burst-store"
+    proc = ReliableSpanProcessor(bench_tracer.StoreSink(Store(store_dir), spool_dir=root / "burst-spool"))
+    provider = bench_tracer.provider_with(proc)
+    t0 = time.perf_counter()
+    bench_tracer.workload(provider, n)
+    provider.force_flush(600_000)
+    took = time.perf_counter() - t0
+    provider.shutdown()
+    s = proc.stats()
+    in_store = Store(store_dir).query("SELECT count(*) AS n FROM spans WHERE name <> 'prunegate.tracer.stats'")[0]["n"]
+    lost = n - in_store
+    return lost, (f"burst of {n}: {in_store} spans in the store, lost {lost} (stored {s['stored']}, spooled "
+                  f"{s['spooled']}, dropped {s['dropped']}; {n / took:,.0f} spans/s) {verdict(lost == 0)}")
+
+
+# ------------------------------------------------------------------------------ 6. peak RSS
+def rss_child(copies: int, limit: int, workers: int) -> None:
+    """(In a subprocess.) A traced compare over the traffic streamed ``copies`` times; prints RSS."""
+    def stream() -> Iterator[Conversation]:
+        for _ in range(copies):
+            for i, c in enumerate(load()):
+                if i >= limit:
+                    break
+                yield c
+
+    specs = arms(parse_policies(POLICIES), "both")
+    with tempfile.TemporaryDirectory(prefix="pg-ovh-rss-") as tmp:
+        t0 = time.perf_counter()
+        results = run_replays(stream(), specs, workers=workers, store_path=Path(tmp) / "s")
+        took = time.perf_counter() - t0
+        rows = Store(Path(tmp) / "s").query("SELECT count(*) AS n FROM spans WHERE name = 'prunegate.session'")[0]["n"]
+    print(json.dumps({"sessions": len(results[0]), "replays_in_store": rows, "seconds": took,
+                      "parent_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                      "worker_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
+
+
+def rss(limit: int, workers: int) -> tuple[float, list[str]]:
+    out = {}
+    for copies in (1, 10):
+        proc = subprocess.run([sys.executable, __file__, "--rss-child", str(copies), "--limit", str(limit),
+                               "--workers", str(workers)], capture_output=True, text=True, check=True)
+        out[copies] = json.loads(proc.stdout.strip().splitlines()[-1])
+    one, ten = out[1], out[10]
+    worst = max(ten["parent_kb"] / one["parent_kb"], ten["worker_kb"] / one["worker_kb"])
+    lines = [f"peak RSS 10x/1x traffic          {worst:5.2f}x  (floor <= 2x) {verdict(worst <= 2)}"]
+    for copies, d in out.items():
+        lines.append(f"        {copies:2d}x: {d['sessions']} sessions x 6 arms, {d['replays_in_store']} replays in the "
+                     f"store, {d['seconds']:.0f} s; peak RSS parent {d['parent_kb'] / 1024:.0f} MiB, largest worker "
+                     f"{d['worker_kb'] / 1024:.0f} MiB")
+    return worst, lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer sessions and rounds")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--sessions", type=int, default=None, help="sessions for replay and compare")
+    parser.add_argument("--burst", type=int, default=100_000)
+    parser.add_argument("--rss-child", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--limit", type=int, default=0, help="sessions per pass for the RSS runs (0: all)")
+    parser.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: checks,replay,compare,store,burst,rss")
+    args = parser.parse_args(argv)
+    limit = args.limit or 10**9
+    if args.rss_child:
+        rss_child(args.rss_child, limit, args.workers)
+        return 0
+    rounds = args.rounds or (3 if args.quick else 5)
+    n = args.sessions or (40 if args.quick else 120)
+    convs = list(load())[:n]
+    skip = set(args.skip.split(",")) - {""}
+    root = Path(tempfile.mkdtemp(prefix="pg-ovh-"))
+    print(f"{len(convs)} sessions from {SOURCE}; {rounds} interleaved rounds per pair (median of same-round ratios); "
+          f"{os.cpu_count()} CPUs, {load_avg()} at start")
+    lines: list[str] = []
+
+    def part(name: str, fn: Callable[[], list[str]]) -> None:
+        if name in skip:
+            return
+        t0 = time.perf_counter()
+        got = fn()
+        for line in got:
+            print(line, flush=True)
+        lines.extend(got)
+        print(f"        [{name}: {time.perf_counter() - t0:.0f} s, {load_avg()}]", flush=True)
+
+    try:
+        part("checks", lambda: [checks(30 if args.quick else 60, rounds)[1]])
+        part("replay", lambda: [replays(convs, rounds)[1]])
+        part("compare", lambda: compares(convs, max(2, rounds - 2))[1])
+        part("store", lambda: [store_rate(20_000, rounds, root)[1]])
+        part("burst", lambda: [burst(args.burst, root)[1]])
+        part("rss", lambda: rss(args.limit or (40 if args.quick else 0), 2)[1])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"\nsummary ({load_avg()} at the end):")
+    for line in lines:
+        if not line.startswith("        "):
+            print("  " + line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
