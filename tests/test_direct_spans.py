@@ -38,9 +38,9 @@ def _spans(store: Store) -> list[tuple]:
     out = []
     for row in rows:
         attrs = json.loads(row["attributes"])
-        for key in ("prunegate.session.id", "gen_ai.conversation.id", "prunegate.replay.seconds"):
+        for key in ("prunegate.session.id", "session.id", "gen_ai.conversation.id", "prunegate.replay.seconds"):  # ids: new each run
             attrs.pop(key, None)
-        for key in [k for k in attrs if "span_id" in k]:  # other spans' ids: new each run
+        for key in [k for k in attrs if "span_id" in k or "trace_id" in k]:  # other spans' ids: new each run
             attrs.pop(key)
         out.append((row["name"], names.get(row["parent_span_id"]), row["kind"], row["status_code"],
                     row["status_message"], json.dumps(attrs, sort_keys=True)))

@@ -184,6 +184,9 @@ class TracedSession:
             parent_ctx = self._root_span_context if parent is None else parent.get_span_context()
             if parent_ctx.is_valid:
                 put_clean(attrs, attributes)
+                oi_kind = _oi.span_kind(name, attrs)
+                if oi_kind is not None:
+                    attrs.setdefault(_oi.SPAN_KIND, oi_kind)
                 try:
                     return DirectSpan(direct, name, parent_ctx, kind, attrs, links,
                                       start_time if start_time is not None else self.clock())
