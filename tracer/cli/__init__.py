@@ -17,6 +17,7 @@ COMMANDS = (
     "replay",
     "compare",
     "compact",
+    "serve",
     "recover",
     "dashboard",
     "demo",
