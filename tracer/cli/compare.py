@@ -25,6 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--policies", required=True, metavar="A,B,...", help="policies to compare; the first is the baseline")
     parser.add_argument("--gated", choices=("on", "off", "both"), default="both", help="gate on, off, or both (default)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local processes (--workers, the default) or Ray tasks (pip install 'prunegate[ray]')")
+    parser.add_argument("--address", metavar="ADDR",
+                        help="with --engine ray: the cluster to use ('auto', 'ray://head:10001'); "
+                             "default: start a local Ray on this machine")
     add_common(parser)
     parser.set_defaults(func=run)
 
@@ -40,6 +45,15 @@ def run(args: argparse.Namespace) -> int:
     except (PolicyError, ValueError) as exc:
         print(f"prunegate compare: {exc}", file=sys.stderr)
         return 2
+    if args.address and args.engine != "ray":
+        print("prunegate compare: --address is for --engine ray", file=sys.stderr)
+        return 2
+    if args.engine == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            print("prunegate compare: --engine ray needs Ray: pip install 'prunegate[ray]'", file=sys.stderr)
+            return 2
     loaded = load_sessions(args, "compare")
     if isinstance(loaded, int):
         return loaded
@@ -47,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     result = compare(convs, policies, gated=args.gated, budget=args.budget, hard_ceiling=args.hard_ceiling,
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
-                     progress=progress_bar())
+                     progress=progress_bar(), engine=args.engine, address=args.address)
     recorded = [r.replay_id for rs in result.results for r in rs]
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

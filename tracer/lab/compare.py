@@ -39,6 +39,7 @@ SUMMED = ("model_calls", "invalid_requests", "orphan_results", "dangling_calls",
 # metrics compared pairwise per session against the baseline arm (defined in tracer.lab.metrics)
 PAIRED = _metrics.NAMES
 GATINGS = {"on": (True,), "off": (False,), "both": (True, False)}
+ENGINES = ("local", "ray")
 
 
 # ------------------------------------------------------------------------------------- arms
@@ -119,12 +120,25 @@ def run_replays(
     capture_content: bool = False,
     progress: Progress | None = None,
     chunk: int = 4,
+    engine: str = "local",
+    address: str | None = None,
 ) -> list[list[SessionResult]]:
     """Replay every conversation under every spec; results[arm][session], in input order.
 
     Traces go to ``store_path`` (each worker opens its own writer) or, in-process only, to
     ``tracer_provider``; with neither, nothing is recorded. ``workers`` > 1 uses processes.
+    ``engine="ray"`` runs the replays as Ray tasks instead (:mod:`tracer.lab.ray_engine`; ``address``
+    is the cluster's, else a local Ray is started); ``workers`` is then Ray's business.
     """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
+    if engine == "ray":
+        if tracer_provider is not None and store_path is None:
+            raise ValueError("Ray replays record through store_path (each worker writes its own segments)")
+        from tracer.lab.ray_engine import run_on_ray
+
+        return run_on_ray(conversations, specs, store_path=store_path, capture_content=capture_content,
+                          progress=progress, chunk=chunk, address=address)
     convs, specs = list(conversations), list(specs)
     total = len(convs) * len(specs)
     results: list[list[SessionResult | None]] = [[None] * len(convs) for _ in specs]
@@ -264,17 +278,20 @@ def compare(
     store_path: str | os.PathLike[str] | None = None,
     capture_content: bool = False,
     progress: Progress | None = None,
+    engine: str = "local",
+    address: str | None = None,
 ) -> Comparison:
     """Replay ``conversations`` under every policy × gating and compare them (see module docstring).
 
-    ``seed`` shuffles each batch's result order (None: recorded order).
+    ``seed`` shuffles each batch's result order (None: recorded order). ``engine="ray"`` (and
+    ``address``) run the replays on Ray (see :func:`run_replays`).
     """
     if isinstance(policies, str):
         policies = parse_policies(policies)
     specs = arms(policies, gated, budget=budget, hard_ceiling=hard_ceiling, stream_results=stream_results,
                  seed=seed)
     results = run_replays(conversations, specs, workers=workers, store_path=store_path,
-                          capture_content=capture_content, progress=progress)
+                          capture_content=capture_content, progress=progress, engine=engine, address=address)
     return Comparison(specs, aggregate(specs, results), paired_differences(specs, results), results)
 
 
