@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", help="the provider (default: start the local stand-in)")
     parser.add_argument("--store", help="trace store directory (default: the global tracer provider)")
-    parser.add_argument("--budget", type=int, default=350, help="token budget of the context")
+    parser.add_argument("--budget", type=int, default=1300,
+                        help="token budget of the whole request (messages, tool definitions, framing)")
     parser.add_argument("--policy", default="recency")
     parser.add_argument("--ungated", action="store_true", help="naive trimming instead of the gate")
     parser.add_argument("--capture-content", action="store_true")

@@ -64,10 +64,29 @@ class Recording:
         return 200, script.responses[k]
 
 
+def chat_chunks(response: dict[str, Any], *, usage: bool = False) -> list[dict[str, Any]]:
+    """A Chat Completions response as the stream of chunks the API sends for ``stream: true``."""
+    base = {k: response.get(k) for k in ("id", "created", "model")}
+    base["object"] = "chat.completion.chunk"
+    choice = response["choices"][0]
+    msg = choice["message"]
+    out = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    if msg.get("content"):
+        out.append({**base, "choices": [{"index": 0, "delta": {"content": msg["content"]}, "finish_reason": None}]})
+    for i, call in enumerate(msg.get("tool_calls") or []):
+        delta = {"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                 "function": {"name": call["function"]["name"], "arguments": call["function"]["arguments"]}}]}
+        out.append({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason")}]})
+    if usage and response.get("usage"):
+        out.append({**base, "choices": [], "usage": response["usage"]})
+    return out
+
+
 class StandIn:
     """The HTTP server, in a background thread; a context manager."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, recording: Recording | None = None) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, recording: Any = None) -> None:
         self.recording = recording or Recording()
         self.stats = {"requests": 0, "ok": 0, "rejected": 0, "not_found": 0, "bad_json": 0}
         self.rejections: list[str] = []
@@ -79,7 +98,7 @@ class StandIn:
     @property
     def url(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def _count(self, key: str, rejection: str | None = None) -> None:
         with self._lock:
@@ -131,7 +150,18 @@ class StandIn:
                     server._count("rejected", payload.get("error", {}).get("message"))
                 else:
                     server._count("ok" if status == 200 else "not_found")
-                self._send(status, payload)
+                if status == 200 and provider == OPENAI and isinstance(body, dict) and body.get("stream"):
+                    self._stream(chat_chunks(payload, usage=bool((body.get("stream_options") or {}).get("include_usage"))))
+                else:
+                    self._send(status, payload)
+
+            def _stream(self, chunks: list[dict[str, Any]]) -> None:
+                data = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
         return Handler
 
@@ -155,8 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0: an ephemeral port")
+    parser.add_argument("--scripted", type=int, metavar="ROUNDS",
+                        help="play the scripted tool conversation of examples/scripted.py instead of the recordings")
     args = parser.parse_args(argv)
-    server = StandIn(args.host, args.port)
+    recording = None
+    if args.scripted:
+        from scripted import ScriptedConversation  # noqa: PLC0415
+
+        recording = ScriptedConversation(args.scripted)
+    server = StandIn(args.host, args.port, recording)
     print(server.url, flush=True)
     try:
         server.httpd.serve_forever()

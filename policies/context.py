@@ -15,7 +15,7 @@ from . import convert
 from .errors import DuplicateToolIdError, EvictedMessageError, OrphanResultError, StructureError
 from .messages import SERVER_TOOL_RESULT, SERVER_TOOL_USE, TEXT, TOOL_RESULT, TOOL_USE, Block, Message
 from .observer import APPEND, CLOSE, DELTA, OPEN, REINJECT, REMOVE, REWRITE, Observer, ObserverErrors
-from .tokens import DEFAULT_COUNTER, TokenCounter
+from .tokens import DEFAULT_COUNTER, TokenCounter, request_overhead
 
 SYSTEM_ROLES = ("system", "developer")
 _TOOL_BLOCKS = (TOOL_USE, SERVER_TOOL_USE, TOOL_RESULT, SERVER_TOOL_RESULT)
@@ -87,13 +87,16 @@ class Context:
         provider: str | None = None,
         request_extra: dict | None = None,
         session_id: str | None = None,
+        count_request: bool = False,
     ) -> None:
         self.counter = token_counter or DEFAULT_COUNTER
+        self.count_request = count_request
+        self._overhead: dict[bool, int] = {}
         self.observer = observer
         self.observer_errors = ObserverErrors()
         self.strict = strict
         self.provider = provider
-        self.request_extra: dict = dict(request_extra or {})
+        self.request_extra = dict(request_extra or {})
         self.session_id = session_id
         self.seq = 0  # event counter: every append, delta, close and decision advances it
         self.tokens = 0
@@ -115,6 +118,37 @@ class Context:
         self._pinned_msgs: set[str] = set()
         self._system_units: set[str] = set()  # units holding a system/developer message
         self._needs_reorder = False  # a message was admitted at an older position (re-injection, summary)
+
+    # ------------------------------------------------------------------ the request around the messages
+    @property
+    def request_extra(self) -> dict:
+        """The request body's other keys (model, tools, instructions, ...)."""
+        return self._request_extra
+
+    @request_extra.setter
+    def request_extra(self, extra: dict) -> None:
+        self._request_extra = extra
+        self._overhead = {}
+
+    @property
+    def overhead_tokens(self) -> int:
+        """Tokens the request costs besides its messages (tool definitions, instructions, framing).
+
+        Counted only with ``count_request=True``; the system prompt is a message and always counts.
+        """
+        if not self.count_request:
+            return 0
+        has_system = bool(self._system_units)
+        n = self._overhead.get(has_system)
+        if n is None:
+            n = self._overhead[has_system] = request_overhead(self.counter, self._request_extra,
+                                                              has_system=has_system)
+        return n
+
+    @property
+    def request_tokens(self) -> int:
+        """What the budget is held against: the messages plus :attr:`overhead_tokens`."""
+        return self.tokens + self.overhead_tokens
 
     # ------------------------------------------------------------------ construction
     @classmethod

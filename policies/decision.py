@@ -42,6 +42,12 @@ class Decision:
     reinjected_units: list[str] = field(default_factory=list)
     budget_met: bool = True
     error: str | None = None
+    overhead_tokens: int = 0  # of tokens_before/after: the request outside its messages (tools, framing)
+
+    @property
+    def overhead_share(self) -> float:
+        """The part of the budget that tool definitions and framing take before any message."""
+        return self.overhead_tokens / self.budget if self.budget else 0.0
 
     @property
     def over_budget(self) -> bool:

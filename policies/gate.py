@@ -80,7 +80,7 @@ class Gate:
         """Run one budget check. Raises :class:`HardCeilingExceeded` only after reporting the failure."""
         self.checks += 1
         ctx.seq += 1
-        before = ctx.tokens
+        before = ctx.request_tokens
         if before <= self.budget:
             if ctx.spilled and self.auto_reinject and ctx.at_commit_boundary:
                 back = self._reinject_fitting(ctx)
@@ -105,7 +105,7 @@ class Gate:
                     error=proposal.error)
 
         if before - plan.saves > self.budget and ctx.open_ids:
-            blocking = sorted({ctx.unit_id_of(m) for m in ctx.open_ids if ctx.unit_id_of(m)}, key=_unit_order(ctx))
+            blocking = sorted({u for m in ctx.open_ids if (u := ctx.unit_id_of(m))}, key=_unit_order(ctx))
             d = self._decision(ctx, DecisionKind.DEFERRED, before, reason="open_messages", blocking_units=blocking, **base)
             return self._hold_ceiling(ctx, d)
         if plan.empty:
@@ -115,8 +115,8 @@ class Gate:
 
         d = self._decision(ctx, DecisionKind.PRUNED, before, reason="over_budget", **base)
         self._apply(ctx, plan, d)
-        d.tokens_after = ctx.tokens
-        d.budget_met = ctx.tokens <= self.budget
+        d.tokens_after = ctx.request_tokens
+        d.budget_met = ctx.request_tokens <= self.budget
         return self._hold_ceiling(ctx, d)
 
     # ------------------------------------------------------------------ re-injection on demand
@@ -133,7 +133,7 @@ class Gate:
             raise StructureError(f"nothing spilled under {key!r}")
         if self.spill_store is None:
             raise StructureError("this gate has no spill store")
-        before = ctx.tokens
+        before = ctx.request_tokens
         self._restore(ctx, record.unit_id)
         d = self._decision(ctx, DecisionKind.REINJECTED, before, reason=f"on demand: {key}",
                            reinjected_units=[record.unit_id])
@@ -211,12 +211,12 @@ class Gate:
             d.pruned_ids = [m.id for m in removed]
 
     def _hold_ceiling(self, ctx: Context, d: Decision) -> Decision:
-        d.tokens_after = ctx.tokens
-        if self.hard_ceiling is None or ctx.tokens <= self.hard_ceiling:
+        d.tokens_after = ctx.request_tokens
+        if self.hard_ceiling is None or ctx.request_tokens <= self.hard_ceiling:
             return self._report(ctx, d)
         if self.spill_store is not None:
             pins = ctx.pinned_unit_ids()
-            need = ctx.tokens - self.hard_ceiling
+            need = ctx.request_tokens - self.hard_ceiling
             victims: list[str] = []
             for unit in ctx.units.values():  # oldest first: the context keeps units in first_seq order
                 if need <= 0:
@@ -227,14 +227,14 @@ class Gate:
             for uid in victims:
                 self._spill(ctx, uid)
                 d.spilled_units.append(uid)
-        d.tokens_after = ctx.tokens
-        if ctx.tokens <= self.hard_ceiling:
+        d.tokens_after = ctx.request_tokens
+        if ctx.request_tokens <= self.hard_ceiling:
             d.kind = DecisionKind.SPILLED
             d.reason = f"{d.reason}; spilled to hold the hard ceiling" if d.reason else "hard ceiling"
             return self._report(ctx, d)
         d.kind = DecisionKind.FAILED
         why = "no spill store" if self.spill_store is None else "nothing closed left to spill"
-        d.error = f"{ctx.tokens} tokens over the hard ceiling of {self.hard_ceiling} ({why}; {d.reason})"
+        d.error = f"{ctx.request_tokens} tokens over the hard ceiling of {self.hard_ceiling} ({why}; {d.reason})"
         self._report(ctx, d)
         raise HardCeilingExceeded(d.error, d)
 
@@ -257,7 +257,7 @@ class Gate:
             return []
         back = []
         for record in sorted(ctx.spilled.values(), key=lambda r: -r.first_seq):
-            if ctx.tokens + record.tokens <= self.budget:
+            if ctx.request_tokens + record.tokens <= self.budget:
                 try:
                     self._restore(ctx, record.unit_id)
                 except StructureError:  # its ids were reused meanwhile: it stays spilled, on demand only
@@ -267,12 +267,13 @@ class Gate:
 
     def _decision(self, ctx: Context, kind: DecisionKind, before: int, **kw: object) -> Decision:
         kw.setdefault("policy", self.policy.name)
-        return Decision(kind=kind, check=self.checks, seq=ctx.seq, tokens_before=before, tokens_after=ctx.tokens,
-                        budget=self.budget, hard_ceiling=self.hard_ceiling, **kw)  # type: ignore[arg-type]
+        return Decision(kind=kind, check=self.checks, seq=ctx.seq, tokens_before=before, tokens_after=ctx.request_tokens,
+                        budget=self.budget, hard_ceiling=self.hard_ceiling, overhead_tokens=ctx.overhead_tokens,
+                        **kw)  # type: ignore[arg-type]
 
     def _report(self, ctx: Context, d: Decision) -> Decision:
-        d.tokens_after = ctx.tokens
-        d.budget_met = ctx.tokens <= self.budget  # a deferral over budget must not read as "met"
+        d.tokens_after = ctx.request_tokens
+        d.budget_met = ctx.request_tokens <= self.budget  # a deferral over budget must not read as "met"
         observer = self.observer or ctx.observer
         if observer is not None:
             ctx.observer_errors.call(observer.on_decision, ctx, d)

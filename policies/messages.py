@@ -144,6 +144,23 @@ class Message:
                                    extra=dict(self.extra))
 
 
+def content_digest(message: Message) -> str:
+    """A digest of what a message says (role, blocks, call ids, content), not how a framework holds it.
+
+    Converters keep different bookkeeping (ids, provider keys, content shapes) on the way in and out
+    of a framework; a message that comes back unchanged digests the same, a rewritten one does not.
+    """
+    import hashlib  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    blocks = [[b.type, b.plain_text() if b.type != OTHER else json.dumps(b.extra, sort_keys=True, default=str),
+               b.id if b.call_id else None, b.name if b.call_id else None, b.answers, bool(b.is_error)]
+              for b in message.blocks]
+    role = "tool" if message.role == "user" and message.answered_ids and not message.has_user_text() else message.role
+    raw = json.dumps([role, blocks], separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.blake2b(raw.encode("utf-8"), digest_size=12).hexdigest()
+
+
 def text_message(mid: str, role: str, text: str, *, closed: bool = True) -> Message:
     """A message holding one text block, in the plain-string form both providers accept."""
     return Message(id=mid, role=role, blocks=[Block(TEXT, text=text)], closed=closed, form="str")

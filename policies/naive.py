@@ -29,7 +29,7 @@ class NaiveRuntime:
     def check(self, ctx: Context) -> Decision:
         self.checks += 1
         ctx.seq += 1
-        before = ctx.tokens
+        before = ctx.request_tokens
         d = Decision(DecisionKind.WITHIN_BUDGET, self.checks, ctx.seq, before, before, self.budget, None,
                      policy=self.policy.name)
         if before > self.budget:
@@ -41,8 +41,8 @@ class NaiveRuntime:
             self._apply(ctx, proposal, d)
             d.kind = DecisionKind.PRUNED if (d.pruned_ids or d.rewritten_ids or d.summarized_units) else DecisionKind.DEFERRED
             d.reason = "over_budget" if d.kind == DecisionKind.PRUNED else "no_proposal"
-            d.budget_met = ctx.tokens <= self.budget
-        d.tokens_after = ctx.tokens
+            d.budget_met = ctx.request_tokens <= self.budget
+        d.tokens_after = ctx.request_tokens
         observer = self.observer or ctx.observer
         if observer is not None:
             ctx.observer_errors.call(observer.on_decision, ctx, d)

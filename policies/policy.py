@@ -107,12 +107,13 @@ class ContextView:
 
     @property
     def tokens(self) -> int:
-        return self._ctx.tokens
+        """The whole request's tokens: messages plus what the request carries besides (when counted)."""
+        return self._ctx.request_tokens
 
     @property
     def excess(self) -> int:
         """Tokens to remove to get down to the target."""
-        return max(0, self._ctx.tokens - self.target)
+        return max(0, self._ctx.request_tokens - self.target)
 
     @property
     def seq(self) -> int:

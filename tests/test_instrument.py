@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.trace import StatusCode
 
-from policies import HardCeilingExceeded, validate
+from policies import ApproxTokenCounter, HardCeilingExceeded, validate
 from tests.invariants import Scripted
 from tests.otel_memory import Recorder
 from tracer.guard.instrument import PruneGuard, assistant_message, tool_calls, tool_results_message
@@ -55,7 +55,8 @@ def test_within_budget_the_body_comes_back_unchanged(rec):
 
 
 def test_only_the_new_suffix_is_appended_and_pruned_messages_stay_pruned(rec):
-    pg = PruneGuard("recency", budget=250, tracer_provider=rec.provider, policy_params={"target": 0.6})
+    pg = PruneGuard("recency", budget=250, tracer_provider=rec.provider, policy_params={"target": 0.6},
+                    token_counter=ApproxTokenCounter(), count_request=False)  # the sizes this test was laid out in
     history: list[dict] = []
     sent: list[list[str]] = []  # what each request carried, as strings
     offered: list[list[str]] = []  # what the agent offered for it

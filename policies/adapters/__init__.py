@@ -1,6 +1,11 @@
-"""Adapters that run the trimmers people already use (LangChain's ``trim_messages``, ...) under the gate.
+"""Adapters between prunegate and the agent tooling people already use. Nothing here imports a
+framework until its adapter is used (each needs its optional extra).
 
-An adapter converts the context's messages to the trimmer's own types with an id mapping, calls
-the trimmer unchanged, and turns what it dropped into an eviction proposal. See
-docs/writing-a-policy.md for the pattern.
+- Trimmers as policies: ``langchain`` runs LangChain's ``trim_messages`` under the gate (an id
+  mapping turns what it dropped into an eviction proposal; docs/writing-a-policy.md).
+- The gate inside agent frameworks (docs/frameworks.md): ``langchain_middleware`` (LangChain 1.x
+  ``AgentMiddleware``), ``langgraph`` (``pre_model_hook``), ``pydantic_ai`` (a capability),
+  ``openai_agents`` (``RunConfig.call_model_input_filter``); their converters both ways are
+  ``langchain_messages``, ``pydantic_ai`` and ``responses`` (OpenAI Responses API items), sharing
+  ``_native``.
 """

@@ -16,7 +16,7 @@ from typing import Any
 
 from policies import convert
 from policies.errors import StructureError
-from policies.messages import Message
+from policies.messages import Message, content_digest
 from tracer.spans.genai import plain
 
 SYSTEM_KEY = "__system__"  # an Anthropic body's top-level ``system`` as one history item
@@ -26,6 +26,11 @@ def fingerprint(item: Any) -> str:
     """A short stable digest of one history item (key order does not matter)."""
     raw = json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.blake2b(raw.encode("utf-8"), digest_size=12).hexdigest()
+
+
+def message_fingerprint(message: Message) -> str:
+    """What a message says, however a framework holds it (:func:`policies.messages.content_digest`)."""
+    return content_digest(message)
 
 
 def split_body(body: Any, provider: str) -> tuple[list[Any], dict[str, Any]]:

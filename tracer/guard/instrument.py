@@ -34,7 +34,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping
+import uuid
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,11 +47,12 @@ from policies.context import Context
 from policies.decision import Decision
 from policies.errors import HardCeilingExceeded, PolicyError
 from policies.gate import Gate
+from policies.messages import Message
 from policies.naive import NaiveRuntime
 from policies.policy import Policy
 from policies.registry import get_policy
 from policies.spill import MemorySpillStore, SpillStore
-from policies.tokens import TokenCounter
+from policies.tokens import TokenCounter, counter_for
 from policies.validate import Violation
 from tracer.guard import history as _history
 from tracer.spans.genai import ChatCall, ToolCall, plain
@@ -71,6 +73,11 @@ class PruneGuard:
     your own; none of them: the global tracer provider.
     ``gated=False`` runs the naive runtime instead of the gate (to measure what the gate prevents).
     ``side_effects`` names the tools (or a predicate) whose repetition is a duplicated side effect.
+    ``budget`` is held against the whole request (``count_request=False``: the messages only) in
+    ``token_counter``'s tokens (default: :func:`policies.tokens.counter_for` the provider: exact for
+    OpenAI with the ``tokens`` extra, calibrated for Anthropic). The session starts with the first
+    request: a guard that is never used records nothing. Framework adapters
+    (:mod:`policies.adapters`, docs/frameworks.md) call :meth:`gate_messages`.
     """
 
     def __init__(
@@ -93,6 +100,7 @@ class PruneGuard:
         session_name: str | None = None,
         token_counter: TokenCounter | None = None,
         side_effects: Collection[str] | Callable[[str], bool] | None = None,
+        count_request: bool = True,
     ) -> None:
         if provider not in PROVIDERS:
             raise ValueError(f"provider must be one of {', '.join(PROVIDERS)}; got {provider!r}")
@@ -109,7 +117,8 @@ class PruneGuard:
         self.capture_content = capture_content
         self.redact = redact
         self.session_name = session_name
-        self.token_counter = token_counter
+        self.token_counter = token_counter if token_counter is not None else counter_for(provider)
+        self.count_request = count_request
         self._side_effects = side_effects
         self.tracer_provider, self._owns_provider = _tracer_provider(store, tracer_provider, otlp_endpoint)
         self._lock = threading.Lock()
@@ -119,36 +128,57 @@ class PruneGuard:
         self.last_decision: Decision | None = None
         self.last_violations: list[Violation] = []
         self.requests = 0
-        self._start(session_id)
+        self._next_session_id = session_id or uuid.uuid4().hex
+        self._root: dict[str, Any] = {}
+        self._session: TracedSession | None = None  # started by the first request: an unused guard records nothing
 
     # ------------------------------------------------------------------ lifecycle
-    def _start(self, session_id: str | None, **root: Any) -> None:
-        self.session = TracedSession(
+    @property
+    def session(self) -> TracedSession:
+        if self._session is None:
+            self._start()
+        assert self._session is not None
+        return self._session
+
+    @property
+    def context(self) -> Context:
+        self.session  # noqa: B018 - starts the session on first use
+        return self._context
+
+    def _start(self) -> None:
+        session_id, self._next_session_id = self._next_session_id, uuid.uuid4().hex
+        root, self._root = self._root, {}
+        self._session = TracedSession(
             self.tracer_provider, session_id=session_id, source="live", name=self.session_name,
             provider=self.provider, policy=self.policy.name, policy_params=self.policy_params,
             gated=self.gated, budget=self.budget, hard_ceiling=self.hard_ceiling,
             capture_content=self.capture_content, redact=self.redact, attributes=root,
         )
-        self.observer = SpanObserver(self.session)
-        self.context = Context(observer=self.observer, strict=self.gated, provider=self.provider,
-                               session_id=self.session.session_id, token_counter=self.token_counter)
+        self.observer = SpanObserver(self._session)
+        self._context = Context(observer=self.observer, strict=self.gated, provider=self.provider,
+                                session_id=self._session.session_id, token_counter=self.token_counter,
+                                count_request=self.count_request)
         if self.gated:
-            self.runtime: Gate | NaiveRuntime = Gate(self.policy, self.budget, self.hard_ceiling, mode=self.mode,
-                                                     spill_store=self.spill_store)  # type: ignore[arg-type]
+            self.runtime: Gate | NaiveRuntime = Gate(self.policy, self.budget, self.hard_ceiling,
+                                                     mode=self.mode,  # type: ignore[arg-type]
+                                                     spill_store=self.spill_store)
         else:
             self.runtime = NaiveRuntime(self.policy, self.budget)
         self._fps: list[str] = []  # fingerprints of the history items absorbed so far
         self._ids: list[str] = []  # their message ids in the context
+        self._out: tuple[list[str], list[str]] = ([], [])  # fingerprints and ids of what the last request sent
 
     @property
     def session_id(self) -> str:
-        return self.session.session_id
+        """The current session's id (known before the first request starts it)."""
+        return self._session.session_id if self._session is not None else self._next_session_id
 
     def close(self) -> None:
         """End the open model call and the session; flush the store pipeline the guard set up."""
         with self._lock:
             self._end_chat()
-            self.session.end({"prunegate.requests": self.requests, "prunegate.guard.errors": self.errors})
+            if self._session is not None:
+                self._session.end({"prunegate.requests": self.requests, "prunegate.guard.errors": self.errors})
         if self._owns_provider:
             flush = getattr(self.tracer_provider, "force_flush", None)
             if flush is not None:
@@ -183,25 +213,78 @@ class PruneGuard:
     def _gate(self, body: Any) -> dict[str, Any]:
         items, rest = _history.split_body(body, self.provider)
         fps = [_history.fingerprint(item) for item in items]
+        self._absorb(items, fps, rest, lambda new, at: _history.to_messages(new, self.provider, offset=at))
+        out = self.context.render(self.provider)
+        sent, _ = _history.split_body(out, self.provider)
+        self._out = ([_history.fingerprint(i) for i in sent], self._sent_ids())
+        self._open_chat(out, self.last_decision)
+        return out
+
+    def gate_messages(self, messages: Sequence[Message], extra: Mapping[str, Any] | None = None) -> list[Message]:
+        """The gated messages to send instead of ``messages`` (the framework adapters' entry point).
+
+        ``messages`` is the whole history as :class:`~policies.messages.Message` objects (from a
+        converter in :mod:`policies.adapters`), ``extra`` the request's other keys (tools,
+        instructions). Returns copies of the context's messages, rewrites and summaries included.
+        Like :meth:`gate`, it never breaks the agent: on trouble it logs, counts and returns
+        ``messages`` unchanged; :class:`HardCeilingExceeded` is the one exception it raises.
+        """
+        with self._lock:
+            self._end_chat()
+            try:
+                items = list(messages)
+                fps = [_history.message_fingerprint(m) for m in items]
+                self._absorb(items, fps, dict(extra or {}), lambda new, at: [m.copy() for m in new])
+                sent = [m.copy() for m in self.context.iter_messages()]
+                self._out = ([_history.message_fingerprint(m) for m in sent], [m.id for m in sent])
+                self._open_chat(self.context.render(self.provider), self.last_decision)
+                return sent
+            except HardCeilingExceeded:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the guard must never break the agent
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                if self.errors == 1:
+                    log.warning("prunegate guard: passing the request through unchanged: %s", self.last_error)
+                return list(messages)
+
+    def _sent_ids(self) -> list[str]:
+        """Context ids in the order :meth:`render` sends them (an Anthropic system prompt first)."""
+        msgs = list(self.context.iter_messages())
+        if self.provider == convert.ANTHROPIC:
+            systems = [m.id for m in msgs if m.role in ("system", "developer")]
+            return systems[:1] + [m.id for m in msgs if m.role not in ("system", "developer")]
+        return [m.id for m in msgs]
+
+    def _absorb(self, items: list[Any], fps: list[str], rest: dict[str, Any],
+                to_messages: Callable[[list[Any], int], list[Message]]) -> None:
+        """Append what is new in ``items`` to the context and run one budget check.
+
+        New is what follows either the history seen so far or what the guard last sent (a
+        framework that writes the gated history back into its state sends that next time).
+        """
+        self.session  # noqa: B018 - the first request starts the session
         n = len(self._fps)
-        if fps[:n] != self._fps and not self._rewrite_system(items, fps):
+        sent_fps, sent_ids = self._out
+        if fps[:n] != self._fps and sent_fps and fps[:len(sent_fps)] == sent_fps \
+                and all(i in self.context for i in sent_ids):
+            self._fps, self._ids = list(sent_fps), list(sent_ids)
+            n = len(self._fps)
+        elif fps[:n] != self._fps and not self._rewrite_system(items, fps):
             at = _history.first_difference(fps, self._fps)
             old = self.session.session_id
             self.session.end({"prunegate.session.diverged_at": at})
             log.info("prunegate guard: history changed at item %d; starting a new session", at)
-            self._start(None, **{"prunegate.session.previous": old})
+            self._root = {"prunegate.session.previous": old}
+            self._start()
             n = 0
         self.context.request_extra = rest
-        for fp, msg in zip(fps[n:], _history.to_messages(items[n:], self.provider, offset=n), strict=True):
+        for fp, msg in zip(fps[n:], to_messages(items[n:], n), strict=True):
             self.context.append(msg)
             self._fps.append(fp)
             self._ids.append(msg.id)
         self.requests += 1
-        decision = self.runtime.check(self.context)
-        self.last_decision = decision
-        out = self.context.render(self.provider)
-        self._open_chat(out, decision)
-        return out
+        self.last_decision = self.runtime.check(self.context)
 
     def _rewrite_system(self, items: list[Any], fps: list[str]) -> bool:
         """When only system prompts changed (a date, a memory block), rewrite them in place.
@@ -220,20 +303,22 @@ class PruneGuard:
             if mid not in self.context:
                 return False
         for i in changed:
-            new = _history.to_messages([items[i]], self.provider, offset=i)[0]
+            new = items[i].copy() if isinstance(items[i], Message) else \
+                _history.to_messages([items[i]], self.provider, offset=i)[0]
             self.context.replace_message(self._ids[i], new, cause="system prompt changed")
             self._fps[i] = fps[i]
         return True
 
-    def _open_chat(self, out: dict[str, Any], decision: Decision) -> None:
+    def _open_chat(self, out: dict[str, Any], decision: Decision | None) -> None:
         ctx = self.context
         try:
             chat = self.session.chat(out.get("model"), seq=ctx.seq, attributes={
-                "prunegate.request.tokens": ctx.tokens,
+                "prunegate.request.tokens": ctx.request_tokens,
                 "prunegate.request.message_ids": [m.id for m in ctx.iter_messages()],
                 "prunegate.request.valid": True,
-                "prunegate.check": decision.check,
-                "prunegate.decision": str(decision.kind),
+                "prunegate.check": decision.check if decision else None,
+                "prunegate.decision": str(decision.kind) if decision else None,
+                "prunegate.request.overhead_tokens": ctx.overhead_tokens,
             })
             self._chat = chat
             found = self.session.check_request(out, self.provider, seq=ctx.seq, message_ids_of=self._message_ids_of)
@@ -286,6 +371,9 @@ class PruneGuard:
     # ------------------------------------------------------------------ numbers
     def stats(self) -> dict[str, Any]:
         """Requests, context size and health counters of the current session."""
+        if self._session is None:
+            return {"session_id": self.session_id, "requests": 0, "messages": 0, "tokens": 0, "checks": 0,
+                    "violations": 0, "errors": self.errors, "observer_errors": 0, "tracer_errors": 0}
         return {
             "session_id": self.session_id,
             "requests": self.requests,
@@ -374,7 +462,8 @@ def _error_details(error: Any) -> tuple[str, int | None, str | None]:
     status = getattr(error, "status_code", None)
     body = getattr(error, "body", None) if not isinstance(error, Mapping) else error
     if isinstance(body, Mapping):
-        err = body.get("error") if isinstance(body.get("error"), Mapping) else body
+        inner = body.get("error")
+        err: Mapping[str, Any] = inner if isinstance(inner, Mapping) else body
         message = err.get("message")
         if isinstance(message, str):
             return message, status, err.get("type") if isinstance(err.get("type"), str) else None

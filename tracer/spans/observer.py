@@ -134,6 +134,7 @@ class SpanObserver(Observer):
             "prunegate.tokens.after": d.tokens_after,
             "prunegate.budget": d.budget,
             "prunegate.hard_ceiling": d.hard_ceiling,
+            "prunegate.tokens.overhead": d.overhead_tokens,
             "prunegate.pending_calls": len(ctx.pending),
             "prunegate.open_messages": len(ctx.open_ids),
             "prunegate.gated": gated,

@@ -1,0 +1,144 @@
+"""A scripted tool-using conversation the stand-in server plays, for any agent framework.
+
+``ScriptedConversation`` answers OpenAI Chat Completions requests: for ``rounds`` model calls it
+asks for tools in parallel (two or three calls a round: ``lookup_order`` and ``get_weather``),
+then it answers in text. Every request is first checked as the provider would
+(:func:`policies.validate`; an invalid one gets the provider's 400) and counted with the exact
+tokenizer (whole request: messages, tool definitions, framing), so a run can show that every
+request the agent sent was valid and within the budget. Conversations are told apart by their first
+user message (the gate always keeps it).
+
+The two tools are plain functions returning JSON-able dicts; each framework wraps them its own way.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies import convert
+from policies.tokens import counter_for, request_overhead
+from policies.validate import validate
+
+CITIES = ("Lisbon", "Osaka", "Quito", "Tromso", "Nairobi", "Hobart", "Tartu")
+SYSTEM = "You are a support agent. Look orders up and check the weather where they ship; answer briefly."
+PROMPT = "Check my orders A-0 to A-60 and the weather where each one goes."
+
+
+def lookup_order(order_id: str) -> dict[str, Any]:
+    """Look an order up by its id."""
+    n = sum(map(ord, order_id))
+    return {"order_id": order_id, "status": ("shipped", "packed", "delayed")[n % 3],
+            "items": [{"sku": f"SKU-{n % 97:03d}-{k}", "qty": 1 + (n + k) % 4, "price_eur": round(3.5 + (n * k) % 40, 2)}
+                      for k in range(3)],
+            "ship_to": {"city": CITIES[n % len(CITIES)], "postcode": f"{n % 9000 + 1000}"},
+            "history": [{"at": f"2026-11-{1 + (n + k) % 28:02d}T10:{k:02d}:00Z", "event": e}
+                        for k, e in enumerate(("created", "paid", "packed"))]}
+
+
+def get_weather(city: str) -> dict[str, Any]:
+    """The weather forecast for a city."""
+    n = sum(map(ord, city))
+    return {"city": city, "forecast": [{"day": d, "high_c": 5 + (n + d) % 25, "low_c": (n + d) % 10,
+                                        "sky": ("clear", "rain", "cloudy")[(n + d) % 3]} for d in range(3)]}
+
+
+TOOLS = {"lookup_order": lookup_order, "get_weather": get_weather}
+
+
+def calls_for(round_no: int) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls the model asks for in ``round_no`` (a parallel batch of two or three)."""
+    calls: list[tuple[str, dict[str, Any]]] = [("lookup_order", {"order_id": f"A-{2 * round_no}"}),
+                                               ("get_weather", {"city": CITIES[round_no % len(CITIES)]})]
+    if round_no % 2:
+        calls.append(("lookup_order", {"order_id": f"A-{2 * round_no + 1}"}))
+    return calls
+
+
+@dataclass
+class Request:
+    """One request the server saw."""
+
+    conversation: str
+    tokens: int
+    messages: int
+    valid: bool
+    error: str | None = None
+    body: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+class ScriptedConversation:
+    """The stand-in's answers for scripted conversations of ``rounds`` tool rounds (see the module doc)."""
+
+    def __init__(self, rounds: int = 24, model: str = "gpt-4o") -> None:
+        self.rounds = rounds
+        self.model = model
+        self.counter = counter_for(convert.OPENAI)
+        self.requests: list[Request] = []
+        self._round: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def tokens(self, body: dict[str, Any]) -> int:
+        """The request's tokens by the exact counter: messages plus tools and framing."""
+        messages, rest = convert.from_openai(body)
+        has_system = any(m.role in ("system", "developer") for m in messages)
+        return sum(self.counter.count(m) for m in messages) + request_overhead(self.counter, rest, has_system=has_system)
+
+    def answer(self, provider: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if provider != convert.OPENAI:
+            return 404, {"type": "error", "error": {"type": "not_found_error", "message": "scripted: OpenAI only"}}
+        messages = body.get("messages") or []
+        first = next((m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"), None)
+        key = first if isinstance(first, str) else json.dumps(first)
+        violations = validate(body, provider)
+        with self._lock:
+            if violations:
+                self.requests.append(Request(key, 0, len(messages), False, violations[0].message, body))
+                return 400, {"error": {"message": violations[0].message, "type": "invalid_request_error",
+                                       "param": "messages", "code": None}}
+            tokens = self.tokens(body)
+            self.requests.append(Request(key, tokens, len(messages), True, None, body))
+            r = self._round.get(key, 0)
+            self._round[key] = r + 1
+        if r < self.rounds:
+            calls = [{"id": f"call_{r}_{j}", "type": "function",
+                      "function": {"name": name, "arguments": json.dumps(args)}}
+                     for j, (name, args) in enumerate(calls_for(r))]
+            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
+            finish = "tool_calls"
+        else:
+            message = {"role": "assistant", "content": f"All {2 * r} orders checked; weather looked up."}
+            finish = "stop"
+        return 200, {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 1764720000,
+                     "model": self.model, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                     "usage": {"prompt_tokens": tokens, "completion_tokens": 20, "total_tokens": tokens + 20}}
+
+
+def summary(conversation: ScriptedConversation, guard: Any, budget: int) -> dict[str, Any]:
+    """What the stand-in saw of a run: requests, invalid ones, the largest request against the budget."""
+    seen = conversation.requests
+    return {"requests": len(seen), "invalid": sum(not r.valid for r in seen),
+            "max_request_tokens": max((r.tokens for r in seen), default=0), "budget": budget,
+            "over_budget": sum(r.tokens > budget for r in seen), "session_id": guard.session_id,
+            "guard_errors": guard.errors}
+
+
+def main(run: Any, argv: list[str] | None = None, *, doc: str = "") -> int:
+    """The command line of the framework examples: start the scripted stand-in, run, print a summary."""
+    import argparse  # noqa: PLC0415
+
+    from standin_server import StandIn  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--store", help="trace store directory (default: the global tracer provider)")
+    parser.add_argument("--budget", type=int, default=3000, help="token budget of the whole request")
+    parser.add_argument("--rounds", type=int, default=24, help="tool rounds of the scripted conversation")
+    parser.add_argument("--mode", choices=("sync", "async", "stream"), default="sync")
+    args = parser.parse_args(argv)
+    conversation = ScriptedConversation(args.rounds)
+    with StandIn(recording=conversation) as server:
+        guard = run(f"{server.url}/v1", budget=args.budget, store=args.store, mode=args.mode)
+    print(json.dumps(summary(conversation, guard, args.budget)))
+    return 0
