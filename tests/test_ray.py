@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.synthetic import synthetic_bodies
 from tests.traffic import TAU
 from tracer.cli import main
 from tracer.lab.compare import arms, compare, parse_policies, run_replays
@@ -14,20 +15,6 @@ from tracer.traffic.importers import Conversation, conversation_from_body, read_
 
 ray = pytest.importorskip("ray", reason="Ray is the 'ray' extra (also in the test extra)")
 pytestmark = pytest.mark.slow
-
-
-def synthetic_bodies(n: int) -> list[dict]:
-    bodies = []
-    for k in range(n):
-        msgs: list[dict] = [{"role": "system", "content": "You book flights."}]
-        for i in range(2 + k % 4):
-            msgs.append({"role": "user", "content": f"session {k}: find flight {i} " + "from A to B " * (10 + k)})
-            msgs.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"c{k}_{i}", "type": "function", "function": {"name": "search", "arguments": json.dumps({"n": i})}}]})
-            msgs.append({"role": "tool", "tool_call_id": f"c{k}_{i}", "content": "result " * (40 + 7 * i)})
-            msgs.append({"role": "assistant", "content": f"flight {i} found"})
-        bodies.append({"model": "gpt-4o", "messages": msgs})
-    return bodies
 
 
 @pytest.fixture(scope="module")
