@@ -103,7 +103,7 @@ class BucketStore:
 
     def keys(self, day: str) -> list[str]:
         """A day's objects: compacted files first, then segments."""
-        out = []
+        out: list[str] = []
         for area in (COMPACTED, SEGMENTS):
             for page in self._pages(f"{self.prefix}{area}day={day}/"):
                 out.extend(o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(".parquet"))
