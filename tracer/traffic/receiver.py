@@ -149,7 +149,12 @@ class Receiver:
         from tracer.traffic.importers import Refusal, conversations_from_genai_rows
         from tracer.traffic.recorded import record_conversation, session_id_for
 
-        convs = [c for c in conversations_from_genai_rows(rows, "otlp") if not isinstance(c, Refusal)] if rows else []
+        convs = []
+        for conv in conversations_from_genai_rows(rows, "otlp") if rows else []:
+            if isinstance(conv, Refusal):  # the spans are stored as they are; only the session is left out
+                log.warning("prunegate serve: GenAI spans not turned into a session: %s", conv)
+            else:
+                convs.append(conv)
         if not convs:
             return
         committer = SessionCommitter(self.store, wait_busy=self.wait_busy)
