@@ -13,16 +13,19 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard.components import charts, data
+from dashboard.components import charts, data, frontier
 from dashboard.components.run_compare import run_comparison_form
 from tracer import queries
 
 st.title("Compare policies")
 
-tab_results, tab_run = st.tabs(["Results in the store", "Run a comparison"])
+tab_results, tab_run, tab_frontier = st.tabs(["Results in the store", "Run a comparison", "Frontier (sweeps)"])
 
 with tab_run:
     run_comparison_form()
+
+with tab_frontier:  # before the results tab, which stops the page when the store has no replay
+    frontier.render()
 
 with tab_results:
     metrics_all: pd.DataFrame = data.run(queries.session_metrics)

@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from dashboard.components import charts, data
+from dashboard.components import charts, data, lost
 from dashboard.components.safe import md
 from dashboard.components.widgets import session_label
 from tracer import queries
@@ -166,6 +166,8 @@ k3.metric("Hard ceiling", f"{ceiling:,}" if ceiling else "—")
 k4.metric("Units · messages", f"{len(units):,} · {len(messages):,}")
 k5.metric("Pending calls", f"{int(messages['pending_calls'].map(len).sum()) if len(messages) else 0:,}")
 k6.metric("Open streams", f"{int(messages['open'].sum()) if len(messages) else 0:,}")
+
+lost.panel(session_id, int(step), lambda s: _set_step(s, lo, hi))
 
 st.subheader("Context window at this step")
 st.plotly_chart(charts.context_bar(units, budget=budget, hard_ceiling=ceiling), width="stretch",

@@ -16,6 +16,7 @@ COMMANDS = (
     "sessions",
     "replay",
     "compare",
+    "recommend",
     "compact",
     "serve",
     "recover",

@@ -81,6 +81,8 @@ def _int(text: str) -> int:
 def check_args(args: argparse.Namespace) -> str | None:
     """Checks that span several options or read the environment; the problem, or None."""
     budget, ceiling = getattr(args, "budget", None), getattr(args, "hard_ceiling", None)
+    if isinstance(budget, list):  # compare's sweep: the largest budget must fit under the ceiling
+        budget = max((b for b in budget if b is not None), default=None)
     if budget is not None and ceiling is not None and ceiling < budget:
         return f"--hard-ceiling ({ceiling}) must be at least --budget ({budget})"
     if hasattr(args, "store") and args.store is None and os.environ.get(ENV_STORE):

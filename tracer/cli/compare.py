@@ -1,5 +1,7 @@
-"""``prunegate compare``: A/B metrics of several policies, gated and/or ungated, on recorded sessions.
+"""``prunegate compare``: A/B metrics of several policies, gated and/or ungated, on recorded sessions;
+with lists of budgets and parameter values, a sweep of every combination in one pass.
 
+Every run is stored as a sweep in ``<store>/sweeps/`` (``prunegate recommend`` reads the last one).
 Exit status: 0 done (replays read back from the store), 2 bad arguments, no sessions or an unreadable
 store, 3 some replay traces did not reach the store.
 """
@@ -9,70 +11,147 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+from typing import Any
 
 from policies.errors import PolicyError
-from tracer.cli.replay import add_common, format_row, load_sessions, recorded_outcome
+from tracer.cli.replay import add_common, load_sessions, recorded_outcome
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "compare",
-        help="compare policies on recorded sessions (A/B metrics with paired 95% confidence intervals)",
-        description="Replay every session under every policy (and gating), one row of metrics per policy and "
-        "gating, plus per-session differences against the first policy with Student-t 95% confidence intervals. "
-        "Policies are comma-separated; '@k=v' sets a parameter (e.g. recency@target=0.5). Sessions run in "
-        "parallel with --workers; each worker records its replays into the store.",
+        help="compare policies on recorded sessions (A/B metrics with paired 95% confidence intervals; sweeps)",
+        description="Replay every session under every arm (policy, parameters, budget, gating) in one pass: one "
+        "row of metrics per arm with retention and cost intervals, plus per-session differences against the "
+        "first arm of each gating with Student-t 95% confidence intervals. Policies are comma-separated; '@k=v' sets "
+        "a parameter and '@k=v1|v2' sweeps it (e.g. recency@target=0.5|0.8); '--budget 2000,4000' sweeps "
+        "budgets. Sessions run in parallel with --workers; each worker records its replays into the store. "
+        "The run is stored as a sweep for 'prunegate recommend'.",
     )
-    parser.add_argument("--policies", required=True, metavar="A,B,...", help="policies to compare; the first is the baseline")
+    parser.add_argument("--policies", required=True, metavar="A,B,...",
+                        help="policies to compare; the first (at the first budget) is the baseline")
     parser.add_argument("--gated", choices=("on", "off", "both"), default="both", help="gate on, off, or both (default)")
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
                         help="local processes (--workers, the default) or Ray tasks (pip install 'prunegate[ray]')")
     parser.add_argument("--address", metavar="ADDR",
                         help="with --engine ray: the cluster to use ('auto', 'ray://head:10001'); "
                              "default: start a local Ray on this machine")
-    add_common(parser)
+    add_prices(parser)
+    add_common(parser, budgets=True)
     parser.set_defaults(func=run)
 
 
+def add_prices(parser: argparse.ArgumentParser) -> None:
+    """The pricing options (``compare`` and ``recommend``)."""
+    parser.add_argument("--prices", metavar="FILE",
+                        help="price table (JSON or TOML; see docs/replay.md) laid over the dated default "
+                             "(default: $PRUNEGATE_PRICES when set)")
+    parser.add_argument("--price-model", metavar="MODEL",
+                        help="price sessions whose recording names no model as this model (e.g. gpt-4o)")
+
+
 def run(args: argparse.Namespace) -> int:
+    from tracer.traffic.recorded import store_path_arg
+
+    try:
+        sweep = run_sweep(args, "compare")
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    rec, path = sweep
+    store = Path(rec["options"]["store"])
+    recorded = [r["replay_id"] for a in rec["arms"] for r in a["replays"]]
+    if args.json:
+        print(json.dumps({"rows": rec["rows"], "differences": rec["differences"], "arms": rec["arms"],
+                          "sweep": {"id": rec["id"], "path": str(path), "command": rec["command"]},
+                          "models": rec["models"], "prices_as_of": rec["prices"]["as_of"]}, indent=2))
+        return recorded_outcome(args, store_path_arg(str(store)), recorded)
+    print_table(rec)
+    print(f"\nstored as {rec['id']} ({path}); prices as of {rec['prices']['as_of']} ({rec['prices']['source']})")
+    return recorded_outcome(args, store_path_arg(str(store)), recorded)
+
+
+def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path]:
+    """Run and store the sweep ``args`` describe; raises SystemExit(2) after saying what is wrong."""
     from policies import get_policy
+    from tracer.lab import sweep
     from tracer.lab.compare import compare, parse_policies, progress_bar
+    from tracer.lab.cost import PriceError, load_prices
 
     try:
         policies = parse_policies(args.policies)
         for name, params in policies:
             get_policy(name, **dict(params))
-    except (PolicyError, ValueError) as exc:
-        print(f"prunegate compare: {exc}", file=sys.stderr)
-        return 2
-    if args.address and args.engine != "ray":
-        print("prunegate compare: --address is for --engine ray", file=sys.stderr)
-        return 2
-    if args.engine == "ray":
+        prices = load_prices(args.prices)
+    except (PolicyError, PriceError, ValueError) as exc:
+        print(f"prunegate {command}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    engine, address = getattr(args, "engine", "local"), getattr(args, "address", None)
+    if address and engine != "ray":
+        print(f"prunegate {command}: --address is for --engine ray", file=sys.stderr)
+        raise SystemExit(2)
+    if engine == "ray":
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
-            print("prunegate compare: --engine ray needs Ray: pip install 'prunegate[ray]'", file=sys.stderr)
-            return 2
-    loaded = load_sessions(args, "compare")
+            print(f"prunegate {command}: --engine ray needs Ray: pip install 'prunegate[ray]'", file=sys.stderr)
+            raise SystemExit(2)
+    loaded = load_sessions(args, command)
     if isinstance(loaded, int):
-        return loaded
+        raise SystemExit(loaded)
     store, convs = loaded
-    result = compare(convs, policies, gated=args.gated, budget=args.budget, hard_ceiling=args.hard_ceiling,
+    budgets = args.budget or [None]
+    result = compare(convs, policies, gated=args.gated, budget=budgets, hard_ceiling=args.hard_ceiling,
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
-                     progress=progress_bar(), engine=args.engine, address=args.address)
-    recorded = [r.replay_id for rs in result.results for r in rs]
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-        return recorded_outcome(args, store, recorded)
-    for row in result.rows:
-        print(format_row(row))
-    if result.differences:
-        print("\npaired differences per session against the baseline (mean, Student-t 95% CI):")
-        for d in result.differences:
-            if d["mean_diff"] == 0 and d["ci_low"] == 0 and d["ci_high"] == 0:
-                continue
+                     progress=progress_bar(), prices=prices,
+                     price_model=args.price_model, engine=engine, address=address)
+    models = result.models
+    used = {k for k in models if not k.startswith("(unpriced)")}
+    options = {
+        "store": str(store.path.resolve()), "session": list(args.session) if args.session else None,
+        "hard_ceiling": args.hard_ceiling, "stream_results": args.stream_results, "seed": args.seed,
+        "prices": str(Path(args.prices).resolve()) if args.prices else None,
+        "price_model": args.price_model, "traced": args.trace,
+    }
+    table = prices.to_dict()
+    table["models"] = {k: v for k, v in table["models"].items() if k in used}
+    rec = sweep.record(result, options=options, sessions=convs, prices=table, models=models,
+                       policies=args.policies, budgets=budgets, gated=args.gated)
+    for key in models:
+        if key.startswith("(unpriced)"):
+            print(f"prunegate {command}: {models[key]} sessions have no price ({key.removeprefix('(unpriced) ')}); "
+                  "their cost is left out (set --price-model or add the model with --prices)", file=sys.stderr)
+    return rec, sweep.save(store.path, rec)
+
+
+def print_table(rec: dict[str, Any]) -> None:
+    """One line per arm: retention and cost per session with their intervals, tokens, what was lost."""
+    arms = rec["arms"]
+    level = int(arms[0]["level"] * 100) if arms else 95
+    width = max([len(a["arm"]) for a in arms] + [3])
+    print(f"{'arm':<{width}}  {'gate':<8} {'n':>4}  {'retention [' + str(level) + '% CI]':<26} "
+          f"{'USD/session [' + str(level) + '% CI]':<30} {'tokens/session':>14} {'invalid':>7} {'lost':>5}  pareto")
+    for a in arms:
+        ret = "n/a" if a["retention"] is None else (
+            f"{a['retention']:.3f} [{a['retention_low']:.3f}, {a['retention_high']:.3f}]")
+        cost = "n/a" if a["cost_per_session"] is None else (
+            f"{a['cost_per_session']:.4f} [{a['cost_low']:.4f}, {a['cost_high']:.4f}]")
+        print(f"{a['arm']:<{width}}  {'gated' if a['gated'] else 'ungated':<8} {a['sessions']:>4}  {ret:<26} "
+              f"{cost:<30} {a['tokens_per_session']:>14,.0f} {a['invalid_requests']:>7} {a['lost_references']:>5}  "
+              f"{'*' if a['pareto'] else ''}")
+    diffs = [d for d in rec["differences"] if d["metric"] in ("retention", "cost", "tokens_sent", "invalid_requests")
+             and not (d["mean_diff"] == 0 and d["ci_low"] == 0 and d["ci_high"] == 0)]
+    if diffs:
+        print(f"\npaired differences per session against the baseline (mean, Student-t {level}% CI):")
+        for d in diffs:
             print(f"  {d['policy']} - {d['baseline']} ({'gated' if d['gated'] else 'ungated'}) {d['metric']}: "
                   f"{d['mean_diff']} [{d['ci_low']}, {d['ci_high']}] over {d['n']} sessions")
-    return recorded_outcome(args, store, recorded)
+    lost: dict[str, int] = {}
+    for a in arms:
+        for tool, n in a["lost_by_tool"].items():
+            lost[tool] = lost.get(tool, 0) + n
+    if lost:
+        top = sorted(lost.items(), key=lambda kv: -kv[1])[:5]
+        print("\nlost references by the tool whose result held them (all arms): "
+              + ", ".join(f"{t} {n}" for t, n in top))

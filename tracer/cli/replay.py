@@ -16,9 +16,14 @@ from policies.errors import PolicyError
 from tracer.cli.checks import nonneg_int, positive_int, store_dir
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
-    """Options ``replay`` and ``compare`` share."""
-    parser.add_argument("--budget", type=positive_int, help="token budget (default: 60%% of each session's full size)")
+def add_common(parser: argparse.ArgumentParser, *, budgets: bool = False) -> None:
+    """Options ``replay`` and ``compare`` share; ``budgets``: ``--budget`` takes a list (a sweep)."""
+    if budgets:
+        parser.add_argument("--budget", type=_budgets, metavar="N[,N...]",
+                            help="token budget, or a comma-separated list to sweep every arm over "
+                                 "(default: 60%% of each session's full size; 'auto' in a list means that)")
+    else:
+        parser.add_argument("--budget", type=positive_int, help="token budget (default: 60%% of each session's full size)")
     parser.add_argument("--hard-ceiling", type=positive_int, help="hard ceiling: spill, then fail loudly, above it (gated)")
     parser.add_argument("--session", nargs="+", action="extend", metavar="ID",
                         help="replay only these sessions (id or name); default: every non-replay session")
@@ -131,3 +136,12 @@ def format_row(row: dict[str, Any]) -> str:
             f"peak {row['peak_tokens']}, {row['prunes']} prunes, {row['deferrals']} deferrals, "
             f"{row['spills']} spills, {row['reinjects']} re-injections, {row['failures']} failures, "
             f"retention {ret}")
+
+
+def _budgets(text: str) -> list[int | None]:
+    from tracer.lab.sweep import parse_budgets
+
+    try:
+        return parse_budgets(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--budget: ")) from None

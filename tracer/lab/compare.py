@@ -13,62 +13,115 @@ Metric definitions are in docs/replay.md; the per-session values come from
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import multiprocessing.util
 import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from policies.registry import parse_params
 from tracer.lab import metrics as _metrics
+from tracer.lab.cost import PriceTable, price_results
 from tracer.lab.replay import ReplaySpec, SessionResult, events_for, replay_session
 from tracer.traffic.importers import Conversation
 
 Progress = Callable[[int, int], None]
 
 ROW_KEYS = (
-    "policy", "gated", "sessions", "model_calls", "invalid_requests", "orphan_results", "dangling_calls",
+    "policy", "gated", "budget", "sessions", "model_calls", "invalid_requests", "orphan_results", "dangling_calls",
     "duplicated_side_effects", "tokens_sent", "peak_tokens", "prunes", "deferrals", "spills", "reinjects",
-    "failures", "retention",
+    "failures", "retention", "cost",
 )
 SUMMED = ("model_calls", "invalid_requests", "orphan_results", "dangling_calls", "duplicated_side_effects",
           "tokens_sent", "prunes", "deferrals", "spills", "reinjects", "failures")
-# metrics compared pairwise per session against the baseline arm (defined in tracer.lab.metrics)
-PAIRED = _metrics.NAMES
+# metrics compared pairwise per session against the baseline arm (defined in tracer.lab.metrics), and
+# the cost of each session in US dollars (tracer.lab.cost; undefined for sessions without a price)
+PAIRED = (*_metrics.NAMES, "cost")
 GATINGS = {"on": (True,), "off": (False,), "both": (True, False)}
 ENGINES = ("local", "ray")
 
 
 # ------------------------------------------------------------------------------------- arms
 def parse_policies(text: str) -> list[tuple[str, tuple[tuple[str, Any], ...]]]:
-    """``"salience,recency@target=0.5"`` → [(name, params)]: ``@k=v`` pairs set parameters."""
+    """``"salience,recency@target=0.5"`` → [(name, params)]: ``@k=v`` pairs set parameters.
+
+    A value may list alternatives with ``|`` (``recency@target=0.5|0.8``): one entry per
+    combination of alternatives, in order (a sweep over the parameter).
+    """
     out = []
     for item in (p.strip() for p in text.split(",")):
         if not item:
             continue
         name, *pairs = item.split("@")
-        params = tuple(parse_params(pairs).items())
-        out.append((name.strip(), params))
+        choices = []
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise ValueError(f"{item!r}: expected name@key=value, got {pair!r}")
+            alternatives = [v.strip() for v in value.split("|")]
+            if any(not v for v in alternatives):
+                raise ValueError(f"{item!r}: empty alternative in {pair!r}")
+            choices.append([f"{key.strip()}={v}" for v in alternatives])
+        for combo in itertools.product(*choices):
+            out.append((name.strip(), tuple(parse_params(list(combo)).items())))
     if not out:
         raise ValueError("no policy named")
     return out
 
 
-def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str = "both", **spec: Any) -> list[ReplaySpec]:
-    """One :class:`ReplaySpec` per policy and gating; ``spec`` sets budget, hard_ceiling, seed, ..."""
+def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str = "both",
+         budgets: Sequence[int | None] | None = None, **spec: Any) -> list[ReplaySpec]:
+    """One :class:`ReplaySpec` per gating × policy × budget; ``spec`` sets hard_ceiling, seed, ...
+
+    ``budgets`` (a sweep) defaults to ``[spec["budget"]]``; with more than one budget each arm's
+    label names its budget (``recency budget=4000``).
+    """
     if gated not in GATINGS:
         raise ValueError(f"--gated must be on, off or both; got {gated!r}")
-    return [ReplaySpec(name, params, gated=g, **spec) for g in GATINGS[gated] for name, params in policies]
+    if budgets is None:
+        budgets = [spec.pop("budget", None)]
+    else:
+        spec.pop("budget", None)
+    several = len(budgets) > 1
+    out = []
+    for g in GATINGS[gated]:
+        for name, params in policies:
+            for b in budgets:
+                arm = ReplaySpec(name, params, gated=g, budget=b, **spec)
+                out.append(replace(arm, label=f"{arm.name} budget={b or 'auto'}") if several else arm)
+    return out
 
 
 # ------------------------------------------------------------------------------------- running
 @dataclass
 class Task:
-    arm: int
+    """Some sessions under some arms: each session's event stream is built once for all of them."""
+
+    arms: list[int]
     sessions: list[int]
+
+    def cells(self) -> list[tuple[int, int]]:
+        """(arm, session) in the order the task replays them: session by session."""
+        return [(a, i) for i in self.sessions for a in self.arms]
+
+
+def _replay_cells(task: Task, convs: Sequence[Conversation], specs: Sequence[ReplaySpec], provider: Any,
+                  capture: bool) -> Iterable[SessionResult]:
+    """Replay a task session by session, every arm of it on the session's one event stream (per
+    arrival order: arms with another seed or streaming get their own)."""
+    for i in task.sessions:
+        streams: dict[tuple[Any, int], Any] = {}
+        for a in task.arms:
+            spec = specs[a]
+            key = (spec.seed, spec.stream_results)
+            if key not in streams:
+                streams[key] = events_for(convs[i], spec)
+            yield replay_session(convs[i], spec, tracer_provider=provider, capture_content=capture,
+                                 stream=streams[key])
 
 
 _WORKER: dict[str, Any] = {}
@@ -76,7 +129,7 @@ _WORKER: dict[str, Any] = {}
 
 def _worker_init(conversations: list[Conversation], specs: list[ReplaySpec], store_path: str | None,
                  capture: bool) -> None:
-    _WORKER.update(conversations=conversations, specs=specs, capture=capture, streams={}, provider=None)
+    _WORKER.update(conversations=conversations, specs=specs, capture=capture, provider=None)
     if store_path is not None:
         from tracer.traffic.recorded import store_tracer_provider
 
@@ -85,16 +138,8 @@ def _worker_init(conversations: list[Conversation], specs: list[ReplaySpec], sto
 
 
 def _worker_run(task: Task) -> tuple[Task, list[SessionResult]]:
-    convs: list[Conversation] = _WORKER["conversations"]
-    spec: ReplaySpec = _WORKER["specs"][task.arm]
-    out = []
-    for i in task.sessions:
-        key = (i, spec.seed, spec.stream_results)
-        stream = _WORKER["streams"].get(key)
-        if stream is None:
-            stream = _WORKER["streams"][key] = events_for(convs[i], spec)
-        out.append(replay_session(convs[i], spec, tracer_provider=_WORKER["provider"],
-                                  capture_content=_WORKER["capture"], stream=stream))
+    out = list(_replay_cells(task, _WORKER["conversations"], _WORKER["specs"], _WORKER["provider"],
+                             _WORKER["capture"]))
     provider = _WORKER["provider"]
     if provider is not None:
         provider.force_flush()  # every finished task is in the store, whatever happens next
@@ -125,6 +170,10 @@ def run_replays(
 ) -> list[list[SessionResult]]:
     """Replay every conversation under every spec; results[arm][session], in input order.
 
+    One pass over the sessions: a task is a chunk of ``chunk`` sessions under every spec, replayed
+    session by session, so each session's event stream is built once and shared by all arms (with
+    ``workers`` > 1 and fewer than two chunks per worker, arms are split across tasks instead).
+
     Traces go to ``store_path`` (each worker opens its own writer) or, in-process only, to
     ``tracer_provider``; with neither, nothing is recorded. ``workers`` > 1 uses processes.
     ``engine="ray"`` runs the replays as Ray tasks instead (:mod:`tracer.lab.ray_engine`; ``address``
@@ -142,8 +191,11 @@ def run_replays(
     convs, specs = list(conversations), list(specs)
     total = len(convs) * len(specs)
     results: list[list[SessionResult | None]] = [[None] * len(convs) for _ in specs]
-    tasks = [Task(a, list(range(s, min(s + chunk, len(convs))))) for a in range(len(specs))
-             for s in range(0, len(convs), chunk)]
+    chunks = [list(range(s, min(s + chunk, len(convs)))) for s in range(0, len(convs), chunk)]
+    groups = [list(range(len(specs)))]  # one pass: every arm of a chunk of sessions in one task
+    if workers > 1 and len(chunks) < 2 * workers:
+        groups = [[a] for a in range(len(specs))]  # few sessions: split the arms so every worker has work
+    tasks = [Task(g, c) for c in chunks for g in groups]
     done = 0
     if progress:
         progress(0, total)
@@ -154,16 +206,11 @@ def run_replays(
             from tracer.traffic.recorded import store_tracer_provider
 
             provider = store_tracer_provider(store_path)  # type: ignore[arg-type]
-        streams: dict[tuple[int, Any, int], Any] = {}
         try:
             for t in tasks:
-                spec = specs[t.arm]
-                for i in t.sessions:
-                    key = (i, spec.seed, spec.stream_results)
-                    if key not in streams:
-                        streams[key] = events_for(convs[i], spec)
-                    results[t.arm][i] = replay_session(convs[i], spec, tracer_provider=provider,
-                                                       capture_content=capture_content, stream=streams[key])
+                for (a, i), r in zip(t.cells(), _replay_cells(t, convs, specs, provider, capture_content),
+                                     strict=True):
+                    results[a][i] = r
                     done += 1
                     if progress:
                         progress(done, total)
@@ -180,8 +227,8 @@ def run_replays(
                     initargs=(convs, specs, str(store_path) if store_path is not None else None, capture_content))
     try:
         for task, rs in pool.imap_unordered(_worker_run, tasks):
-            for i, r in zip(task.sessions, rs, strict=True):
-                results[task.arm][i] = r
+            for (a, i), r in zip(task.cells(), rs, strict=True):
+                results[a][i] = r
             done += len(rs)
             if progress:
                 progress(done, total)
@@ -213,6 +260,9 @@ def aggregate(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionRes
         row["peak_tokens"] = max((r.peak_tokens for r in rs), default=0)
         refs = sum(r.references for r in rs)
         row["retention"] = round(sum(r.retained for r in rs) / refs, 4) if refs else None
+        row["budget"] = spec.budget
+        costs = [r.cost for r in rs if r.cost is not None]
+        row["cost"] = round(sum(costs), 6) if costs else None  # US dollars, priced sessions only
         rows.append({k: row[k] for k in ROW_KEYS})
     return rows
 
@@ -220,8 +270,9 @@ def aggregate(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionRes
 def paired_differences(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionResult]], *,
                        metrics: Iterable[str] = PAIRED) -> list[dict[str, Any]]:
     """Per-session differences (arm − baseline) with their 95% interval (:mod:`tracer.lab.metrics`,
-    the one method); the baseline is the first policy of the same gating. Sessions where a value is
-    undefined (retention without references) are left out of that metric's pairs (``n`` says)."""
+    the one method); the baseline is the first arm of the same gating. Sessions where a value is
+    undefined (retention without references, cost without a price) are left out of that metric's
+    pairs (``n`` says); cost is left out when no session has a price."""
     out = []
     by_gating: dict[bool, list[int]] = {}
     for a, spec in enumerate(specs):
@@ -234,6 +285,8 @@ def paired_differences(specs: Sequence[ReplaySpec], results: Sequence[Sequence[S
             rows = _rows(specs[base], results[base], "baseline") + _rows(specs[a], results[a], "arm")
             for metric in names:
                 found = _metrics.difference_summary(rows, metric, "baseline")
+                if not found and metric == "cost":
+                    continue
                 d = found[0] if found else {"n": 0, "mean_diff": None, "ci_low": None, "ci_high": None,
                                             "level": _metrics.LEVEL}
                 out.append({"policy": specs[a].name, "baseline": specs[base].name, "gated": gated, "metric": metric,
@@ -243,7 +296,8 @@ def paired_differences(specs: Sequence[ReplaySpec], results: Sequence[Sequence[S
 
 
 def _rows(spec: ReplaySpec, results: Sequence[SessionResult], arm: str) -> list[dict[str, Any]]:
-    return [{**row, "arm": arm} for row in _metrics.result_rows([spec], [results])]
+    rows = _metrics.result_rows([spec], [results])
+    return [{**row, "arm": arm, "cost": r.cost} for row, r in zip(rows, results, strict=True)]
 
 
 @dataclass
@@ -254,6 +308,7 @@ class Comparison:
     rows: list[dict[str, Any]]
     differences: list[dict[str, Any]]
     results: list[list[SessionResult]] = field(repr=False, default_factory=list)
+    models: dict[str, int] = field(default_factory=dict)  # sessions per priced model (tracer.lab.cost)
 
     def to_dict(self, *, sessions: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {"rows": self.rows, "differences": self.differences}
@@ -270,7 +325,7 @@ def compare(
     policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]] | str,
     *,
     gated: str = "both",
-    budget: int | None = None,
+    budget: int | None | Sequence[int | None] = None,
     hard_ceiling: int | None = None,
     stream_results: int = 0,
     seed: int | None = None,
@@ -278,21 +333,26 @@ def compare(
     store_path: str | os.PathLike[str] | None = None,
     capture_content: bool = False,
     progress: Progress | None = None,
+    prices: PriceTable | None = None,
+    price_model: str | None = None,
     engine: str = "local",
     address: str | None = None,
 ) -> Comparison:
-    """Replay ``conversations`` under every policy × gating and compare them (see module docstring).
+    """Replay ``conversations`` under every policy × gating × budget and compare them (see module
+    docstring). ``budget`` may be a list (a sweep: every arm at every budget).
 
-    ``seed`` shuffles each batch's result order (None: recorded order). ``engine="ray"`` (and
+    ``seed`` shuffles each batch's result order (None: recorded order). Each session's cost is priced with ``prices`` (default: the dated default
+    table; :mod:`tracer.lab.cost`), its model being the recorded one, else ``price_model``. ``engine="ray"`` (and
     ``address``) run the replays on Ray (see :func:`run_replays`).
     """
     if isinstance(policies, str):
         policies = parse_policies(policies)
-    specs = arms(policies, gated, budget=budget, hard_ceiling=hard_ceiling, stream_results=stream_results,
-                 seed=seed)
+    budgets = list(budget) if isinstance(budget, Sequence) else [budget]
+    specs = arms(policies, gated, budgets, hard_ceiling=hard_ceiling, stream_results=stream_results, seed=seed)
     results = run_replays(conversations, specs, workers=workers, store_path=store_path,
                           capture_content=capture_content, progress=progress, engine=engine, address=address)
-    return Comparison(specs, aggregate(specs, results), paired_differences(specs, results), results)
+    models = price_results(conversations, results, prices or PriceTable(), price_model)
+    return Comparison(specs, aggregate(specs, results), paired_differences(specs, results), results, models)
 
 
 # ------------------------------------------------------------------------------------- progress bar

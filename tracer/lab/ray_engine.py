@@ -3,9 +3,10 @@
 Why Ray: a team with a Ray cluster replays millions of sessions on it instead of on one machine's
 process pool. The split is the local engine's, so the numbers are the same:
 
-- a task is a chunk of sessions under **every** arm; it receives only those conversations (not the
-  whole list), so each conversation is shipped once whatever the number of arms, and its event
-  stream is built once and shared by the arms as the local engine does;
+- a task is a chunk of sessions under **every** arm, replayed by the local engine's own loop
+  (:func:`tracer.lab.compare._replay_cells`); it receives only those conversations (not the whole
+  list), so each conversation is shipped once whatever the number of arms, and its event stream is
+  built once and shared by the arms;
 - each Ray worker process opens its own tracer pipeline into ``store_path`` (its own segments, as
   a local worker does) and flushes it before the task returns, so a finished task's traces are in
   the store whatever happens to the worker next;
@@ -24,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tracer.lab.replay import ReplaySpec, SessionResult, events_for, replay_session
+from tracer.lab.replay import ReplaySpec, SessionResult
 from tracer.traffic.importers import Conversation
 
 _PROVIDERS: dict[str, Any] = {}  # per Ray worker process: store path -> tracer provider
@@ -42,17 +43,13 @@ def _provider(store_path: str | None) -> Any:
 
 def replay_chunk(convs: list[Conversation], specs: list[ReplaySpec], store_path: str | None,
                  capture: bool) -> pa.Table:
-    """Replay ``convs`` under every spec (arm-major, like the local engine); one row per replay."""
+    """Replay ``convs`` under every spec, session by session (the local engine's
+    :func:`~tracer.lab.compare._replay_cells`); one row per replay, in ``Task.cells()`` order."""
+    from tracer.lab.compare import Task, _replay_cells
+
     provider = _provider(store_path)
-    streams: dict[tuple[int, Any, int], Any] = {}
-    rows = []
-    for spec in specs:
-        for i, conv in enumerate(convs):
-            key = (i, spec.seed, spec.stream_results)
-            if key not in streams:
-                streams[key] = events_for(conv, spec)
-            rows.append(asdict(replay_session(conv, spec, tracer_provider=provider, capture_content=capture,
-                                              stream=streams[key])))
+    task = Task(arms=list(range(len(specs))), sessions=list(range(len(convs))))
+    rows = [asdict(r) for r in _replay_cells(task, convs, specs, provider, capture)]
     if provider is not None:
         provider.force_flush()  # the task's traces are in the store before its result is
     return pa.Table.from_pylist(rows)
@@ -65,6 +62,8 @@ def run_on_ray(conversations: Sequence[Conversation], specs: Sequence[ReplaySpec
 
     Connects to ``address`` (``"auto"``, ``"ray://head:10001"``), else starts a local Ray, unless
     this process has already called ``ray.init`` (then that cluster is used and left running)."""
+    from tracer.lab.compare import Task
+
     try:
         import ray
     except ModuleNotFoundError:
@@ -89,9 +88,10 @@ def run_on_ray(conversations: Sequence[Conversation], specs: Sequence[ReplaySpec
             for ref in ready:
                 start = pending.pop(ref)
                 rows = ray.get(ref).to_pylist()
-                n = len(rows) // len(specs)
-                for k, row in enumerate(rows):
-                    results[k // n][start + k % n] = SessionResult(**row)
+                n = min(chunk, len(convs) - start)
+                cells = Task(arms=list(range(len(specs))), sessions=list(range(n))).cells()
+                for (arm, i), row in zip(cells, rows, strict=True):
+                    results[arm][start + i] = SessionResult(**row)
                 done += len(rows)
                 if progress:
                     progress(done, total)

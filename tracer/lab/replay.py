@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from policies import Context, Gate, MemorySpillStore, get_policy
@@ -27,8 +27,10 @@ from policies.decision import Decision, DecisionKind
 from policies.errors import EvictedMessageError, HardCeilingExceeded, PrunegateError
 from policies.messages import TOOL_RESULT, Block, Message
 from policies.naive import NaiveRuntime
+from policies.observer import MultiObserver
 from policies.validate import MISSING_TOOL_RESULT, ORPHAN_TOOL_RESULT, Violation, validate
-from tracer.lab import metrics
+from tracer.lab import attribution, metrics
+from tracer.lab.attribution import LostReference, RemovalTracker
 from tracer.traffic.events import (
     APPEND,
     CLOSE,
@@ -116,14 +118,27 @@ class SessionResult:
     lost_stream_heads: int = 0
     error: str | None = None
     seconds: float = 0.0
+    # every lost reference, charged to the decision that removed its source (tracer.lab.attribution)
+    lost_references: list[LostReference] = field(default_factory=list)
+    # per model call: (input tokens, tokens of the prefix shared with the previous request, output
+    # tokens of the message it produced); tracer.lab.cost turns them into money
+    calls: list[tuple[int, int, int]] = field(default_factory=list)
+    cost: float | None = None  # set by tracer.lab.cost.price_results (None: the model has no price)
 
     @property
     def retention(self) -> float | None:
         return self.retained / self.references if self.references else None
 
+    @property
+    def first_lost_step(self) -> int | None:
+        """The step (prunegate.seq) of the first model call that had lost a reference."""
+        return self.lost_references[0].step if self.lost_references else None
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["retention"] = self.retention
+        d["lost_references"] = [x.to_dict() for x in self.lost_references]
+        d["first_lost_step"] = self.first_lost_step
         return d
 
 
@@ -199,7 +214,7 @@ class _Run:
                  result: SessionResult, tracer_provider: Any, capture: bool) -> None:
         self.conv, self.spec, self.stream, self.r = conv, spec, stream, result
         self.session = None
-        observer = None
+        spans = None
         replay_id = "replay-" + uuid.uuid4().hex[:16]
         if tracer_provider is not None:
             from tracer.spans.observer import SpanObserver
@@ -213,7 +228,10 @@ class _Run:
                             "prunegate.replay.stream_results": spec.stream_results,
                             "gen_ai.request.model": conv.model},
             )
-            observer = SpanObserver(self.session)
+            spans = SpanObserver(self.session, hold_decisions=True)  # a prune's lost references come later
+        self.spans = spans
+        self.removals = RemovalTracker(spans)
+        observer = MultiObserver(spans, self.removals) if spans is not None else self.removals
         result.replay_id = replay_id
         self.ctx = Context(observer=observer, strict=spec.gated, provider=conv.provider,
                            request_extra=dict(conv.request_extra), session_id=replay_id)
@@ -230,6 +248,10 @@ class _Run:
         self.orphans: set[str] = set()
         self.dangling: set[str] = set()
         self.inputs = {b.id: b.input for m in conv.messages for b in m.blocks if b.call_id is not None}
+        templates = [e.message for e in stream.events if e.message is not None]
+        self.tools = attribution.tool_names(templates)
+        self.templates = {m.id: m for m in templates}
+        self.prev_request: list[tuple[str, int]] = []
 
     # ------------------------------------------------------------------ the loop
     def play(self) -> None:
@@ -273,6 +295,7 @@ class _Run:
             if ctx.tokens > r.peak_tokens:
                 r.peak_tokens = ctx.tokens
             if self.session is not None:
+                self._end_held()
                 self.session.end({
                     "prunegate.replay.failed": bool(r.failures),
                     "prunegate.replay.error": r.error,
@@ -335,16 +358,29 @@ class _Run:
         body = ctx.render(provider)
         r.model_calls += 1
         r.tokens_sent += ctx.tokens
-        for ref in self.stream.references.get(ev.message_id or "", ()):
+        request = [(m.id, m.tokens) for m in ctx.iter_messages()]
+        produced = self.templates.get(ev.message_id or "")
+        r.calls.append((ctx.tokens, _shared_prefix(self.prev_request, request),
+                        ctx.counter.count(produced) if produced is not None else 0))
+        self.prev_request = request
+        refs = self.stream.references.get(ev.message_id or "", ())
+        lost = []
+        for ref in refs:
             r.references += 1
             if self._available(ref):
                 r.retained += 1
+            else:
+                lost.append(attribution.lost_reference(ctx.seq, ref.referrer, ref.source, ref.tokens,
+                                                       self.tools.get(ref.source),
+                                                       self.removals.by_message.get(ref.source)))
+        r.lost_references.extend(lost)
         if self.session is not None:
             chat = self.session.chat(self.conv.model, provider=provider, seq=ctx.seq, attributes={
                 "prunegate.request.tokens": ctx.tokens,
-                "prunegate.request.message_ids": [m.id for m in ctx.iter_messages()],
+                "prunegate.request.message_ids": [mid for mid, _ in request],
                 "prunegate.request.valid": True,
                 "gen_ai.usage.input_tokens": ctx.tokens,
+                **attribution.chat_attributes(len(refs), lost),
             })
             found = self.session.check_request(body, provider, seq=ctx.seq, message_ids_of=self._message_ids_of)
             if found:
@@ -378,6 +414,17 @@ class _Run:
         wanted = set(call_ids)
         return [m.id for m in self.ctx.iter_messages() if wanted & set(m.call_ids + m.answered_ids)]
 
+    def _end_held(self) -> None:
+        """End the held decision spans, each with the references lost because it removed their source."""
+        if self.spans is None:
+            return
+        by_span: dict[str, list[LostReference]] = {}
+        for x in self.r.lost_references:
+            if x.prune_span_id:
+                by_span.setdefault(x.prune_span_id, []).append(x)
+        self.spans.end_held(lambda span: attribution.decision_attributes(
+            by_span.get(attribution.span_id_of(span) or "", ())))
+
     # ------------------------------------------------------------------ retention
     def _available(self, ref: Reference) -> bool:
         ctx = self.ctx
@@ -403,6 +450,17 @@ def _fresh(template: Message, *, deep: bool) -> Message:
     msg.blocks = [b.copy() for b in template.blocks] if deep else list(template.blocks)
     msg.extra = dict(template.extra)
     return msg
+
+
+def _shared_prefix(before: list[tuple[str, int]], now: list[tuple[str, int]]) -> int:
+    """Tokens of the leading messages two requests share unchanged (id and size): what a provider's
+    prefix cache could serve."""
+    total = 0
+    for a, b in zip(before, now):  # noqa: B905 - requests differ in length
+        if a != b:
+            break
+        total += b[1]
+    return total
 
 
 def _holds(msg: Message, tokens: tuple[str, ...]) -> bool:

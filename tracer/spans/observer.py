@@ -30,6 +30,7 @@ DECISION_SPANS: dict[DecisionKind, str] = {
     DecisionKind.REINJECTED: "prunegate.reinject",
     DecisionKind.FAILED: "prunegate.fail",
 }
+_HOLDABLE = (DecisionKind.PRUNED, DecisionKind.SPILLED, DecisionKind.FAILED)
 _IN_CHECK = (REMOVE, REWRITE, REINJECT)  # events that only happen inside a budget check (or a trimmer)
 _NO_CONTENT = (REMOVE,)
 
@@ -39,10 +40,17 @@ class SpanObserver(Observer):
 
     ``gated`` says whether a gate (True) or a naive runtime (False) makes the decisions; it
     defaults to the session's flag and lands on every budget check and prune span.
+
+    ``hold_decisions`` (replays): decision spans that can remove messages (prune, spill, fail) are
+    not ended at once but kept in :attr:`held` with the time they would have ended, so attributes
+    known only later (the references a prune cost) can still be set; :meth:`end_held` ends them
+    with that time.
     """
 
-    def __init__(self, session: TracedSession, *, gated: bool | None = None) -> None:
+    def __init__(self, session: TracedSession, *, gated: bool | None = None, hold_decisions: bool = False) -> None:
         self.session = session
+        self.hold_decisions = hold_decisions
+        self.held: list[tuple[trace.Span, int]] = []
         self.gated = session.gated if gated is None else gated
         self._unit_of: dict[str, str] = {}  # message id -> last known unit (removed messages have none)
         self._removed: dict[str, list[str]] = {}  # removed since the last decision: id -> its call ids
@@ -148,7 +156,10 @@ class SpanObserver(Observer):
             span = s.start_span(name, attrs, seq=d.seq, parent=check, start_time=t_decision)
             if d.kind == DecisionKind.FAILED:
                 span.set_status(Status(StatusCode.ERROR, d.error or "failed"))
-            s.end_span(span)
+            if self.hold_decisions and d.kind in _HOLDABLE:
+                self.held.append((span, s.clock()))
+            else:
+                s.end_span(span)
             gone = self._evicted(ctx, d)
             pairs = [(mid, self._removed.get(mid, [])) for mid in gone]
             if removed is not None:
@@ -159,6 +170,14 @@ class SpanObserver(Observer):
         s.end_span(check)
         self._removed.clear()
         return span
+
+    def end_held(self, attributes_of: Any = None) -> None:
+        """End the held decision spans at the times they would have ended; ``attributes_of(span)``
+        gives attributes to set first (a mapping, or None)."""
+        held, self.held = self.held, []
+        for span, end_time in held:
+            attrs = attributes_of(span) if attributes_of is not None else None
+            self.session.end_span(span, attrs, end_time=end_time)
 
     def _evicted(self, ctx: Context, d: Decision) -> list[str]:
         out = list(d.pruned_ids)

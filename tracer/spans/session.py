@@ -160,12 +160,14 @@ class TracedSession:
             self._tracer_failed(exc)
             return trace.INVALID_SPAN
 
-    def end_span(self, span: trace.Span, attributes: Mapping[str, Any] | None = None) -> None:
-        """End a span now; a failing span processor is counted (:attr:`tracer_errors`), never raised."""
+    def end_span(self, span: trace.Span, attributes: Mapping[str, Any] | None = None, *,
+                 end_time: int | None = None) -> None:
+        """End a span now (or at ``end_time``, taken earlier from :meth:`clock`); a failing span
+        processor is counted (:attr:`tracer_errors`), never raised."""
         try:
             if attributes:
                 span.set_attributes(clean(attributes))
-            span.end(end_time=self.clock())
+            span.end(end_time=self.clock() if end_time is None else end_time)
         except Exception as exc:  # noqa: BLE001
             self._tracer_failed(exc)
 

@@ -616,5 +616,5 @@ def _kind(value: Any) -> str:
 
 def shipped_sessions_dir() -> Path | None:
     """``data/sessions`` of a source checkout (the demo's recorded sessions), when present."""
-    here = Path(__file__).resolve().parents[1] / "data" / "sessions"
+    here = Path(__file__).resolve().parents[2] / "data" / "sessions"
     return here if here.is_dir() else None

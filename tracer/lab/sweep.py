@@ -1,0 +1,214 @@
+"""A sweep: every arm (policy × parameters × budget × gating) on the same sessions, each with its
+interval, stored so that a later ``prunegate recommend`` (or the dashboard) can find it.
+
+``prunegate compare`` runs one pass over the sessions (one import of content, shared event
+streams per session: :func:`tracer.lab.compare.run_replays`) and hands the results here:
+:func:`summarize` gives each arm its retention and cost per session, each with its 95% interval
+over sessions (:mod:`tracer.lab.metrics`, the project's one interval method); :func:`record` adds what is needed to find and reproduce
+the sweep (the sessions, the options, the ``prunegate compare`` command of every arm); and
+:func:`save` writes it to ``<store>/sweeps/`` as one JSON file (written whole, then renamed).
+
+The interval depends only on the per-session values, so an arm replayed alone (its reproducing
+command) gets the interval it had in the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tracer.lab import metrics
+from tracer.lab.compare import Comparison
+from tracer.lab.replay import ReplaySpec, SessionResult
+
+SWEEPS_DIR = "sweeps"
+NOT_A_TOOL = "(not a tool result)"
+
+
+def parse_budgets(text: str) -> list[int | None]:
+    """``"2000,4000,8000"`` → [2000, 4000, 8000]; ``auto`` is the default 60% of each session."""
+    out: list[int | None] = []
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        if item == "auto":
+            out.append(None)
+            continue
+        try:
+            value = int(item.replace("_", ""))
+        except ValueError:
+            raise ValueError(f"--budget: expected positive integers separated by commas, got {item!r}") from None
+        if value <= 0:
+            raise ValueError(f"--budget: expected positive integers, got {item!r}")
+        out.append(value)
+    if not out:
+        raise ValueError("--budget: no budget given")
+    if len(set(out)) != len(out):
+        raise ValueError(f"--budget: a budget is listed twice in {text!r}")
+    return out
+
+
+def _r(x: float | None, digits: int) -> float | None:
+    return None if x is None or x != x else round(x, digits)
+
+
+def _clip(x: float | None) -> float | None:
+    """A retention bound within what a share can be (the t interval does not know it is one)."""
+    return None if x is None else min(1.0, max(0.0, x))
+
+
+def summarize(spec: ReplaySpec, results: Sequence[SessionResult]) -> dict[str, Any]:
+    """One arm: retention, cost and tokens per session, each with its 95% interval over sessions
+    (:func:`tracer.lab.metrics.interval`, the one method; retention bounds are clipped to [0, 1],
+    sessions without references are left out of retention and sessions without a price out of
+    cost); what was lost and to which tools; where each replay's first lost reference is."""
+    ret = metrics.interval(r.retention for r in results)
+    cost = metrics.interval(r.cost for r in results)
+    tok = metrics.interval(float(r.tokens_sent) for r in results)
+    refs = sum(r.references for r in results)
+    kept = sum(r.retained for r in results)
+    tools = Counter((x.tool or NOT_A_TOOL) for r in results for x in r.lost_references)
+    return {
+        "arm": spec.name, "policy": spec.policy, "params": dict(spec.params), "gated": spec.gated,
+        "budget": spec.budget, "sessions": len(results), "level": metrics.LEVEL,
+        "references": refs, "retained": kept, "retention_pooled": round(kept / refs, 4) if refs else None,
+        "retention_sessions": ret.n, "retention": metrics.rounded(ret.mean),
+        "retention_low": _clip(metrics.rounded(ret.low)), "retention_high": _clip(metrics.rounded(ret.high)),
+        "priced_sessions": cost.n,
+        "cost_per_session": _r(cost.mean, 6), "cost_low": _r(cost.low, 6), "cost_high": _r(cost.high, 6),
+        "cost": round(sum(r.cost for r in results if r.cost is not None), 6) if cost.n else None,
+        "tokens_per_session": _r(tok.mean, 1), "tokens_low": _r(tok.low, 1), "tokens_high": _r(tok.high, 1),
+        "tokens_sent": sum(r.tokens_sent for r in results),
+        "invalid_requests": sum(r.invalid_requests for r in results),
+        "failures": sum(r.failures for r in results),
+        "lost_references": sum(len(r.lost_references) for r in results),
+        "lost_by_tool": dict(tools.most_common()),
+        "replays": [{"source_id": r.source_id, "name": r.name, "replay_id": r.replay_id,
+                     "first_lost_step": r.first_lost_step, "lost": len(r.lost_references)} for r in results],
+    }
+
+
+def pareto(arms: Sequence[dict[str, Any]], *, cost_key: str = "cost_per_session") -> list[bool]:
+    """Which arms are Pareto-optimal among the safe ones: no other safe arm has at least their
+    retention for at most their cost and is better on one of the two. An arm that sent an invalid
+    request or had a failed session is not an option, so it is never optimal and dominates none;
+    nor is an arm without retention or cost."""
+
+    def usable(a: dict[str, Any]) -> bool:
+        return (a.get("retention") is not None and a.get(cost_key) is not None
+                and not a.get("invalid_requests") and not a.get("failures"))
+
+    ok = [a for a in arms if usable(a)]
+    out = []
+    for a in arms:
+        if not usable(a):
+            out.append(False)
+            continue
+        ra, ca = a["retention"], a[cost_key]
+        dominated = any(
+            b is not a and b["retention"] >= ra and b[cost_key] <= ca and (b["retention"] > ra or b[cost_key] < ca)
+            for b in ok)
+        out.append(not dominated)
+    return out
+
+
+# ------------------------------------------------------------------------------------- the record
+def policy_arg(spec: ReplaySpec) -> str:
+    """The ``--policies`` item naming exactly this arm's policy and parameters."""
+    parts = [spec.policy]
+    for k, v in spec.params:
+        parts.append(f"{k}={v if isinstance(v, str) else json.dumps(v)}")
+    return "@".join(parts)
+
+
+def compare_command(options: dict[str, Any], *, policies: str, budgets: Sequence[int | None],
+                    gated: str) -> str:
+    """The ``prunegate compare`` command line for these arms with the sweep's other options."""
+    argv = ["prunegate", "compare", "--store", options["store"], "--policies", policies, "--gated", gated]
+    if any(b is not None for b in budgets):
+        argv += ["--budget", ",".join("auto" if b is None else str(b) for b in budgets)]
+    for flag, key in (("--hard-ceiling", "hard_ceiling"), ("--seed", "seed"), ("--prices", "prices"),
+                      ("--price-model", "price_model")):
+        if options.get(key) is not None:
+            argv += [flag, str(options[key])]
+    if options.get("stream_results"):
+        argv += ["--stream-results", str(options["stream_results"])]
+    if options.get("session"):
+        argv += ["--session", *options["session"]]
+    return shlex.join(argv)
+
+
+def arm_command(options: dict[str, Any], spec: ReplaySpec) -> str:
+    """The command that replays this one arm on the same sessions with the same options."""
+    return compare_command(options, policies=policy_arg(spec), budgets=[spec.budget],
+                           gated="on" if spec.gated else "off")
+
+
+def record(cmp: Comparison, *, options: dict[str, Any], sessions: Sequence[Any], prices: dict[str, Any],
+           models: dict[str, int], policies: str, budgets: Sequence[int | None], gated: str) -> dict[str, Any]:
+    """Everything a sweep found and what reproduces it, as JSON-ready data."""
+    arms_ = [summarize(spec, rs) for spec, rs in zip(cmp.specs, cmp.results, strict=True)]
+    for a, spec, optimal in zip(arms_, cmp.specs, pareto(arms_), strict=True):
+        a["pareto"] = optimal
+        a["command"] = arm_command(options, spec)
+    now = time.time_ns()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 10**9))
+    return {
+        "id": f"sweep-{stamp}.{now % 10**9:09d}Z-{uuid.uuid4().hex[:6]}",  # sorts by time
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now // 10**9)),
+        "command": compare_command(options, policies=policies, budgets=budgets, gated=gated),
+        "options": options,
+        "sessions": [{"id": c.session_id, "name": c.name, "model": c.model} for c in sessions],
+        "prices": prices, "models": models,
+        "arms": arms_, "rows": cmp.rows, "differences": cmp.differences,
+    }
+
+
+def save(store_path: str | os.PathLike[str], rec: dict[str, Any]) -> Path:
+    """Write the record into ``<store>/sweeps/<id>.json`` (whole or not at all)."""
+    folder = Path(store_path) / SWEEPS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{rec['id']}.json"
+    tmp = folder / f".{rec['id']}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(rec, indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+def list_sweeps(store_path: str | os.PathLike[str]) -> list[Path]:
+    """The stored sweeps, oldest first (their names start with their UTC time to the nanosecond)."""
+    folder = Path(store_path) / SWEEPS_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob("sweep-*.json"))
+
+
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """One stored sweep (ValueError naming the file when it is not one)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"sweep {p}: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
+        raise ValueError(f"sweep {p}: not a prunegate sweep (no 'arms')")
+    return data
+
+
+def last_sweep(store_path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The most recent stored sweep of a store, or None."""
+    paths = list_sweeps(store_path)
+    return load(paths[-1]) if paths else None
+
+
+__all__ = [
+    "arm_command", "compare_command", "last_sweep", "list_sweeps", "load", "pareto", "parse_budgets",
+    "policy_arg", "record", "save", "summarize",
+]
