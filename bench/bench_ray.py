@@ -26,7 +26,16 @@ TAU = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline"
 
 
 def stable(results):
-    return [[{k: v for k, v in r.to_dict().items() if k not in ("replay_id", "seconds")} for r in rs] for rs in results]
+    """Results without what differs on every run: ids (replay, pruning span) and timings."""
+    out = []
+    for rs in results:
+        row = []
+        for r in rs:
+            d = {k: v for k, v in r.to_dict().items() if k not in ("replay_id", "seconds")}
+            d["lost_references"] = [{k: v for k, v in x.items() if k != "prune_span_id"} for x in d["lost_references"]]
+            row.append(d)
+        out.append(row)
+    return out
 
 
 def main() -> int:

@@ -10,7 +10,8 @@ process pool. The split is the local engine's, so the numbers are the same:
 - each Ray worker process opens its own tracer pipeline into ``store_path`` (its own segments, as
   a local worker does) and flushes it before the task returns, so a finished task's traces are in
   the store whatever happens to the worker next;
-- results come back as one Arrow table per task (a column per :class:`SessionResult` field).
+- results come back as the task's :class:`SessionResult` objects (counts, the lost references and
+  per-call token triples the cost needs; no traces, no messages), serialized by Ray.
 
 ``store_path`` must be visible to every node under the same path (a shared filesystem) when the
 cluster has more than one machine; see docs/scale.md.
@@ -20,10 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any
-
-import pyarrow as pa
 
 from tracer.lab.replay import ReplaySpec, SessionResult
 from tracer.traffic.importers import Conversation
@@ -42,17 +40,17 @@ def _provider(store_path: str | None) -> Any:
 
 
 def replay_chunk(convs: list[Conversation], specs: list[ReplaySpec], store_path: str | None,
-                 capture: bool) -> pa.Table:
+                 capture: bool) -> list[SessionResult]:
     """Replay ``convs`` under every spec, session by session (the local engine's
-    :func:`~tracer.lab.compare._replay_cells`); one row per replay, in ``Task.cells()`` order."""
+    :func:`~tracer.lab.compare._replay_cells`); one result per replay, in ``Task.cells()`` order."""
     from tracer.lab.compare import Task, _replay_cells
 
     provider = _provider(store_path)
     task = Task(arms=list(range(len(specs))), sessions=list(range(len(convs))))
-    rows = [asdict(r) for r in _replay_cells(task, convs, specs, provider, capture)]
+    out = list(_replay_cells(task, convs, specs, provider, capture))
     if provider is not None:
         provider.force_flush()  # the task's traces are in the store before its result is
-    return pa.Table.from_pylist(rows)
+    return out
 
 
 def run_on_ray(conversations: Sequence[Conversation], specs: Sequence[ReplaySpec], *,
@@ -87,11 +85,11 @@ def run_on_ray(conversations: Sequence[Conversation], specs: Sequence[ReplaySpec
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 start = pending.pop(ref)
-                rows = ray.get(ref).to_pylist()
+                rows = ray.get(ref)
                 n = min(chunk, len(convs) - start)
                 cells = Task(arms=list(range(len(specs))), sessions=list(range(n))).cells()
                 for (arm, i), row in zip(cells, rows, strict=True):
-                    results[arm][start + i] = SessionResult(**row)
+                    results[arm][start + i] = row
                 done += len(rows)
                 if progress:
                     progress(done, total)
