@@ -17,7 +17,16 @@ observer and store pipeline. Then, side by side in this run, it times:
 all at a middle and at the last step (the most events to scan), on the uncompacted store (Parquet
 segments) and again after compaction into spans.duckdb. The target is 1.5 s per step.
 
+Then the Sessions page at ``--sessions`` sessions (default 10,000): a demo-like set of real
+sessions (recorded ones imported from data/sessions, each replayed under three arms through the
+real replay engine) is cloned in DuckDB, with new session, trace and span ids, until the store
+holds that many sessions; it times the page's query (first page, cold reader) and a full AppTest
+run of the page with cold caches (first render), then a filter (policy + ungated + violations),
+a search over message text / tools / decisions / violation codes, and a later page, each as the
+page's rerun after the widget change. The goal is under 1 s each.
+
     .venv/bin/python bench/bench_dashboard.py [--turns 1000] [--stream 6] [--repeat 5] [--store DIR] [--browser]
+                                              [--sessions 10000] [--skip-steps]
 """
 
 from __future__ import annotations
@@ -231,16 +240,145 @@ def measure(store_dir: Path, sid: str, repeat: int, label: str) -> list[tuple[st
     return rows
 
 
+# ----------------------------------------------------------------------------- the sessions page at scale
+def template_store(path: Path) -> int:
+    """A demo-like store of real sessions (imported, each replayed under three arms); returns how many."""
+    sys.path.insert(0, str(REPO))
+    from tests.dashboard_fixtures import demo_store
+
+    demo_store(path, per_file=3)
+    with Store(path).reader() as r:
+        return int(r.con.execute("SELECT count(DISTINCT session_id) FROM spans").fetchall()[0][0])
+
+
+def clone_sessions(template: Path, target: Path, sessions: int) -> int:
+    """Copy the template's spans into ``target`` until it holds ``sessions`` sessions: every copy
+    gets new session ids (and its replays point at the copy of their recording), new trace and
+    span ids, and start times one second later per copy. Returns the number of spans written."""
+    import duckdb
+
+    with Store(template).reader() as r:
+        table = r.con.execute("SELECT * FROM spans").to_arrow_table()
+        per_copy = int(r.con.execute("SELECT count(DISTINCT session_id) FROM spans").fetchall()[0][0])
+    copies = -(-sessions // per_copy)
+    con = duckdb.connect()
+    con.register("t", table)
+    store = Store(target)
+    written = 0
+    for start in range(0, copies, 50):
+        out = con.execute("""
+            SELECT md5(trace_id || '-' || i::VARCHAR) AS trace_id,
+                   substr(md5(span_id || '-' || i::VARCHAR), 1, 16) AS span_id,
+                   CASE WHEN parent_span_id IS NULL THEN NULL
+                        ELSE substr(md5(parent_span_id || '-' || i::VARCHAR), 1, 16) END AS parent_span_id,
+                   trace_state, name, kind,
+                   start_time_ns + i * 1000000000 AS start_time_ns, end_time_ns + i * 1000000000 AS end_time_ns,
+                   status_code, status_message,
+                   regexp_replace(CAST(attributes AS VARCHAR), '"((imp|replay|s)-[0-9a-z-]+)"',
+                                  '"\\1-c' || i::VARCHAR || '"', 'g') AS attributes,
+                   CAST(events AS VARCHAR) AS events,
+                   CASE WHEN links IS NULL THEN NULL ELSE CAST(links AS VARCHAR) END AS links,
+                   CAST(resource AS VARCHAR) AS resource, scope_name, scope_version,
+                   session_id || '-c' || i::VARCHAR AS session_id, seq
+            FROM t, range($lo, $hi) r(i)
+            WHERE session_id IS NOT NULL
+        """, {"lo": start, "hi": min(copies, start + 50)}).to_arrow_table()
+        from tracer.store.schema import ARROW_SCHEMA
+
+        store.write_table(out.cast(ARROW_SCHEMA), fsync=False)
+        written += out.num_rows
+    return written
+
+
+def sessions_page_run(store_dir: Path, change: Callable[[Any], Any] | None = None,
+                      params: dict[str, str] | None = None) -> tuple[float, float | None]:
+    """Seconds of an AppTest run of the Sessions page with cold caches (first render), and, with
+    ``change``, of the rerun after that widget change (the filter's response; its query is new)."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    os.environ[ENV_STORE] = str(store_dir)
+    at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("views/sessions.py")
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    t0 = time.perf_counter()
+    at.run()
+    first = time.perf_counter() - t0
+    if at.exception:
+        raise RuntimeError(f"the sessions page failed: {at.exception[0].value}")
+    if change is None:
+        return first, None
+    t0 = time.perf_counter()
+    change(at).run()
+    again = time.perf_counter() - t0
+    if at.exception:
+        raise RuntimeError(f"the sessions page failed after the change: {at.exception[0].value}")
+    return first, again
+
+
+def measure_sessions(store_dir: Path, label: str) -> list[tuple[str, float]]:
+    from tracer.queries import catalog
+
+    store = Store(store_dir)
+
+    def query(**kw: Any) -> dict[str, Any]:
+        with store.reader() as r:
+            return catalog.session_page(r, **kw)
+
+    rows: list[tuple[str, float]] = []
+    q_s, page = timed(lambda: query(), 3)
+    total = page["total"]
+    rows.append((f"{label}: sessions query, first page of {total:,} (fresh reader)", q_s))
+    f_s, filt = timed(lambda: query(policies=("salience",), gated=False, only_with_violations=True), 3)
+    rows.append((f"{label}: sessions query, filter salience+ungated+violations ({filt['total']:,})", f_s))
+    s_s, hit = timed(lambda: query(search="refund_order"), 3)
+    rows.append((f"{label}: sessions query, search 'refund_order' ({hit['total']:,})", s_s))
+    first, flt = sessions_page_run(store_dir, lambda at: at.selectbox(key="sessions_gate").set_value("ungated"))
+    rows.append((f"{label}: AppTest Sessions page, first render, cold caches", first))
+    rows.append((f"{label}: AppTest Sessions page, filter gate=ungated (rerun)", flt or 0.0))
+    _, srch = sessions_page_run(store_dir, lambda at: at.text_input(key="sessions_q").input("orphan_tool_result"))
+    rows.append((f"{label}: AppTest Sessions page, search 'orphan_tool_result' (rerun)", srch or 0.0))
+    _, nxt = sessions_page_run(store_dir, lambda at: at.checkbox(key="sessions_only_v").check(),
+                               params={"page": "3"})
+    rows.append((f"{label}: AppTest Sessions page 3, filter with violations (rerun)", nxt or 0.0))
+    return rows
+
+
+def sessions_bench(sessions: int) -> list[tuple[str, float]]:
+    with tempfile.TemporaryDirectory(prefix="bench-sessions-") as tmp:
+        template, target = Path(tmp) / "template", Path(tmp) / "store"
+        t0 = time.perf_counter()
+        per = template_store(template)
+        spans = clone_sessions(template, target, sessions)
+        store = Store(target)
+        with store.reader() as r:
+            n = int(r.con.execute("SELECT count(DISTINCT session_id) FROM spans").fetchall()[0][0])
+        print(f"sessions store: {n:,} sessions ({per} real ones cloned), {spans:,} spans, "
+              f"{len(store.pending_segments())} segments, built in {time.perf_counter() - t0:.1f}s")
+        rows = measure_sessions(target, "segments")
+        store.compact()
+        rows += measure_sessions(target, "compacted")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=1000)
     ap.add_argument("--stream", type=int, default=6, help="deltas per streamed tool result")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--store", help="keep the generated store here (default: a temporary directory)")
+    ap.add_argument("--sessions", type=int, default=10_000, help="sessions in the Sessions-page store (0: skip)")
+    ap.add_argument("--skip-steps", action="store_true", help="only the Sessions page part")
     ap.add_argument("--browser", action="store_true",
                     help="also time steps end to end in /usr/bin/chromium against a real server")
     args = ap.parse_args(argv)
 
+    if args.skip_steps:
+        return _report_sessions(sessions_bench(args.sessions)) if args.sessions else 0
     tmp = None
     if args.store:
         store_dir = Path(args.store)
@@ -287,6 +425,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label}, {pos}: DuckDB context (with units, pins, pending) / Python-loop ids only = {duck / py:.2f}")
     if tmp is not None:
         tmp.cleanup()
+    if args.sessions:
+        _report_sessions(sessions_bench(args.sessions))
+    return 0
+
+
+def _report_sessions(rows: list[tuple[str, float]]) -> int:
+    print()
+    print(f"{'sessions page':70} {'seconds':>9} {'÷ 1 s goal':>11}")
+    for name, secs in rows:
+        print(f"{name:70} {secs:9.3f} {secs:11.2f}")
     return 0
 
 

@@ -39,7 +39,7 @@ from policies import Context, Gate, convert, get_policy  # noqa: E402
 from policies.messages import Message  # noqa: E402
 from tracer.spans.observer import SpanObserver  # noqa: E402
 from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor  # noqa: E402
-from tracer.spans.session import TracedSession  # noqa: E402
+from tracer.spans.session import SessionConfig, TracedSession  # noqa: E402
 from tracer.spans.setup import setup_tracing  # noqa: E402
 
 TAU = Path(__file__).resolve().parents[2] / "shared" / "traffic" / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
@@ -93,8 +93,8 @@ def variant_store(root: Path, capture: bool) -> Callable[[], tuple[Callable[[int
         tracing = setup_tracing(Path(tempfile.mkdtemp(dir=root)), otlp_endpoint=False)
 
         def observer(budget: int) -> SpanObserver:
-            return SpanObserver(TracedSession(tracing.provider, source="synthetic", budget=budget,
-                                              capture_content=capture))
+            return SpanObserver(TracedSession(tracing.provider, SessionConfig(source="synthetic", budget=budget,
+                                              capture_content=capture)))
 
         def finish() -> dict:
             t0 = time.perf_counter()
@@ -123,8 +123,8 @@ def variant_discard() -> tuple[Callable[[int], SpanObserver | None], Callable]:
         provider.shutdown()
         return {"flush_s": flush, "stored": stats["stored"], "dropped": stats["dropped"]}
 
-    return lambda budget: SpanObserver(TracedSession(provider, source="synthetic", budget=budget,
-                                                     capture_content=False)), finish
+    return lambda budget: SpanObserver(TracedSession(provider, SessionConfig(source="synthetic", budget=budget,
+                                                     capture_content=False))), finish
 
 
 def variant_untraced() -> tuple[Callable[[int], None], Callable]:

@@ -1,7 +1,8 @@
 """Entry point of the dashboard: ``streamlit run dashboard/app.py`` (``prunegate dashboard`` does it).
 
-The store comes from ``$PRUNEGATE_STORE`` (else ``./prunegate-store``). Pages: Sessions, Replay,
-Violations, Compare, Live; each is a module in ``dashboard/views``.
+The store comes from ``$PRUNEGATE_STORE`` (else ``./prunegate-store``). Pages: Start (``/``),
+Sessions (``/sessions``), Replay, Violations, Compare, Live; each is a module in ``dashboard/views``
+with its own URL path and its state in the query string.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from dashboard.components.safe import md  # noqa: E402
 
 st.set_page_config(page_title="prunegate", page_icon=":material/content_cut:", layout="wide")
 
+# Every page has its own path (the start page is "/"); the state of each lives in its query string.
 PAGES = [
-    st.Page("views/sessions.py", title="Sessions", icon=":material/table_rows:", url_path="sessions", default=True),
+    st.Page("views/home.py", title="Start", icon=":material/home:", url_path="start", default=True),
+    st.Page("views/sessions.py", title="Sessions", icon=":material/table_rows:", url_path="sessions"),
     st.Page("views/replay.py", title="Replay", icon=":material/play_circle:", url_path="replay"),
     st.Page("views/violations.py", title="Violations", icon=":material/warning:", url_path="violations"),
     st.Page("views/compare.py", title="Compare", icon=":material/balance:", url_path="compare"),

@@ -1,8 +1,8 @@
 """Recorded model traffic for the examples: real Anthropic/OpenAI responses and tool results.
 
-The responses come from the pydantic-ai test cassettes in ``shared/traffic`` (beside the repo;
-never copied into it): each interaction's ``response.parsed_body`` is what the provider really
-answered. A :class:`Script` is one user turn: its prompt, the responses of each round (a round is
+The responses come from the pydantic-ai test cassettes in ``shared/traffic`` (beside the repo),
+or from the sample of them shipped in ``tests/data/traffic`` when that is absent: each
+interaction's ``response.parsed_body`` is what the provider really answered. A :class:`Script` is one user turn: its prompt, the responses of each round (a round is
 one model call; tool rounds continue the turn) and the results its tools returned, so an example
 agent can run the tools "for real" from the recording.
 """
@@ -20,7 +20,8 @@ import yaml
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-TRAFFIC = Path(__file__).resolve().parents[2] / "shared" / "traffic"
+_FULL = Path(__file__).resolve().parents[2] / "shared" / "traffic"
+TRAFFIC = _FULL if _FULL.is_dir() else Path(__file__).resolve().parents[1] / "tests" / "data" / "traffic"
 CASSETTES = TRAFFIC / "pydantic-ai-cassettes" / "tests" / "models" / "cassettes"
 ANTHROPIC, OPENAI = "anthropic", "openai"
 

@@ -18,8 +18,10 @@ from .observer import MultiObserver, Observer
 from .policy import ContextView, Eviction, Policy, Proposal, Rewrite, Summary, UnitView
 from .reference import prune_context
 from .registry import available, get_policy, parse_params, register
+from .runtime import Runtime, build_runtime
 from .spill import DirectorySpillStore, MemorySpillStore, SpillStore
 from .tokens import ApproxTokenCounter, TokenCounter
+from .validate import Violation, is_valid, validate
 
 __all__ = [
     "ApproxTokenCounter",
@@ -44,6 +46,7 @@ __all__ = [
     "Proposal",
     "PruneBoundaryViolation",
     "Rewrite",
+    "Runtime",
     "SpillStore",
     "Spilled",
     "StructureError",
@@ -51,18 +54,16 @@ __all__ = [
     "TokenCounter",
     "Unit",
     "UnitView",
+    "Violation",
     "available",
+    "build_runtime",
     "get_policy",
+    "is_valid",
     "parse_params",
     "prune_context",
     "register",
     "text_message",
     "tool_result",
     "tool_use",
+    "validate",
 ]
-try:  # the validators land in their own module
-    from .validate import Violation, is_valid, validate  # noqa: F401
-
-    __all__ += ["Violation", "is_valid", "validate"]
-except ImportError:  # pragma: no cover
-    pass

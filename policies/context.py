@@ -384,13 +384,20 @@ class Context:
     def replace_message(self, message_id: str, new: Message, cause: str = "rewrite") -> Message:
         """Rewrite a closed message's content; its calls and results must stay the same."""
         self.check_rewrite(message_id, new)
-        old = self._messages[message_id]
-        unit = self.units[self._unit_of[message_id]]
-        new.id, new.seq, new.closed = old.id, old.seq, True
+        return self.overwrite_message(message_id, new, cause)
+
+    def overwrite_message(self, message_id: str, new: Message, cause: str) -> Message:
+        """Put ``new`` in the message's place (same id, position, unit and open/closed state), unchecked.
+
+        :meth:`replace_message` checks first; a naive runtime calls this directly, even on a message
+        still in flight, to reproduce what happens without the gate. Returns the old message.
+        """
+        old = self.message(message_id)
+        new.id, new.seq, new.closed = old.id, old.seq, old.closed
         new.tokens = self.counter.count(new)
         self._messages[message_id] = new
         delta = new.tokens - old.tokens
-        unit.tokens += delta
+        self.units[self._unit_of[message_id]].tokens += delta
         self.tokens += delta
         self._notify_message(new, REWRITE, cause=cause, tokens_before=old.tokens)
         return old
@@ -438,9 +445,18 @@ class Context:
         first_seq = min(self.units[u].first_seq for u in unit_ids)
         removed = self.remove_units(unit_ids, cause)
         summary.closed = True
-        self._admit(summary, seq=first_seq, summary=True)
-        self._notify_message(summary, APPEND, summary_of=list(unit_ids))
+        self.insert_summary(summary, seq=first_seq, summary_of=unit_ids)
         return removed
+
+    def insert_summary(self, summary: Message, *, seq: int, summary_of: list[str]) -> Message:
+        """Admit ``summary`` as a unit of its own at position ``seq``, reported as replacing ``summary_of``.
+
+        The caller has removed what it replaces: :meth:`replace_units` (whole units, checked) or a
+        naive runtime (raw messages, unchecked).
+        """
+        self._admit(summary, seq=seq, summary=True)
+        self._notify_message(summary, APPEND, summary_of=list(summary_of))
+        return summary
 
     def spill_unit(self, unit_id: str, key: str) -> Spilled:
         """Record that a closed unit moved to a spill store under ``key`` and drop it from the window."""
@@ -478,6 +494,23 @@ class Context:
 
     # ------------------------------------------------------------------ internals
     def _admit(self, msg: Message, *, seq: int | None = None, unit_id: str | None = None, summary: bool = False) -> None:
+        """Add ``msg`` to the window (at ``seq`` when given: a summary or a re-injection placed in the
+        past) in unit ``unit_id`` or a new one; everything is checked before anything changes."""
+        self._check_admissible(msg)
+        self.seq += 1
+        msg.seq = self.seq if seq is None else seq
+        msg.tokens = self.counter.count(msg)
+        if seq is not None and self._messages and msg.seq < self._last_seq():
+            self._needs_reorder = True
+        self._messages[msg.id] = msg
+        unit = self._join_unit(msg, unit_id, summary)
+        unit = self._link_calls(msg, unit)
+        self._note_roles(msg, unit.id, arrival=seq is None)
+        if self._needs_reorder:
+            self._reorder()
+
+    def _check_admissible(self, msg: Message) -> None:
+        """Give ``msg`` an id if it has none; raise unless its id and tool ids fit the context."""
         where = f"message {len(self._messages)}"
         if not msg.id:
             while f"m{self._next_msg}" in self._messages or f"m{self._next_msg}" in self._gone:
@@ -501,13 +534,8 @@ class Context:
         if len(set(msg.call_ids)) != len(msg.call_ids):
             raise DuplicateToolIdError(f"{where}: the same tool call id appears twice in one message")
 
-        self.seq += 1
-        msg.seq = self.seq if seq is None else seq
-        msg.tokens = self.counter.count(msg)
-        if seq is not None and self._messages and msg.seq < self._last_seq():
-            self._needs_reorder = True
-        self._messages[msg.id] = msg
-
+    def _join_unit(self, msg: Message, unit_id: str | None, summary: bool) -> Unit:
+        """Put the (placed) message in unit ``unit_id``, created if needed (a fresh id when None)."""
         uid = unit_id
         if uid is None or uid not in self.units:
             if uid is None:
@@ -525,6 +553,12 @@ class Context:
         if not msg.closed:
             unit.open_ids.add(msg.id)
             self.open_ids.add(msg.id)
+        return unit
+
+    def _link_calls(self, msg: Message, unit: Unit) -> Unit:
+        """Record the calls ``msg`` issues (pending until answered) and the calls it answers, merging
+        its unit with each answered call's unit. Returns the unit the message ends up in."""
+        uid = unit.id
         for call_id in msg.call_ids:
             if self._call_owner.get(call_id) != uid:
                 # a fresh issue of this id: new, or reused after its first pair completed (OpenAI
@@ -548,19 +582,21 @@ class Context:
             if msg.closed:
                 unit.pending.discard(call_id)
                 self.pending.pop(call_id, None)
+        return unit
+
+    def _note_roles(self, msg: Message, uid: str, *, arrival: bool) -> None:
+        """Remember system units, the first and last user message and the last arrival (for pinning)."""
         if msg.role in SYSTEM_ROLES:
             self._system_units.add(uid)
         if msg.role == "user" and msg.has_user_text():
             if self._first_user is None or self._first_user not in self._unit_of:
                 self._first_user = msg.id
-            if seq is None:  # an arrival, not a summary or a re-injection placed in the past
+            if arrival:  # not a summary or a re-injection placed in the past
                 self._last_user = msg.id
         elif msg.role == "user" and self._first_user is None:
             self._first_user = msg.id
-        if seq is None:
+        if arrival:
             self._last_msg = msg.id
-        if self._needs_reorder:
-            self._reorder()
 
     def _last_seq(self) -> int:
         last = next(reversed(self._messages.values()))

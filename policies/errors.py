@@ -31,8 +31,11 @@ class EvictedMessageError(PrunegateError, LookupError):
     """
 
 
-class PruneBoundaryViolation(RuntimeError):
-    """A prune set breaks the commit-boundary rule (the source document's reference check)."""
+class PruneBoundaryViolation(PrunegateError, RuntimeError):
+    """A prune set breaks the commit-boundary rule (the source document's reference check).
+
+    A ``RuntimeError`` as the source document specifies, and a :class:`PrunegateError` like the rest.
+    """
 
 
 class HardCeilingExceeded(PrunegateError, RuntimeError):

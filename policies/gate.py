@@ -42,8 +42,10 @@ class Gate:
 
     ``mode="grow"`` takes a unit whole when a proposal touches part of it; ``"shrink"`` leaves it.
     ``hard_ceiling`` (default: no ceiling) is where deferral stops and spilling starts; without a
-    ``spill_store`` crossing it fails at once.
+    ``spill_store`` crossing it fails at once. Implements :class:`~policies.runtime.Runtime`.
     """
+
+    gated = True
 
     def __init__(
         self,
@@ -141,7 +143,18 @@ class Gate:
 
     # ------------------------------------------------------------------ internals
     def _close_over_units(self, ctx: Context, proposal: Proposal, pins: frozenset[str]) -> _Plan:
+        """The proposal made whole: evictions grown or shrunk to units, then the summaries and rewrites
+        that still fit (a pinned, in-flight or already planned unit is skipped, never cut)."""
         plan = _Plan()
+        self._plan_evictions(ctx, proposal, pins, plan)
+        evicting = set(plan.evict)
+        used: set[int] = set()  # replacement objects already planned: one object lands in one place
+        _plan_summaries(ctx, proposal, pins, plan, evicting, used)
+        _plan_rewrites(ctx, proposal, pins, plan, evicting, used)
+        return plan
+
+    def _plan_evictions(self, ctx: Context, proposal: Proposal, pins: frozenset[str], plan: _Plan) -> None:
+        """Every unit the proposal touches: evicted whole, grown (``mode="grow"``), shrunk away or skipped."""
         touched: dict[str, set[str]] = {}
         for mid in proposal.evict_ids:
             uid = ctx.unit_id_of(mid)
@@ -158,43 +171,7 @@ class Gate:
                 plan.grown.append(uid)
             else:
                 plan.shrunk.append(uid)
-        evicting = set(plan.evict)
         plan.saves = sum(ctx.units[u].tokens for u in plan.evict)
-        used: set[int] = set()  # replacement objects already planned: one object lands in one place
-        summary_ids: set[str] = set()
-        for summary in proposal.summaries:
-            uids = list(dict.fromkeys(summary.unit_ids))
-            try:
-                if id(summary.message) in used or (summary.message.id and summary.message.id in summary_ids):
-                    raise StructureError("the same summary message is proposed twice")
-                uids = ctx.check_summary(uids, summary.message)
-                if any(u in pins or u in evicting for u in uids):
-                    raise StructureError("pinned or already planned")
-            except StructureError:
-                _skip(plan, (u for u in uids if u in ctx.units))
-                continue
-            used.add(id(summary.message))
-            summary_ids.add(summary.message.id)
-            plan.summaries.append(Summary(tuple(uids), summary.message, summary.reason, summary.summarizer))
-            evicting.update(uids)
-            plan.saves += sum(ctx.units[u].tokens for u in uids) - ctx.counter.count(summary.message)
-        rewritten: set[str] = set()
-        for rw in proposal.rewrites:
-            uid = ctx.unit_id_of(rw.message_id)
-            if uid is None:
-                continue
-            try:
-                if uid in pins or uid in evicting or rw.message_id in rewritten or id(rw.replacement) in used:
-                    raise StructureError("pinned, planned for eviction or already rewritten")
-                ctx.check_rewrite(rw.message_id, rw.replacement)  # in flight, tool ids or role changed
-            except StructureError:
-                _skip(plan, (uid,))
-                continue
-            used.add(id(rw.replacement))
-            rewritten.add(rw.message_id)
-            plan.rewrites.append(rw)
-            plan.saves += ctx.message(rw.message_id).tokens - ctx.counter.count(rw.replacement)
-        return plan
 
     def _apply(self, ctx: Context, plan: _Plan, d: Decision) -> None:
         cause = f"pruned by check #{self.checks} ({d.policy})"
@@ -278,6 +255,50 @@ class Gate:
         if observer is not None:
             ctx.observer_errors.call(observer.on_decision, ctx, d)
         return d
+
+
+
+def _plan_summaries(ctx: Context, proposal: Proposal, pins: frozenset[str], plan: _Plan, evicting: set[str],
+                    used: set[int]) -> None:
+    """The proposal's summaries that replace whole closed units nobody else plans for."""
+    summary_ids: set[str] = set()
+    for summary in proposal.summaries:
+        uids = list(dict.fromkeys(summary.unit_ids))
+        try:
+            if id(summary.message) in used or (summary.message.id and summary.message.id in summary_ids):
+                raise StructureError("the same summary message is proposed twice")
+            uids = ctx.check_summary(uids, summary.message)
+            if any(u in pins or u in evicting for u in uids):
+                raise StructureError("pinned or already planned")
+        except StructureError:
+            _skip(plan, (u for u in uids if u in ctx.units))
+            continue
+        used.add(id(summary.message))
+        summary_ids.add(summary.message.id)
+        plan.summaries.append(Summary(tuple(uids), summary.message, summary.reason, summary.summarizer))
+        evicting.update(uids)
+        plan.saves += sum(ctx.units[u].tokens for u in uids) - ctx.counter.count(summary.message)
+
+
+def _plan_rewrites(ctx: Context, proposal: Proposal, pins: frozenset[str], plan: _Plan, evicting: set[str],
+                   used: set[int]) -> None:
+    """The proposal's rewrites that keep structure, of messages in closed units nobody else plans for."""
+    rewritten: set[str] = set()
+    for rw in proposal.rewrites:
+        uid = ctx.unit_id_of(rw.message_id)
+        if uid is None:
+            continue
+        try:
+            if uid in pins or uid in evicting or rw.message_id in rewritten or id(rw.replacement) in used:
+                raise StructureError("pinned, planned for eviction or already rewritten")
+            ctx.check_rewrite(rw.message_id, rw.replacement)  # in flight, tool ids or role changed
+        except StructureError:
+            _skip(plan, (uid,))
+            continue
+        used.add(id(rw.replacement))
+        rewritten.add(rw.message_id)
+        plan.rewrites.append(rw)
+        plan.saves += ctx.message(rw.message_id).tokens - ctx.counter.count(rw.replacement)
 
 
 def _skip(plan: _Plan, unit_ids: Iterable[str]) -> None:

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 from .context import Context
 from .decision import Decision, DecisionKind
-from .messages import Message
-from .observer import APPEND, REWRITE, Observer
+from .observer import Observer
 from .policy import ContextView, Policy, Proposal
 
 
 class NaiveRuntime:
-    """Same ``check(ctx) -> Decision`` interface as :class:`~policies.gate.Gate`, no safety."""
+    """The :class:`~policies.runtime.Runtime` interface of :class:`~policies.gate.Gate`, no safety."""
 
     gated = False
 
     def __init__(self, policy: Policy, budget: int, *, observer: Observer | None = None) -> None:
         self.policy = policy
         self.budget = budget
-        self.hard_ceiling = None
+        self.hard_ceiling: int | None = None  # no ceiling: nothing is ever spilled
         self.observer = observer
         self.checks = 0
 
@@ -58,27 +57,16 @@ class NaiveRuntime:
                 ):
                     d.error = f"rewrite of '{old.id}' changes its tool ids; not applied"
                     continue
-                _swap(ctx, old, rw.replacement, cause)  # in place, even mid-flight: that is the naive part
+                ctx.overwrite_message(old.id, rw.replacement, cause)  # in place, even mid-flight: the naive part
                 d.rewritten_ids.append(old.id)
         for s in proposal.summaries:
             ids = [m for u in s.unit_ids if u in ctx.units for m in ctx.units[u].message_ids]
             if ids:
                 first = min(ctx.message(m).seq for m in ids)
                 ctx.remove_messages(ids, cause)
-                ctx._admit(s.message, seq=first, summary=True)
-                ctx._notify_message(s.message, APPEND, summary_of=list(s.unit_ids))
+                ctx.insert_summary(s.message, seq=first, summary_of=list(s.unit_ids))
                 d.summarized_units.extend(s.unit_ids)
                 d.summary_id = s.message.id
         removed = ctx.remove_messages(proposal.evict_ids, cause)
         d.pruned_ids = [m.id for m in removed]
 
-
-def _swap(ctx: Context, old: Message, new: Message, cause: str) -> None:
-    """Replace a message's content in place, keeping its id, position and unit."""
-    new.id, new.seq, new.closed = old.id, old.seq, old.closed
-    new.tokens = ctx.counter.count(new)
-    ctx._messages[old.id] = new
-    delta = new.tokens - old.tokens
-    ctx.units[ctx._unit_of[old.id]].tokens += delta
-    ctx.tokens += delta
-    ctx._notify_message(new, REWRITE, cause=cause, tokens_before=old.tokens)

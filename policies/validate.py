@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 ORPHAN_TOOL_RESULT = "orphan_tool_result"
 MISSING_TOOL_RESULT = "missing_tool_result"
@@ -129,7 +129,7 @@ def _kind(value: Any) -> str:
     return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
-def _is_id(value: Any) -> bool:
+def _is_id(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and value != ""
 
 

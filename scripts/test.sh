@@ -5,5 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --browser
 echo "==> ruff"
 .venv/bin/ruff check .
+echo "==> mypy"
+.venv/bin/mypy
 echo "==> pytest"
 exec .venv/bin/pytest -q -p no:cacheprovider "$@"

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link
 
-from tracer.spans.session import TracedSession
+from tracer.spans.session import SessionConfig, TracedSession
 from tracer.store import Store
 from tracer.store.rows import spans_to_table
 
@@ -143,9 +143,9 @@ class ScriptedSession:
 def orphan_session(provider: TracerProvider, *, session_id: str = "s-orphan",
                    name: str = "lisbon-trip.json") -> dict[str, Any]:
     """The source document's failure 1 under an ungated salience policy. Returns the ids to expect."""
-    ts = TracedSession(provider, session_id=session_id, source="replay", name=name,
+    ts = TracedSession(provider, SessionConfig(session_id=session_id, source="replay", name=name,
                        provider="anthropic", policy="salience", gated=False, budget=100,
-                       capture_content=True, source_id="s-recorded")
+                       capture_content=True, source_id="s-recorded"))
     s = ScriptedSession(ts, budget=100, gated=False)
     s.message("append", "m1", role="system", unit="u1", tokens=10, content=[{"type": "text", "text": "Be a travel agent."}])
     s.unit_close("u1", "system", ["m1"])
@@ -195,9 +195,9 @@ def orphan_session(provider: TracerProvider, *, session_id: str = "s-orphan",
 
 def gated_session(provider: TracerProvider, *, session_id: str = "s-gated") -> dict[str, Any]:
     """A gated session: a deferral while a call is pending, a stream, then a spill under the ceiling."""
-    ts = TracedSession(provider, session_id=session_id, source="replay", name="lisbon-trip.json",
+    ts = TracedSession(provider, SessionConfig(session_id=session_id, source="replay", name="lisbon-trip.json",
                        provider="anthropic", policy="salience", gated=True, budget=100, hard_ceiling=150,
-                       capture_content=False, source_id="s-recorded")
+                       capture_content=False, source_id="s-recorded"))
     s = ScriptedSession(ts, budget=100, hard_ceiling=150, gated=True)
     s.message("append", "m1", role="system", unit="u1", tokens=10)
     s.unit_close("u1", "system", ["m1"])
@@ -223,8 +223,8 @@ def gated_session(provider: TracerProvider, *, session_id: str = "s-gated") -> d
 
 def recorded_session(provider: TracerProvider, *, session_id: str = "s-recorded") -> dict[str, Any]:
     """The imported recording both replays above replay: two messages, no decisions."""
-    ts = TracedSession(provider, session_id=session_id, source="import", name="lisbon-trip.json",
-                       provider="anthropic", capture_content=False)
+    ts = TracedSession(provider, SessionConfig(session_id=session_id, source="import", name="lisbon-trip.json",
+                       provider="anthropic", capture_content=False))
     s = ScriptedSession(ts, budget=100)
     s.message("append", "m1", role="system", unit="u1", tokens=10)
     s.message("append", "m2", role="user", unit="u2", tokens=20)

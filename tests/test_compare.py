@@ -23,13 +23,13 @@ from tracer.lab.metrics import Interval, interval, t95
 from tracer.lab.replay import ReplaySpec
 from tracer.queries import list_sessions
 from tracer.store import Store
-from tracer.traffic.importers import Conversation, read_file
+from tracer.traffic.importers import Conversation
 from tracer.traffic.recorded import import_paths
 
 
 @pytest.fixture(scope="module")
-def tau() -> list[Conversation]:
-    return [c for c in read_file(TAU) if isinstance(c, Conversation)][:12]
+def tau(tau_sessions: list[Conversation]) -> list[Conversation]:
+    return tau_sessions[:12]
 
 
 def stable(results):
@@ -118,6 +118,7 @@ def test_two_workers_give_the_same_metrics_and_each_writes_its_own_segments(tau,
     assert len(pids) >= 2  # one writer per worker process
 
 
+@pytest.mark.slow
 def test_compare_command_json(tmp_path, capsys):
     store = tmp_path / "s"
     import_paths([TAU], store)

@@ -53,7 +53,7 @@ def page(name: str, **params: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.run()
     assert not at.exception, at.exception
-    if name != "sessions":
+    if name != "home":
         at.switch_page(f"views/{name}.py")
     for key, value in params.items():
         at.query_params[key] = value
@@ -84,23 +84,37 @@ def test_sessions_page_lists_and_filters_sessions(store: dict) -> None:
     table = at.dataframe[0].value
     with Store(store["path"]).reader() as r:
         assert len(table) == len(queries.sessions(r))
-    assert {"session", "source", "policy", "gated", "messages", "peak tokens", "violations", "deferrals", "spills",
+    assert {"kind", "session", "policy", "replay of", "messages", "peak tokens", "violations", "deferrals", "spills",
             "failures"} <= set(table.columns)
+    assert set(table["kind"]) == {"● recorded", "↻ replay"}
     assert table["replay"].str.startswith("replay?session=").all()
     at.multiselect(key="sessions_policies").set_value(["recency"]).run()
-    assert set(at.dataframe[0].value["policy"]) == {"recency"}
+    assert set(at.dataframe[0].value["policy"]) == {"recency · gated"}
+    assert at.query_params["policy"] == "recency"
     at.multiselect(key="sessions_policies").set_value([]).run()
     at.selectbox(key="sessions_gate").set_value("ungated").run()
-    assert not at.dataframe[0].value["gated"].any()
+    assert at.dataframe[0].value["policy"].str.endswith("· ungated").all()
     at.checkbox(key="sessions_only_v").check().run()
     assert (at.dataframe[0].value["violations"] > 0).all()
     at.selectbox(key="sessions_gate").set_value("any").run()
     at.checkbox(key="sessions_only_v").uncheck().run()
-    at.text_input(key="sessions_text").input("bold").run()
+    at.text_input(key="sessions_q").input("bold").run()
     names = set(at.dataframe[0].value["name"])
-    assert names == {HOSTILE_NAME}  # the recorded name, verbatim, as table data
-    at.text_input(key="sessions_text").input("no session is called this").run()
+    assert HOSTILE_NAME in names  # the recorded name, verbatim, as table data
+    assert "s-orphan" in set(at.dataframe[0].value["session"])  # found by its message text (a tool result)
+    assert names <= {HOSTILE_NAME, "lisbon-trip.json"}
+    at.text_input(key="sessions_q").input("no session is called this").run()
     assert not at.exception and at.info and not at.dataframe
+
+
+def test_start_page_counts_recorded_sessions_and_replays(store: dict) -> None:
+    at = page("home")
+    metrics = {m.label: m.value for m in at.metric}
+    with Store(store["path"]).reader() as r:
+        replays = int(r.con.execute("SELECT count(DISTINCT session_id) FROM spans WHERE name = 'prunegate.session' "
+                                    "AND attributes->>'prunegate.session.source' = 'replay'").fetchall()[0][0])
+        total = int(r.con.execute("SELECT count(DISTINCT session_id) FROM spans").fetchall()[0][0])
+    assert metrics["↻ Replays"] == f"{replays:,}" and metrics["● Recorded sessions"] == f"{total - replays:,}"
 
 
 # ----------------------------------------------------------------------------- Replay

@@ -14,7 +14,7 @@ import pytest
 
 from tests.dashboard_fixtures import scripted_store
 from tracer.cli import main
-from tracer.cli.dashboard import app_path, streamlit_command
+from tracer.cli.dashboard import dashboard_command
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,17 +25,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_app_path_is_found_without_importing_the_dashboard() -> None:
-    assert app_path() == REPO / "dashboard" / "app.py"
-    code = ("import sys, tracer.cli.dashboard as d; d.app_path(); "
+def test_the_command_neither_imports_nor_searches_for_the_dashboard() -> None:
+    code = ("import sys, importlib.util, tracer.cli as c; "
+            "importlib.util.find_spec = None; "  # the command may not look the package up either
+            "c.build_parser('dashboard'); import tracer.cli.dashboard as d; d.dashboard_command('127.0.0.1', 1); "
             "assert not [m for m in sys.modules if m == 'dashboard' or m.startswith('dashboard.')]")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
-def test_streamlit_command_line() -> None:
-    cmd = streamlit_command(Path("/x/app.py"), "127.0.0.1", 8599)
-    assert cmd[:5] == [sys.executable, "-m", "streamlit", "run", "/x/app.py"]
-    flags = dict(zip(cmd[5::2], cmd[6::2], strict=True))
+def test_python_m_dashboard_runs_the_app_file() -> None:
+    from dashboard.__main__ import APP
+
+    assert APP == REPO / "dashboard" / "app.py"
+
+
+def test_dashboard_command_line() -> None:
+    cmd = dashboard_command("127.0.0.1", 8599)
+    assert cmd[:3] == [sys.executable, "-m", "dashboard"]
+    flags = dict(zip(cmd[3::2], cmd[4::2], strict=True))
     assert flags == {"--server.address": "127.0.0.1", "--server.port": "8599", "--server.headless": "true",
                      "--browser.gatherUsageStats": "false", "--client.toolbarMode": "viewer"}
 

@@ -193,10 +193,10 @@ def test_violation_without_link_and_unknown_ids(scripted: tuple[Store, dict], tm
     with store.reader() as r:
         assert q.causal_eviction(r, "0000000000000000") is None
     # a violation recorded with no eviction to blame has no cause and no partners
-    from tracer.spans.session import TracedSession
+    from tracer.spans.session import SessionConfig, TracedSession
 
     with recording(tmp_path / "s") as provider:
-        ts = TracedSession(provider, session_id="lonely", source="live", name="x")
+        ts = TracedSession(provider, SessionConfig(session_id="lonely", source="live", name="x"))
         ts.violation("orphan_tool_result", "no partner", call_ids=["zz"], seq=1)
         ts.end()
     with Store(tmp_path / "s").reader() as r:
@@ -261,6 +261,7 @@ def test_live_sessions_window(scripted: tuple[Store, dict]) -> None:
 
 
 # ----------------------------------------------------------------------------- real replays
+@pytest.mark.slow
 def test_context_matches_what_real_replays_recorded(demo: tuple[Store, dict]) -> None:
     """On real replays: the tokens in context after a step equal what the tracer recorded there
     (the budget check's tokens.after, else the last message event's context.tokens), and every

@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import traffic
 from tracer.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-CASSETTES = ROOT.parent / "shared" / "traffic" / "pydantic-ai-cassettes" / "tests" / "models" / "cassettes"
-
-pytestmark = pytest.mark.skipif(not CASSETTES.is_dir(), reason="shared/traffic is not beside the repo")
+CASSETTES = traffic.CASSETTES / "tests" / "models" / "cassettes"
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +95,7 @@ def run_examples(script: str, url: str, store: Path) -> tuple[dict, dict]:
     return out[True], out[False]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script,turns", [("anthropic_agent.py", 3), ("openai_agent.py", 2)])
 def test_the_gate_keeps_every_request_valid_where_naive_trimming_gets_a_400(standin, tmp_path, script, turns):
     store_dir = tmp_path / "store"

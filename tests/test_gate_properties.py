@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from functools import cache
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -408,7 +409,15 @@ CONFIGS = {
     "grow-ceiling": ("grow", 3, False),
     "spill-at-budget": ("grow", 1, True),  # every deferral over budget spills; re-injection when it fits
 }
-RANDOM_RUNS: set[str] = set()
+
+
+@cache
+def random_run(config: str) -> tuple[int, Counter[str]]:
+    """(budget checks, decision paths taken) of the random policy's run in one config; each config
+    runs once per session, whichever test asks first (the runs are derandomized, so equal)."""
+    steps, seen = STEPS[RANDOM_POLICY], Counter(SEEN[RANDOM_POLICY])
+    run_state_machine_as_test(machine_for(RANDOM_POLICY, config), settings=machine_settings(examples=26, steps=120))
+    return STEPS[RANDOM_POLICY] - steps, SEEN[RANDOM_POLICY] - seen
 
 
 def machine_for(policy: str, config: str) -> type[GateMachine]:
@@ -417,12 +426,11 @@ def machine_for(policy: str, config: str) -> type[GateMachine]:
     return type(f"GateMachine_{policy}_{config}", (GateMachine,), attrs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_random_proposals_never_break_structure_under_the_gate(config):
-    before = STEPS[RANDOM_POLICY]
-    run_state_machine_as_test(machine_for(RANDOM_POLICY, config), settings=machine_settings(examples=26, steps=120))
-    assert STEPS[RANDOM_POLICY] - before >= 1500, "the machine ran far fewer steps than configured"
-    RANDOM_RUNS.add(config)
+    steps, _ = random_run(config)
+    assert steps >= 1500, "the machine ran far fewer steps than configured"
 
 
 BUILTINS = [name for name in policies.available() if name != RANDOM_POLICY]
@@ -443,13 +451,14 @@ def test_every_registered_policy_is_safe_under_the_gate(name, config):
     assert STEPS[name] - before >= 150, f"only {STEPS[name] - before} steps ran for {name}"
 
 
-def test_zz_steps_and_paths_executed_in_this_module():
-    """Runs last in this module: the random policy's total of checks, and the paths they took."""
-    if RANDOM_RUNS != set(CONFIGS):
-        pytest.skip("some random-policy runs were deselected")
-    total = STEPS[RANDOM_POLICY]
-    seen = SEEN[RANDOM_POLICY]
-    print(f"\nbudget checks per policy: {dict(STEPS)}\nrandom policy paths: {dict(sorted(seen.items()))}")
+@pytest.mark.slow
+def test_the_random_policy_runs_take_every_decision_path():
+    """Over all configs: the random policy's total of checks, and the paths they took (runs any
+    config that no test ran yet, so it does not depend on test order or selection)."""
+    runs = [random_run(config) for config in CONFIGS]
+    total = sum(steps for steps, _ in runs)
+    seen = sum((paths for _, paths in runs), Counter())
+    print(f"\nrandom policy: {total} budget checks, paths: {dict(sorted(seen.items()))}")
     assert total >= MIN_RANDOM_STEPS, f"only {total} budget checks ran with the random policy"
     for path in ("within_budget", "pruned", "deferred:pending_calls", "deferred:open_messages", "deferred:no_safe_prune",
                  "deferred:policy_error", "spilled:pending_calls", "failed", "reinjected", "grown", "shrunk",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.traffic import CASSETTES, TAU, tau_conversations
+from tests.traffic import CASSETTES, TAU, TAU_DIALOGUES, tau_conversations
 from tracer.cli import main
 from tracer.queries import list_sessions
 from tracer.traffic.importers import Conversation, Refusal, read_file, read_paths
@@ -212,6 +212,7 @@ def test_store_defaults_to_the_environment(tmp_path, monkeypatch, capsys):
 
 
 # ---------------------------------------------------------------------------------- real traffic
+@pytest.mark.slow
 def test_every_tau_bench_conversation_imports_with_its_exact_counts(tmp_path, capsys):
     raw = tau_conversations()
     expected = {
@@ -228,7 +229,7 @@ def test_every_tau_bench_conversation_imports_with_its_exact_counts(tmp_path, ca
                 seen.add(call["id"])
     code, out = run_json(capsys, "import", str(TAU), "--store", str(tmp_path / "s"))
     assert code == 0 and out["refused"] == []
-    assert out["sessions"] == len(raw) == 200
+    assert out["sessions"] == len(raw) == TAU_DIALOGUES
     assert out["messages"] == sum(n for n, _ in expected.values())
     assert out["tool_calls"] == sum(k for _, k in expected.values())
     assert out["renamed_ids"] == reused > 0

@@ -11,15 +11,9 @@ from opentelemetry.trace import StatusCode
 
 from policies import ApproxTokenCounter, HardCeilingExceeded, validate
 from tests.invariants import Scripted
-from tests.otel_memory import Recorder
 from tracer.guard.instrument import PruneGuard, assistant_message, tool_calls, tool_results_message
 
 FILLER = "details " * 60
-
-
-@pytest.fixture
-def rec() -> Recorder:
-    return Recorder()
 
 
 def anthropic_body(messages: list[dict]) -> dict:

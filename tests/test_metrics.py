@@ -1,7 +1,7 @@
 """Same replays, same numbers: ``prunegate compare --json`` and both Compare views of the dashboard.
 
-One real store: recorded sessions imported (τ-bench when ../shared/traffic is present, else the
-shipped data/sessions), then ``prunegate compare`` replays them into it. The dashboard's Compare
+One real store: recorded sessions imported (τ-bench dialogues: ../shared/traffic when present,
+else the sample in tests/data; see tests/traffic.py), then ``prunegate compare`` replays them into it. The dashboard's Compare
 page reads the stored replays back (tracer.queries) and must show the very intervals the command
 printed; its "Run a comparison" form must print them too. The store's span counts must agree with
 what each replay counted and recorded, and ``prunegate sessions`` must list what the Sessions page

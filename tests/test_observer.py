@@ -23,18 +23,13 @@ from tests.invariants import Scripted
 from tests.otel_memory import Recorder, all_attribute_text
 from tests.scenarios import history, open_stream, parallel_batch, result
 from tracer.spans.observer import SpanObserver
-from tracer.spans.session import TracedSession
+from tracer.spans.session import SessionConfig, TracedSession
 
 SECRET = "hunter2-secret-token"
 
 
-@pytest.fixture
-def rec() -> Recorder:
-    return Recorder()
-
-
 def traced(rec: Recorder, *, gated: bool = True, capture: bool | None = False, **kw) -> tuple[TracedSession, Context]:
-    session = TracedSession(rec.provider, gated=gated, capture_content=capture, **kw)
+    session = TracedSession(rec.provider, SessionConfig(gated=gated, capture_content=capture, **kw))
     ctx = Context(observer=SpanObserver(session), strict=gated, session_id=session.session_id)
     return session, ctx
 
@@ -76,7 +71,7 @@ def test_a_session_without_a_ceiling_leaves_the_attribute_out(rec):
 
 def test_unknown_source_is_refused(rec):
     with pytest.raises(ValueError, match="session source must be one of"):
-        TracedSession(rec.provider, source="bogus")
+        TracedSession(rec.provider, SessionConfig(source="bogus"))
 
 
 def test_spans_ordered_by_seq_then_start_replay_emission_order(rec):

@@ -12,9 +12,7 @@ import pytest
 
 from bench.bench_policies import Run, budget_for, replay
 from policies import available
-from tests.traffic import TAU, tau_conversations
-
-pytestmark = pytest.mark.skipif(not TAU.exists(), reason="../shared/traffic is not beside the repo")
+from tests.traffic import tau_conversations
 
 
 def run(name: str | None, gated: bool, conversations: int) -> Run:

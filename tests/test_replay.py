@@ -8,12 +8,11 @@ import pytest
 
 import policies
 from policies import Eviction, Proposal
-from tests.traffic import TAU
 from tracer.cli import main
 from tracer.lab.compare import run_replays
 from tracer.lab.replay import ReplaySpec, replay_session
 from tracer.store import Store
-from tracer.traffic.importers import Conversation, conversation_from_body, read_file
+from tracer.traffic.importers import Conversation, conversation_from_body
 from tracer.traffic.recorded import import_paths, load_conversations
 
 from .test_replay_events import BATCH
@@ -58,9 +57,8 @@ def registered_test_policies(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def tau() -> list[Conversation]:
-    convs = [c for c in read_file(TAU) if isinstance(c, Conversation)]
-    return convs[:: len(convs) // 25][:25]  # 25 conversations spread over the tasks
+def tau(tau_sessions: list[Conversation]) -> list[Conversation]:
+    return tau_sessions[:: max(1, len(tau_sessions) // 25)][:25]  # 25 conversations spread over the tasks (or all)
 
 
 def batch() -> Conversation:
@@ -107,9 +105,9 @@ def test_retention_is_complete_without_pruning_and_drops_when_the_quoted_result_
     assert gated.prunes == 1 and gated.references == 4 and gated.retention == 0.5  # the batch unit went whole
 
 
-def test_replay_is_deterministic_for_a_seed():
+def test_replay_is_deterministic_for_a_seed(tau_sessions):
     spec = ReplaySpec("salience", gated=False, budget=3000, seed=7, stream_results=2)
-    c = [c for c in read_file(TAU) if isinstance(c, Conversation)][3]
+    c = tau_sessions[3]
     a, b = replay_session(c, spec).to_dict(), replay_session(c, spec).to_dict()
     for d in (a, b):
         d.pop("replay_id"), d.pop("seconds")

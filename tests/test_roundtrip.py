@@ -1,4 +1,4 @@
-"""Every conversation in ../shared/traffic goes through the context model unchanged."""
+"""Every conversation in ../shared/traffic (or the sample in tests/data) goes through the context model unchanged."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import copy
 import pytest
 
 from policies import Context
-from tests.traffic import cassette_bodies, tau_conversations
+from tests.traffic import TAU_DIALOGUES, cassette_bodies, tau_conversations
 
 
 def test_every_tau_bench_conversation_round_trips_unchanged():
     convs = tau_conversations()
-    assert len(convs) == 200
+    assert len(convs) == TAU_DIALOGUES
     for conv in convs:
         body = {"messages": conv["traj"]}
         original = copy.deepcopy(body)

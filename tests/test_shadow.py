@@ -8,13 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
 
 from policies import validate
-from tests.otel_memory import Recorder
 from tracer.guard.shadow import ShadowGuard
-
-
-@pytest.fixture
-def rec() -> Recorder:
-    return Recorder()
 
 
 def langchain_history() -> list:

@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tracer.store import Store
 from tracer.store.segments import list_segments
 from tracer.store.spool import Spool
@@ -49,6 +51,7 @@ def _writer(store: Path, spool: Path, n: int, wid: str, flush_every: int = 0) ->
     )
 
 
+@pytest.mark.slow
 def test_four_writers_a_reader_and_compactions_at_once(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     n, writers = 5000, 4

@@ -29,11 +29,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from policies import Gate, get_policy
+from tests.traffic import FULL
 from tracer.store import Store
 from tracer.traffic.recorded import import_paths
 
 ROOT = Path(__file__).resolve().parents[1]
-TAU = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
+TAU = FULL / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"  # 30 dialogues of the full traffic, else SHIPPED[:-1]
 SHIPPED = sorted((ROOT / "data" / "sessions").glob("*.jsonl"))
 IS_ROOT = os.geteuid() == 0
 
@@ -72,7 +73,7 @@ def traffic(tmp_path_factory) -> Path:
         path.write_text(json.dumps(json.loads(TAU.read_text())[:30]))
         return path
     path = out / "shipped.jsonl"
-    path.write_text("".join(p.read_text() for p in SHIPPED))
+    path.write_text("".join(p.read_text() for p in SHIPPED[:-1]))  # SHIPPED[-1] is other_traffic: keep them apart
     return path
 
 
@@ -80,7 +81,7 @@ def traffic(tmp_path_factory) -> Path:
 def other_traffic(tmp_path_factory) -> Path:
     """Different sessions, in the store before a fault (they must survive it)."""
     path = tmp_path_factory.mktemp("other") / "other.jsonl"
-    path.write_text(SHIPPED[0].read_text())
+    path.write_text(SHIPPED[-1].read_text())  # the smallest; the rest is `traffic` without the full traffic
     return path
 
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policies.validate import CODES, Violation, is_valid, validate
-from tests.traffic import TRAFFIC, cassette_bodies, tau_conversations
+from tests.traffic import TAU_DIALOGUES, TRAFFIC, cassette_bodies, tau_conversations
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,9 +41,9 @@ def _codes(violations: list[Violation]) -> list[tuple[str, int | None, tuple[str
 def test_traffic_is_there_to_check():
     """The clean-corpus tests below must not pass by finding nothing."""
     providers = [provider for _, provider, _ in cassette_bodies()]
-    assert providers.count("anthropic") >= 30
-    assert providers.count("openai") >= 10
-    assert len(tau_conversations()) == 200
+    assert providers.count("anthropic") >= 20  # 41 in the full traffic, 23 in the sample
+    assert providers.count("openai") >= 10  # 14 and 10
+    assert len(tau_conversations()) == TAU_DIALOGUES
 
 
 def test_every_recorded_cassette_body_is_valid():

@@ -1,4 +1,9 @@
-"""Locate and read ../shared/traffic (real recorded agent traffic; never copied into the repo)."""
+"""Real recorded traffic for the tests: the full ``../shared/traffic`` when it sits beside the
+repository, else the small sample shipped in ``tests/data/traffic`` (see tests/data/README.md).
+
+Both have the same layout, so every path below works on either. Tests assert behaviour that holds
+on both; the few counts that differ come from here.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +14,25 @@ from pathlib import Path
 
 import yaml
 
-TRAFFIC = Path(__file__).resolve().parents[2] / "shared" / "traffic"
+FULL = Path(__file__).resolve().parents[2] / "shared" / "traffic"
+SAMPLE = Path(__file__).resolve().parent / "data" / "traffic"
+TRAFFIC = FULL if FULL.is_dir() else SAMPLE
 TAU = TRAFFIC / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
 CASSETTES = TRAFFIC / "pydantic-ai-cassettes"
+# How many dialogues the τ-bench file holds: tests check that the whole file was read.
+TAU_DIALOGUES = 200 if TRAFFIC == FULL else 10
 
 
 @cache
 def tau_conversations() -> list[dict]:
     """The τ-bench airline dialogues: each ``{"task_id", "trial", "traj": [OpenAI chat messages]}``."""
     return json.loads(TAU.read_text())
+
+
+def tau_spread(n: int) -> list[dict]:
+    """At most ``n`` dialogues spread evenly over the file (every dialogue of the sample)."""
+    convs = tau_conversations()
+    return convs[:: max(1, len(convs) // n)][:n]
 
 
 def provider_of(uri: str) -> str | None:

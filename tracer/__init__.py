@@ -10,6 +10,10 @@
 - ``tracer.queries`` — the read API the dashboard draws from.
 - ``tracer.cli``     — the ``prunegate`` command, one module per subcommand.
 
+Defined once, imported everywhere: span names and attribute keys in ``tracer.spans.names``,
+``PRUNEGATE_*`` environment variables and the store path rule in ``tracer.store.settings``, the
+tracer's errors (``TracerError`` and its subclasses) in ``tracer.errors``.
+
 The names most users need are importable from here; they load lazily so that ``import tracer``
 stays cheap for the command line.
 """

@@ -11,22 +11,26 @@ import plotly.graph_objects as go
 
 from dashboard.components.safe import esc, short
 
+# Okabe-Ito: tells apart for the common colour-vision deficiencies.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 KIND_COLORS = {
-    "system": "#7f7f7f",
-    "user": "#1f77b4",
-    "assistant": "#2ca02c",
-    "tool": "#ff7f0e",
-    "batch": "#9467bd",
-    "summary": "#17becf",
+    "system": "#999999",
+    "user": "#0072B2",
+    "assistant": "#009E73",
+    "tool": "#E69F00",
+    "batch": "#CC79A7",
+    "summary": "#56B4E9",
 }
-OTHER_COLOR = "#bcbd22"
+OTHER_COLOR = "#F0E442"
+EVICTED_COLOR = "#D55E00"  # outline of the units a prune evicted
+VIOLATING_COLOR = "#000000"  # outline of the units a violation is about
 MARKER_STYLE = {  # decision/violation markers on the token timeline
-    "prune": ("triangle-down", "#d62728"),
-    "defer": ("square", "#ff7f0e"),
+    "prune": ("triangle-down", "#D55E00"),
+    "defer": ("square", "#E69F00"),
     "spill": ("diamond", "#8c564b"),
-    "reinject": ("triangle-up", "#17becf"),
+    "reinject": ("triangle-up", "#56B4E9"),
     "fail": ("x-thin-open", "#000000"),
-    "violation": ("x", "#e31a1c"),
+    "violation": ("x", "#CC0000"),
 }
 FLAG_PATTERNS = (("open", ".", "open stream"), ("pending", "x", "pending tool call"),
                  ("pinned", "/", "pinned (never pruned)"))  # the first flag a unit has sets its hatching
@@ -72,12 +76,30 @@ def _figure(data: list[dict], layout: dict) -> go.Figure:
     return go.Figure({"data": data, "layout": layout})
 
 
+def unit_label(row: Any) -> str:
+    """What a unit's segment says: unit, role(s), tokens (e.g. ``u3 · assistant+tool · 80 tok``)."""
+    roles = [str(r) for r in (list(row.get("roles")) if row.get("roles") is not None else []) if r]
+    who = "+".join(sorted(roles)) if roles else str(row.get("kind") or "?")
+    return f"{row['unit_id']} · {who} · {int(row.get('tokens') or 0):,} tok"
+
+
 def context_bar(units: pd.DataFrame, *, budget: int | None = None, hard_ceiling: int | None = None,
-                highlight: Iterable[str] = (), title: str = "", height: int = 260) -> go.Figure:
+                highlight: Iterable[str] = (), violating: Iterable[str] = (), title: str = "",
+                height: int = 300, highlight_label: str = "evicted by the prune") -> go.Figure:
     """The context window as one horizontal bar: a segment per unit (width = tokens) in context
-    order, coloured by unit kind; pinned, pending and open units hatched; ``highlight`` outlined."""
+    order, labelled ``unit · role · tokens`` (hidden where it does not fit; hover shows it all),
+    coloured by unit kind; pinned, pending and open units hatched; ``highlight`` outlined in
+    vermillion, ``violating`` in black. The legend names every colour, hatching and outline."""
     data: list[dict] = []
-    marked = set(highlight)
+    marked, bad = {str(u) for u in highlight}, {str(u) for u in violating}
+
+    def outline(u: str) -> tuple[str, float]:
+        if u in bad:
+            return VIOLATING_COLOR, 4.0
+        if u in marked:
+            return EVICTED_COLOR, 4.0
+        return "white", 0.5
+
     if not units.empty:
         units = units.assign(
             _pattern=[_pattern(r) for r in units.to_dict("records")],
@@ -87,44 +109,56 @@ def context_bar(units: pd.DataFrame, *, budget: int | None = None, hard_ceiling:
             records = group.to_dict("records")
             hover = [
                 "<br>".join([
-                    f"unit {esc(r['unit_id'])} ({esc(r['kind'])})",
-                    f"{int(r['tokens'] or 0):,} tokens, {int(r['messages'])} message(s)",
+                    esc(unit_label(r)),
+                    f"unit {esc(r['unit_id'])} ({esc(r['kind'])}), {int(r['messages'])} message(s)",
                     f"messages: {esc(_ids(r['message_ids']))}",
                     f"state: {esc(_flags(r))}",
                     *([f"pending calls: {esc(_ids(r['pending_calls']))}"] if len(r["pending_calls"]) else []),
                     *([f"tools: {esc(_ids(r['tool_names']))}"] if len(r["tool_names"]) else []),
-                    *(["<b>evicted by this prune</b>"] if r["unit_id"] in marked else []),
+                    *([f"<b>{esc(highlight_label)}</b>"] if str(r["unit_id"]) in marked else []),
+                    *(["<b>the violation is about this unit</b>"] if str(r["unit_id"]) in bad else []),
                 ])
                 for r in records
             ]
+            lines = [outline(str(u)) for u in group["unit_id"]]
             data.append(dict(
                 type="bar", orientation="h", x=group["tokens"].tolist(), base=group["offset"].tolist(),
                 y=["context"] * len(group), name=esc(kind), legendgroup=esc(kind), hovertext=hover, hoverinfo="text",
+                text=["<br>".join(esc(part) for part in unit_label(r).split(" · ")) for r in records],
+                textposition="inside", insidetextanchor="middle", textangle=0,
+                textfont=dict(size=11, color="#111" if kind in ("tool", "summary", "other", "system") else "white"),
                 marker=dict(
                     color=KIND_COLORS.get(str(kind), OTHER_COLOR),
                     pattern=dict(shape=list(group["_pattern"]), fgcolor="rgba(0,0,0,0.6)", solidity=0.25,
                                  fillmode="overlay"),
-                    line=dict(color=["#e31a1c" if u in marked else "white" for u in group["unit_id"]],
-                              width=[3 if u in marked else 0.5 for u in group["unit_id"]]),
+                    line=dict(color=[c for c, _ in lines], width=[w for _, w in lines]),
                 ),
             ))
     for _flag, shape, label in FLAG_PATTERNS:  # legend entries for the hatching
         data.append(dict(type="bar", orientation="h", x=[None], y=["context"], name=label, hoverinfo="skip",
                          marker=dict(color="white", pattern=dict(shape=shape, fgcolor="#444"),
                                      line=dict(color="#444", width=1))))
+    for shown, color, label in ((marked, EVICTED_COLOR, highlight_label),
+                                (bad, VIOLATING_COLOR, "violating unit")):  # legend entries for the outlines
+        if shown:
+            data.append(dict(type="bar", orientation="h", x=[None], y=["context"], name=esc(label), hoverinfo="skip",
+                             marker=dict(color="white", line=dict(color=color, width=4))))
     total = int(units["tokens"].sum()) if not units.empty else 0
-    lines = []
+    lines_ = []
     if budget:
-        lines.append(_vline(budget, "#ff7f0e", "dash", "budget"))
+        lines_.append(_vline(budget, "#E69F00", "dash", f"budget {budget:,}"))
     if hard_ceiling:
-        lines.append(_vline(hard_ceiling, "#d62728", "dot", "hard ceiling"))
+        lines_.append(_vline(hard_ceiling, "#D55E00", "dot", f"hard ceiling {hard_ceiling:,}"))
     heading = f"{esc(title)} · {total:,} tokens" if title else f"{total:,} tokens in context"
     return _figure(data, dict(
         barmode="overlay", height=height, margin=dict(l=10, r=10, t=40, b=10),
         title=dict(text=heading, font=dict(size=14)),
-        xaxis=dict(range=[0, max(total, budget or 0, hard_ceiling or 0) * 1.05 or 1]),
-        yaxis=dict(showticklabels=False), legend=dict(orientation="h", yanchor="top", y=-0.2), bargap=0.25,
-        shapes=[sh for sh, _ in lines], annotations=[an for _, an in lines],
+        xaxis=dict(range=[0, max(total, budget or 0, hard_ceiling or 0) * 1.05 or 1], title="tokens"),
+        yaxis=dict(showticklabels=False),
+        legend=dict(orientation="h", yanchor="top", y=-0.35, title=dict(text="colour: unit kind · hatching: state ·"
+                                                                             " outline: marked ")),
+        bargap=0.15, uniformtext=dict(mode="hide", minsize=8),
+        shapes=[sh for sh, _ in lines_], annotations=[an for _, an in lines_],
     ))
 
 
@@ -176,14 +210,20 @@ def token_timeline(series: pd.DataFrame, markers: pd.DataFrame, *, step: int | N
     ))
 
 
+def arm_colors(arms: Iterable[str]) -> dict[str, str]:
+    """One Okabe-Ito colour per arm (sorted, so an arm keeps its colour across charts)."""
+    return {a: OKABE_ITO[i % len(OKABE_ITO)] for i, a in enumerate(sorted({str(a) for a in arms}))}
+
+
 def arm_bars(summary: pd.DataFrame, metric: str) -> go.Figure:
-    """Mean of a metric per arm with its 95% confidence interval."""
+    """Mean of a metric per arm with its 95% confidence interval; one colour per arm."""
+    colors = arm_colors(summary["arm"])
     err = (summary["ci_high"] - summary["mean"]).fillna(0)
     fig = go.Figure(go.Bar(
         x=[esc(a) for a in summary["arm"]], y=summary["mean"],
-        error_y=dict(type="data", array=err, visible=True),
+        error_y=dict(type="data", array=err, visible=True, color="#333"),
         hovertext=[f"{esc(a)}: mean {m:.3g} (n={n})" for a, m, n in zip(summary["arm"], summary["mean"], summary["n"], strict=True)],
-        hoverinfo="text", marker_color="#1f77b4",
+        hoverinfo="text", marker_color=[colors[str(a)] for a in summary["arm"]],
     ))
     fig.update_layout(height=320, margin=dict(l=10, r=10, t=30, b=30), yaxis_title=f"mean {metric} (95% CI)")
     return fig
@@ -191,10 +231,12 @@ def arm_bars(summary: pd.DataFrame, metric: str) -> go.Figure:
 
 def arm_distribution(metrics: pd.DataFrame, metric: str) -> go.Figure:
     """Per-session values of a metric per arm: box plot with every session as a point."""
+    colors = arm_colors(metrics["arm"])
     fig = go.Figure()
     for arm, group in metrics.groupby("arm", sort=True):
         fig.add_trace(go.Box(
             y=group[metric], name=esc(arm), boxpoints="all", jitter=0.4, pointpos=0,
+            marker_color=colors[str(arm)], line_color=colors[str(arm)],
             hovertext=[esc(short(label or sid, 60)) for label, sid in zip(group["label"], group["session_id"], strict=True)],
             hoverinfo="y+text",
         ))
@@ -203,14 +245,21 @@ def arm_distribution(metrics: pd.DataFrame, metric: str) -> go.Figure:
 
 
 def paired_bars(diff: pd.DataFrame, metric: str, baseline: str) -> go.Figure:
-    """Per source session: each arm's metric minus the baseline arm's."""
+    """Per source session: each arm's metric minus the baseline arm's. One Okabe-Ito colour per
+    arm, the legend above the plot (never over the bars), a zero line, session names slanted."""
+    colors = arm_colors([*diff["arm"], baseline])  # the baseline keeps its place: same colours as the other charts
     fig = go.Figure()
     for arm, group in diff.groupby("arm", sort=True):
         fig.add_bar(
-            x=[esc(short(label or sid, 40)) for label, sid in zip(group["label"], group["source_id"], strict=True)],
-            y=group["difference"], name=esc(arm),
+            x=[esc(short(label or sid, 32)) for label, sid in zip(group["label"], group["source_id"], strict=True)],
+            y=group["difference"], name=esc(arm), marker_color=colors[str(arm)],
             hovertext=[f"{esc(arm)} − {esc(baseline)}: {d:+.3g}" for d in group["difference"]], hoverinfo="text",
         )
-    fig.update_layout(barmode="group", height=340, margin=dict(l=10, r=10, t=30, b=80),
-                      yaxis_title=f"{metric} − baseline", legend=dict(orientation="h", y=-0.35))
+    fig.update_layout(
+        barmode="group", height=420, margin=dict(l=10, r=10, t=70, b=10),
+        yaxis=dict(title=f"{metric} − {esc(baseline)}", zeroline=True, zerolinecolor="#333", zerolinewidth=1.5),
+        xaxis=dict(tickangle=-30, automargin=True),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
+                    title=dict(text=f"arm − baseline ({esc(baseline)}):")),
+    )
     return fig

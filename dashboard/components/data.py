@@ -14,7 +14,7 @@ opening the store again.
 from __future__ import annotations
 
 import hashlib
-import os
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,12 @@ import pandas as pd
 import streamlit as st
 
 from tracer import queries
-from tracer.store import ENV_STORE, Store, default_store_path
+from tracer.queries import catalog as session_catalog
+from tracer.queries import explain
+from tracer.spans import names as sn
+from tracer.store import Store
 from tracer.store.segments import StoreLayout, list_segments
+from tracer.store.settings import resolve_store
 
 TTL = 30.0  # seconds; keys also carry the store's fingerprint, so new data shows at once
 FAST_TTL = 1.0
@@ -32,8 +36,7 @@ FAST_TTL = 1.0
 
 def store_path() -> Path:
     """The store this dashboard shows: ``$PRUNEGATE_STORE`` (set by ``prunegate dashboard``)."""
-    env = os.environ.get(ENV_STORE)
-    return Path(env) if env else default_store_path()
+    return resolve_store(None)
 
 
 def key() -> str:
@@ -93,7 +96,7 @@ def _cached_fast(path: str, fp: str, name: str, args: tuple, kwargs: tuple, _fn:
 
 # ----------------------------------------------------------------------------- the store at a glance
 def catalog() -> dict[str, Any]:
-    """Store totals, why the snapshot may be incomplete, and the session list (roots), in one read."""
+    """Store totals and why the snapshot may be incomplete, in one read (every page's sidebar)."""
     path = key()
     return _catalog(path, fingerprint(path))
 
@@ -101,8 +104,49 @@ def catalog() -> dict[str, Any]:
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=8)
 def _catalog(path: str, fp: str) -> dict[str, Any]:
     with Store(path).reader() as r:
-        return {**queries.store_totals(r), "warnings": list(r.warnings),
-                "session_list": queries.sessions(r, summary=False, order="started", limit=2000)}
+        return {**queries.store_totals(r), "warnings": list(r.warnings)}
+
+
+def session_list() -> Any:
+    """The cheap list of session roots for pickers (newest first, at most 2,000)."""
+    return run(queries.sessions, summary=False, order="started", limit=2000)
+
+
+# ----------------------------------------------------------------------------- the sessions list
+@st.cache_resource(ttl=600, max_entries=4, show_spinner=False)
+def _session_index(path: str, fp: str) -> Any:
+    with Store(path).reader() as r:
+        return session_catalog.session_index(r)
+
+
+@st.cache_resource(ttl=600, max_entries=2, show_spinner="Indexing the store for search (once per change)…")
+def _search_index(path: str, fp: str) -> Any:
+    with Store(path).reader() as r:
+        return session_catalog.search_index(r)
+
+
+def session_policies() -> list[str]:
+    """The policies of the store's sessions (the filter's choices), from the cached index."""
+    path = key()
+    column = _session_index(path, fingerprint(path)).column("policy").to_pylist()
+    return sorted({str(p) for p in column if p})
+
+
+def session_page(*, search: str | None = None, **filters: Any) -> dict[str, Any]:
+    """A page of the Sessions list (:func:`tracer.queries.catalog.session_page`) over indexes read once per
+    store state: every filter and page is then a DuckDB query over 1 row per session, plus the
+    page's own messages and peak tokens."""
+    path = key()
+    fp = fingerprint(path)
+    return _session_page(path, fp, (search or "").strip().lower() or None, tuple(sorted(filters.items())))
+
+
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
+def _session_page(path: str, fp: str, q: str | None, filters: tuple) -> dict[str, Any]:
+    out = session_catalog.page_of(_session_index(path, fp), _search_index(path, fp) if q else None, q=q, **dict(filters))
+    with Store(path).reader() as r:
+        out["rows"] = session_catalog.page_detail(r, out["rows"])
+    return out
 
 
 # ----------------------------------------------------------------------------- one session, step by step
@@ -163,4 +207,48 @@ def _violation_detail(path: str, fp: str, violation_span_id: str) -> dict[str, A
     tables = _bundle(path, fp, detail["session_id"])["tables"]
     detail["before"] = queries.step_from_tables(tables, int(seq) - 1, with_content=False)["units"]
     detail["after"] = queries.step_from_tables(tables, int(seq), with_content=False)["units"]
+    prune = json.loads(detail["prune"]) if isinstance(detail.get("prune"), str) else dict(detail.get("prune") or {})
+    detail["evicted"] = explain.evicted_units(detail["before"], prune.get(sn.PRUNED_IDS) or [])
     return detail
+
+
+# ----------------------------------------------------------------------------- why a request broke
+def why(path: str, session_id: str, seq: int) -> dict[str, Any] | None:
+    """The violations at step ``seq`` of a session and what caused them, for the Replay page:
+    ``violations`` (a frame: span id, code, ids, message, the ids and message ids it names),
+    ``causes`` (one :func:`violation_detail` per distinct causing prune, in step order) and
+    ``gated`` (the same step of the gated replay of the same source and policy, or None).
+    None when nothing was violated at this step."""
+    return _why(path, fingerprint(path), session_id, int(seq))
+
+
+@st.cache_data(ttl=600, show_spinner=False, max_entries=128)
+def _why(path: str, fp: str, session_id: str, seq: int) -> dict[str, Any] | None:
+    bundle = _bundle(path, fp, session_id)
+    found = explain.violations_at(bundle["tables"], seq)
+    if found.empty:
+        return None
+    named_ids: list[list[str]] = []
+    named_msgs: list[list[str]] = []
+    causes: dict[str, dict[str, Any]] = {}
+    for span_id in found["span_id"]:
+        detail = _violation_detail(path, fp, str(span_id))
+        if detail is None:
+            named_ids.append([])
+            named_msgs.append([])
+            continue
+        attrs = json.loads(detail["violation"]) if isinstance(detail.get("violation"), str) else {}
+        named_ids.append([str(x) for x in attrs.get(sn.VIOLATION_IDS) or []])
+        named_msgs.append([str(x) for x in attrs.get(sn.VIOLATION_MESSAGE_IDS) or []])
+        cause = detail.get("prune_span_id")
+        if cause and cause not in causes:
+            causes[cause] = detail
+    found = found.assign(named_ids=pd.Series(named_ids, index=found.index, dtype=object),
+                         named_messages=pd.Series(named_msgs, index=found.index, dtype=object))
+    gated = None
+    info = bundle["info"] or {}
+    if info.get("gated") is False:
+        with Store(path).reader() as r:
+            gated = explain.gated_counterpart(r, session_id, seq)
+    ordered = sorted(causes.values(), key=lambda d: (int(d.get("prune_seq") or 0), str(d["prune_span_id"])))
+    return {"violations": found, "causes": ordered, "gated": gated}

@@ -194,7 +194,7 @@ def _lost_by_tool(arms: list[dict[str, Any]]) -> None:
         st.caption("No arm lost a reference.")
         return
     df = pd.DataFrame(rows)
-    total = df.groupby("tool", as_index=False)["lost references"].sum().sort_values("lost references", ascending=False)
+    total = df.groupby("tool", as_index=False)[["lost references"]].sum().sort_values("lost references", ascending=False)
     c1, c2 = st.columns([2, 3])
     c1.dataframe(total, hide_index=True, width="stretch", key="frontier_lost_tools")
     c2.dataframe(df.sort_values(["arm", "lost references"], ascending=[True, False]), hide_index=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -15,7 +16,7 @@ def ts_column(ns: pd.Series) -> pd.Series:
     return pd.to_datetime(ns, unit="ns", utc=True, errors="coerce")
 
 
-def session_label(row: dict[str, Any] | pd.Series) -> str:
+def session_label(row: Mapping[Hashable, Any] | pd.Series) -> str:
     """How a session reads in a picker: its name (or id), policy and gate. Plain text."""
     sid = str(row.get("session_id"))
     name = row.get("label")
@@ -37,7 +38,7 @@ def open_links(sessions: pd.DataFrame, *, key: str, default: str | None = None) 
     labels = {str(r["session_id"]): session_label(r) for r in sessions.to_dict("records")}
     index = ids.index(default) if default in ids else 0
     c1, c2, c3 = st.columns([4, 1, 1])
-    picked = c1.selectbox("Open a session", ids, index=index, format_func=labels.get, key=key)
+    picked = c1.selectbox("Open a session", ids, index=index, format_func=lambda s: labels.get(s, s), key=key)
     c2.page_link("views/replay.py", label="Replay ▸", query_params={"session": picked})
     c3.page_link("views/violations.py", label="Violations ▸", query_params={"session": picked})
     st.text(f"Selected: {labels.get(picked, picked)}")

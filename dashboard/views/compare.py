@@ -14,8 +14,18 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.components import charts, data, frontier
-from dashboard.components.run_compare import run_comparison_form
+from dashboard.components.run_compare import downloads, run_comparison_form
 from tracer import queries
+
+qp = st.query_params
+
+
+def _default_baseline(arms: list[str]) -> str:
+    """recency under the gate when it ran, else any recency, else the recorded sessions, else the first."""
+    for wanted in ("recency · gated", "recency · ungated", "(recorded)"):
+        if wanted in arms:
+            return wanted
+    return arms[0]
 
 st.title("Compare policies")
 
@@ -43,8 +53,11 @@ with tab_results:
         format_func=lambda s: f"{names.get(s) or s} · {s[:12]}" if names.get(s) else s,
     )
     arms = sorted({str(a) for a in replays["arm"]})
-    picked_arms = c2.multiselect("Arms (policy · gate)", arms, default=arms, key="compare_arms")
-    metric = st.selectbox("Metric", list(queries.METRICS), key="compare_metric")
+    from_url = [a for a in qp.get("arms", "").split(",") if a in arms]
+    picked_arms = c2.multiselect("Arms (policy · gate)", arms, default=from_url or arms, key="compare_arms")
+    metrics = list(queries.METRICS)
+    metric = st.selectbox("Metric", metrics, key="compare_metric",
+                          index=metrics.index(qp["metric"]) if qp.get("metric") in metrics else 0)
 
     chosen = replays[replays["source_id"].isin(picked_sources) & replays["arm"].isin(picked_arms)]
     if chosen.empty:
@@ -69,7 +82,13 @@ with tab_results:
         st.plotly_chart(charts.arm_distribution(chosen, metric), width="stretch", key="compare_dist")
 
     st.subheader("Per-session differences")
-    baseline = st.selectbox("Baseline arm", sorted(chosen["arm"].unique()), key="compare_baseline")
+    arm_list = sorted(chosen["arm"].unique())
+    wanted_base = qp.get("baseline") if qp.get("baseline") in arm_list else _default_baseline(arm_list)
+    baseline = st.selectbox("Baseline arm", arm_list, index=arm_list.index(wanted_base), key="compare_baseline")
+    state = {"metric": metric, "baseline": baseline, "arms": ",".join(picked_arms) if picked_arms != arms else ""}
+    state = {k: v for k, v in state.items() if v}
+    if state != qp.to_dict():
+        qp.from_dict(state)  # this comparison is a link: /compare?metric=...&baseline=...&arms=...
     diff = queries.paired_differences(chosen, metric, baseline)
     if diff.empty:
         st.caption("No other arm replayed the same sessions as the baseline.")
@@ -80,3 +99,6 @@ with tab_results:
                      key="compare_diff_summary")
         st.plotly_chart(charts.paired_bars(diff, metric, baseline), width="stretch", key="compare_diff_chart")
         st.dataframe(diff, hide_index=True, width="stretch", key="compare_diff")
+    st.subheader("Download")
+    st.caption("Every picked session's metrics (one row per replayed session: arm, source session, all metrics)")
+    downloads(chosen, "comparison-metrics", "compare_results_dl")

@@ -18,6 +18,8 @@ from dashboard.components import charts, data, lost
 from dashboard.components.safe import md
 from dashboard.components.widgets import session_label
 from tracer import queries
+from tracer.queries import explain
+from tracer.spans import names as sn
 
 STEP = "replay_step"
 PLAY = "replay_play"
@@ -25,6 +27,7 @@ SESSION = "replay_session"
 NOTE = "replay_note"
 GOTO = "replay_goto"  # where Play's last tick moved to; applied before the slider is drawn
 LAST_TICK = "replay_last_tick"
+URL_STEP = "replay_url_step"  # the step this page last wrote to the address bar
 TICK_S = 0.8
 
 
@@ -56,7 +59,7 @@ def _move(delta: int, lo: int, hi: int) -> None:
 
 
 def _pick_session() -> str | None:
-    sessions = data.catalog()["session_list"]
+    sessions = data.session_list()
     wanted = st.query_params.get("session")
     if sessions.empty and not wanted:
         st.info("The store has no sessions yet.")
@@ -101,6 +104,99 @@ def _ticker(lo: int, hi: int, stride: int) -> None:
     st.rerun()
 
 
+def _text(value: object) -> str:
+    """A cell as text; a missing value is an empty cell, never the word None."""
+    if value is None or (isinstance(value, float) and value != value) or value is pd.NA or value is pd.NaT:
+        return ""
+    return str(value)
+
+
+def _event_table(events: pd.DataFrame, step: int) -> pd.DataFrame:
+    """The event log as plain text columns: what happened, to what, tokens after, why."""
+    tokens = [f"{int(t):,}" if pd.notna(t) else "" for t in events["context_tokens"]]
+    return pd.DataFrame({
+        "now": ["▶" if s == step else "" for s in events["seq"]],
+        "step": events["seq"].astype(int),
+        "what": [_text(v) for v in events["what"]],
+        "subject": [_text(v) for v in events["subject"]],
+        "role": [_text(v) for v in events["role"]],
+        "tokens after": tokens,
+        "why / detail": [_text(v) for v in events["detail"]],
+        "policy": [_text(v) for v in events["policy"]],
+        "span": [_text(v) for v in events["name"]],
+    })
+
+
+def _attrs(raw: object) -> dict:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return {}
+    return dict(raw or {}) if isinstance(raw, dict) else {}
+
+
+def _why_section(why: dict, session_id: str, step: int, budget: int | None, ceiling: int | None) -> None:
+    """Why this request broke, on one screen: the violations at this step, the eviction that caused
+    them (policy, reason, units before and after), and the same step under the gate."""
+    found: pd.DataFrame = why["violations"]
+    counts = found["code"].value_counts()
+    st.subheader("Why this request broke")
+    st.error(md(f"{len(found)} violation(s) at step {step}: "
+                + ", ".join(f"{code} × {n}" for code, n in counts.items())))
+    st.dataframe(pd.DataFrame({"code": found["code"].map(_text), "names": found["ids"].map(_text),
+                               "provider / checker says": found["message"].map(_text)}),
+                 hide_index=True, width="stretch", key="replay_why_violations",
+                 height=min(250, 38 + 35 * len(found)))
+    causes = why["causes"]
+    if not causes:
+        st.caption("No violation at this step links to a prune (e.g. a repeated side-effecting call whose "
+                   "cause is the retry itself).")
+    for i, d in enumerate(causes):
+        p, chk = _attrs(d.get("prune")), _attrs(d.get("check_attributes"))
+        seq = int(d["prune_seq"])
+        ev: pd.DataFrame = d["evicted"]
+        gated = p.get(sn.GATED)
+        split = [u for u, whole in zip(ev["unit_id"], ev["whole"], strict=True) if not whole]
+        st.markdown(f"**Caused by the eviction at step {seq}**" + (" (this step)" if seq == step else ""))
+        st.text(
+            f"{d['prune_name']} at step {seq} (budget check #{chk.get(sn.CHECK, '?')}): "
+            f"policy {p.get(sn.POLICY, '?')}, {'gated' if gated else 'ungated'}, "
+            f"reason {p.get(sn.REASON) or chk.get(sn.REASON) or '?'}, "
+            f"tokens {p.get(sn.TOKENS_BEFORE, '?')} → {p.get(sn.TOKENS_AFTER, '?')} "
+            f"(budget {chk.get(sn.BUDGET, budget) or '?'})")
+        st.text(f"Evicted {sum(len(e) for e in ev['evicted'])} message(s) in {len(ev)} unit(s): "
+                + "; ".join(f"{u} ({', '.join(e)}" + (f"; kept {', '.join(k)}: split" if k else "") + ")"
+                            for u, e, k in zip(ev["unit_id"], ev["evicted"], ev["kept"], strict=True)))
+        if split:
+            st.text(f"Split units (only a gate-less prune does this): {', '.join(split)}")
+        b1, b2 = st.columns(2)
+        b1.plotly_chart(charts.context_bar(d["before"], budget=budget, hard_ceiling=ceiling,
+                                           highlight=list(ev["unit_id"]),
+                                           title=f"before the eviction (step {seq - 1})"),
+                        width="stretch", key=f"replay_why_before_{i}")
+        b2.plotly_chart(charts.context_bar(d["after"], budget=budget, hard_ceiling=ceiling,
+                                           title=f"after the eviction (step {seq})"),
+                        width="stretch", key=f"replay_why_after_{i}")
+        if i == 0 and len(causes) > 1:
+            st.caption(f"{len(causes) - 1} more eviction(s) caused violations at this step: below.")
+    c1, c2, c3 = st.columns(3)
+    twin = why.get("gated")
+    if twin and twin.get("step") is not None:
+        c1.page_link("views/replay.py", label=f"Same step under the gate (step {twin['step']}) ▸",
+                     query_params={"session": twin["session_id"], "step": str(twin["step"])})
+    elif twin:
+        c1.caption("The gated replay of this session holds none of the messages seen by this step.")
+    else:
+        c1.caption("No gated replay of the same session and policy in the store "
+                   "(prunegate compare --gated both records one).")
+    if causes:
+        c2.page_link("views/replay.py", label=f"Go to the eviction (step {int(causes[0]['prune_seq'])}) ▸",
+                     query_params={"session": session_id, "step": str(int(causes[0]["prune_seq"]))})
+    c3.page_link("views/violations.py", label="Open in Violations ▸",
+                 query_params={"session": session_id, "violation": str(found["span_id"].iloc[0])})
+
+
 st.title("Replay")
 session_id = _pick_session()
 if session_id is None:
@@ -116,9 +212,13 @@ lo, hi = bounds
 budget = sess["budget"]["budget"]
 ceiling = sess["budget"]["hard_ceiling"]
 
+url_step = _int_param("step")
 if STEP not in st.session_state:
-    start = _int_param("step")
-    st.session_state[STEP] = max(lo, min(hi, start)) if start is not None else lo
+    st.session_state[STEP] = max(lo, min(hi, url_step)) if url_step is not None else lo
+elif url_step is not None and url_step != st.session_state.get(URL_STEP) and GOTO not in st.session_state:
+    # the address changed under us (a link to another step of this session): follow it
+    _set_step(url_step, lo, hi)
+    st.session_state[PLAY] = False
 if GOTO in st.session_state:
     kind, target = st.session_state.pop(GOTO)
     _set_step(target, lo, hi)
@@ -128,9 +228,9 @@ if GOTO in st.session_state:
 st.caption(md(session_label(info)) + f" · source {md(info.get('source') or '?')} · steps {lo}–{hi}")
 
 # ---------------------------------------------------------------- controls
-c_prev, c_next, c_play, c_speed, c_v, c_p, c_d = st.columns([1, 1, 1.1, 1.3, 1.6, 1.5, 1.6])
-c_prev.button("step", icon=":material/chevron_left:", on_click=_move, args=(-1, lo, hi), width="stretch", key="replay_prev")
-c_next.button("step", icon=":material/chevron_right:", on_click=_move, args=(1, lo, hi), width="stretch", key="replay_next")
+c_prev, c_next, c_play, c_speed, c_v, c_p, c_d = st.columns([1.4, 1.3, 0.8, 1.3, 1.6, 1.5, 1.6])
+c_prev.button("◀ previous step", on_click=_move, args=(-1, lo, hi), width="stretch", key="replay_prev")
+c_next.button("next step ▶", on_click=_move, args=(1, lo, hi), width="stretch", key="replay_next")
 c_play.toggle("Play", key=PLAY)
 stride = c_speed.selectbox("Steps per tick", [1, 5, 25, 100], key="replay_stride", label_visibility="collapsed",
                            format_func=lambda n: f"{n} step{'s' if n > 1 else ''} / tick")
@@ -148,6 +248,7 @@ else:
 if st.session_state.get(NOTE):
     st.caption(st.session_state.pop(NOTE))
 st.query_params["step"] = str(step)
+st.session_state[URL_STEP] = int(step)
 
 if st.session_state.get(PLAY):
     st.fragment(run_every=TICK_S)(_ticker)(lo, hi, int(stride))
@@ -167,11 +268,21 @@ k4.metric("Units · messages", f"{len(units):,} · {len(messages):,}")
 k5.metric("Pending calls", f"{int(messages['pending_calls'].map(len).sum()) if len(messages) else 0:,}")
 k6.metric("Open streams", f"{int(messages['open'].sum()) if len(messages) else 0:,}")
 
+why = data.why(path, session_id, int(step))
+bad_units: list[str] = []
+if why is not None:
+    for ids, mids in zip(why["violations"]["named_ids"], why["violations"]["named_messages"], strict=True):
+        bad_units += [u for u in explain.violating_units(messages, ids=ids, message_ids=mids) if u not in bad_units]
 lost.panel(session_id, int(step), lambda s: _set_step(s, lo, hi))
 
 st.subheader("Context window at this step")
-st.plotly_chart(charts.context_bar(units, budget=budget, hard_ceiling=ceiling), width="stretch",
+if bad_units:
+    st.text("Violating unit(s) at this step, outlined in black: " + ", ".join(bad_units))
+st.plotly_chart(charts.context_bar(units, budget=budget, hard_ceiling=ceiling, violating=bad_units), width="stretch",
                 key="replay_context_chart")
+
+if why is not None:
+    _why_section(why, session_id, int(step), budget, ceiling)
 
 st.subheader("Tokens over the session")
 st.plotly_chart(charts.token_timeline(sess["series"], sess["markers"], step=int(step), budget=budget,
@@ -184,9 +295,8 @@ with left:
     if events.empty:
         st.caption("No events near this step.")
     else:
-        log = events[["seq", "what", "subject", "role", "context_tokens", "detail", "policy", "name"]].copy()
-        log.insert(0, "now", ["▶" if s == step else "" for s in log["seq"]])
-        st.dataframe(log, hide_index=True, width="stretch", height=360, key="replay_events")
+        st.dataframe(_event_table(events, int(step)), hide_index=True, width="stretch", height=360,
+                     key="replay_events")
 with right:
     st.subheader("Decision at this step")
     check: pd.DataFrame = now["check"]

@@ -1,7 +1,15 @@
-"""Sessions: every recorded, imported and replayed session, filterable; a row opens its replay."""
+"""Sessions: every recorded and replayed session, searchable, filterable and paged in DuckDB.
+
+The state lives in the address bar (``?q=refund&kind=replay&policy=salience&gate=ungated&violations=1
+&from=2026-01-01&to=2026-12-31&size=25&page=2``), so a filtered list is a link. Recorded traffic and
+replays are told apart by the ``kind`` column (● recorded, ↻ replay of ...). ``q`` is always in the
+address (empty when there is no search): with a bare ``/sessions`` URL, Streamlit 1.67 did not add
+the query string a widget change wrote (seen in chromium).
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 from urllib.parse import quote
 
 import pandas as pd
@@ -9,74 +17,123 @@ import streamlit as st
 
 from dashboard.components import data
 from dashboard.components.widgets import open_links, ts_column
-from tracer import queries
+
+SIZES = (10, 25, 50, 100)
+KIND_LABELS = {"all": "recorded and replays", "recorded": "recorded traffic only", "replay": "replays only"}
+GATES = {"any": None, "gated": True, "ungated": False}
+
+qp = st.query_params
+
+
+def _date(name: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(qp.get(name, ""))
+    except ValueError:
+        return None
+
 
 st.title("Sessions")
+st.caption("Every session in the store. ● recorded: traffic imported or recorded from an agent. "
+           "↻ replay: a recorded session replayed through a policy by prunegate replay / compare.")
 
-options = data.run(queries.session_filter_options)
-c1, c2, c3, c4, c5 = st.columns([2, 2, 1.2, 2.5, 1.3])
-sources = c1.multiselect("Source", options["sources"], key="sessions_sources")
-policies = c2.multiselect("Policy", options["policies"], key="sessions_policies")
-gate = c3.selectbox("Gate", ["any", "gated", "ungated"], key="sessions_gate")
-text = c4.text_input("Search id or name", key="sessions_text")
-only_v = c5.checkbox("With violations", key="sessions_only_v")
+policies_all = data.session_policies()
+c1, c2, c3, c4 = st.columns([3, 1.6, 2, 1.2])
+search = c1.text_input("Search sessions", value=qp.get("q", ""), key="sessions_q",
+                       placeholder="message text, tool name, decision, reason, violation code, id or name")
+kinds = list(KIND_LABELS)
+kind: str = c2.selectbox("Kind", kinds, index=kinds.index(qp.get("kind", "all")) if qp.get("kind") in kinds else 0,
+                         format_func=lambda k: KIND_LABELS[k], key="sessions_kind")
+wanted_pol = [p for p in qp.get("policy", "").split(",") if p in policies_all]
+policies = c3.multiselect("Policy", policies_all, default=wanted_pol, key="sessions_policies")
+gates = list(GATES)
+gate = c4.selectbox("Gate", gates, index=gates.index(qp.get("gate", "any")) if qp.get("gate") in gates else 0,
+                    key="sessions_gate")
+d1, d2, d3, d4 = st.columns([1.5, 1.5, 1.6, 1.2])
+since = d1.date_input("Active from", value=_date("from"), key="sessions_from", format="YYYY-MM-DD")
+until = d2.date_input("Active until", value=_date("to"), key="sessions_to", format="YYYY-MM-DD")
+only_v = d3.checkbox("With violations", value=qp.get("violations") == "1", key="sessions_only_v")
+size_wanted = int(qp["size"]) if qp.get("size", "").isdigit() and int(qp["size"]) in SIZES else 50
+PAGE_SIZE = d4.selectbox("Per page", SIZES, index=SIZES.index(size_wanted), key="sessions_size")
 
-df = data.run(
-    queries.sessions,
-    sources=tuple(sources),
-    policies=tuple(policies),
-    gated={"any": None, "gated": True, "ungated": False}[gate],
-    text=text.strip() or None,
-    only_with_violations=only_v,
-)
+filters = (search.strip(), kind, ",".join(policies), gate, str(since or ""), str(until or ""), only_v, PAGE_SIZE)
+try:
+    page_no = max(1, int(qp.get("page", "1")))
+except ValueError:
+    page_no = 1
+if st.session_state.get("_sessions_filters") not in (None, filters):
+    page_no = 1  # a new filter starts at the first page
+st.session_state["_sessions_filters"] = filters
+wanted: dict[str, str] = {k: v for k, v in {
+    "q": search.strip(), "kind": None if kind == "all" else kind, "policy": ",".join(policies),
+    "gate": None if gate == "any" else gate, "from": since.isoformat() if isinstance(since, dt.date) else None,
+    "to": until.isoformat() if isinstance(until, dt.date) else None, "violations": "1" if only_v else None,
+    "size": None if PAGE_SIZE == 50 else str(PAGE_SIZE), "page": None if page_no == 1 else str(page_no),
+}.items() if v is not None and (v or k == "q")}  # q always: see the note in the docstring
+if wanted != qp.to_dict():
+    qp.from_dict(wanted)  # one update of the address bar: the filtered list is a link
 
-m1, m2, m3, m4, m5 = st.columns(5)
-m1.metric("Sessions", f"{len(df):,}")
-m2.metric("Violations", f"{int(df['violations'].sum()) if len(df) else 0:,}")
-m3.metric("Deferrals", f"{int(df['deferrals'].sum()) if len(df) else 0:,}")
-m4.metric("Spills", f"{int(df['spills'].sum()) if len(df) else 0:,}")
-m5.metric("Failures", f"{int(df['failures'].sum()) if len(df) else 0:,}")
 
+def _ns(day: object, *, end: bool = False) -> int | None:
+    if not isinstance(day, dt.date):
+        return None
+    moment = dt.datetime.combine(day + dt.timedelta(days=1) if end else day, dt.time(), tzinfo=dt.UTC)
+    return int(moment.timestamp()) * 10**9
+
+
+found = data.session_page(search=search.strip() or None, kind=None if kind == "all" else kind,
+                   policies=tuple(policies), gated=GATES[gate], only_with_violations=only_v,
+                   since_ns=_ns(since), until_ns=_ns(until, end=True), offset=(page_no - 1) * PAGE_SIZE,
+                   limit=PAGE_SIZE)
+total = found["total"]
+pages = max(1, -(-total // PAGE_SIZE))
+
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("Matching sessions", f"{total:,}")
+m2.metric("● Recorded", f"{found['recorded']:,}")
+m3.metric("↻ Replays", f"{found['replays']:,}")
+m4.metric("Violations in them", f"{found['violations']:,}")
+
+df: pd.DataFrame = found["rows"]
 if df.empty:
     st.info("No session matches. Record one (prunegate demo, prunegate import, prunegate replay) "
             "or widen the filters.")
     st.stop()
 
+first = (page_no - 1) * PAGE_SIZE + 1
+st.text(f"Showing {first:,}–{first + len(df) - 1:,} of {total:,} (page {page_no} of {pages})")
 table = pd.DataFrame({
+    "kind": ["↻ replay" if k == "replay" else "● recorded" for k in df["kind"]],
     "session": df["session_id"],
-    "name": df["label"],
-    "source": df["source"],
-    "policy": df["policy"],
-    "gated": df["gated"],
-    "messages": df["messages"],
-    "peak tokens": df["peak_tokens"],
-    "budget": df["budget"],
+    "name": df["label"].fillna(""),
+    "policy": [f"{p} · {'gated' if g is True else 'ungated' if g is False else '?'}" if isinstance(p, str) else ""
+               for p, g in zip(df["policy"], df["gated"], strict=True)],
+    "replay of": df["source_id"].where(df["kind"] == "replay", "").fillna(""),
+    "messages": df["messages"].fillna(0).astype(int),
+    "peak tokens": df["peak_tokens"].fillna(0).astype(int),
+    "budget": [f"{int(b):,}" if pd.notna(b) else "" for b in df["budget"]],
     "violations": df["violations"],
     "prunes": df["prunes"],
     "deferrals": df["deferrals"],
     "spills": df["spills"],
     "failures": df["failures"],
-    "retries": df["retries"],
-    "invalid requests": df["invalid_requests"],
     "last activity": ts_column(df["last_ns"]),
     "replay": ["replay?session=" + quote(str(s), safe="") for s in df["session_id"]],
 })
-st.caption("Select a row to open its replay (the link column gives a shareable URL).")
 event = st.dataframe(
-    table,
-    hide_index=True,
-    width="stretch",
-    on_select="rerun",
-    selection_mode="single-row",
-    key="sessions_table",
-    column_config={
-        "replay": st.column_config.LinkColumn("replay", display_text="open ▸"),
-        "gated": st.column_config.CheckboxColumn("gated"),
-        "peak tokens": st.column_config.NumberColumn(format="%d"),
-    },
+    table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row", key="sessions_table",
+    column_config={"replay": st.column_config.LinkColumn("open", display_text="replay ▸"),
+                   "peak tokens": st.column_config.NumberColumn(format="%d")},
 )
 rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
 if rows:
     st.switch_page("views/replay.py", query_params={"session": str(df.iloc[rows[0]]["session_id"])})
+
+p1, p2, p3 = st.columns([1, 1, 4])
+if page_no > 1 and p1.button("◀ previous page", key="sessions_prev"):
+    qp["page"] = str(page_no - 1)
+    st.rerun()
+if page_no < pages and p2.button("next page ▶", key="sessions_next"):
+    qp["page"] = str(page_no + 1)
+    st.rerun()
 
 open_links(df, key="sessions_open")

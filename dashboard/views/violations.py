@@ -18,6 +18,7 @@ import streamlit as st
 from dashboard.components import charts, data
 from dashboard.components.safe import md, short
 from tracer import queries
+from tracer.spans import names as sn
 
 PICK = "violations_pick"
 
@@ -70,7 +71,7 @@ else:
         "name": shown["label"],
         "step": shown["seq"],
         "code": shown["code"],
-        "caused by": [f"{str(n).replace('prunegate.', '')} @ step {int(s)}" if isinstance(n, str) else "— (no link)"
+        "caused by": [f"{str(n).replace(sn.PREFIX, '')} @ step {int(s)}" if isinstance(n, str) else "— (no link)"
                       for n, s in zip(shown["cause_name"], shown["prune_seq"].fillna(-1), strict=True)],
         "policy": shown["policy"],
         "gated": shown["prune_gated"],
@@ -101,8 +102,8 @@ else:
         st.stop()
     v = _attrs(detail["violation"])
     st.subheader("The violation")
-    st.text(f"{v.get('prunegate.violation.code', '?')} at step {detail['seq']} of session {detail['session_id']}")
-    st.code(str(v.get("prunegate.violation.message") or detail.get("status_message") or ""), language=None)
+    st.text(f"{v.get(sn.VIOLATION_CODE, '?')} at step {detail['seq']} of session {detail['session_id']}")
+    st.code(str(v.get(sn.VIOLATION_MESSAGE) or detail.get("status_message") or ""), language=None)
     with st.expander("Violation span attributes"):
         st.json(v)
 
@@ -114,25 +115,26 @@ else:
         p = _attrs(detail["prune"])
         chk = _attrs(detail.get("check_attributes"))
         seq = int(detail["prune_seq"])
-        gated = p.get("prunegate.gated")
+        gated = p.get(sn.GATED)
         facts = pd.DataFrame({
             "": ["decision span", "step", "budget check", "policy", "gated", "tokens before → after",
                  "budget", "pruned units", "pruned message ids", "grown units", "shrunk units", "skipped units"],
             "value": [
-                str(detail["prune_name"]), str(seq), str(chk.get("prunegate.check", "?")),
-                str(p.get("prunegate.policy", "?")), "yes" if gated else "no (naive runtime)" if gated is False else "?",
-                f"{p.get('prunegate.tokens.before', '?')} → {p.get('prunegate.tokens.after', '?')}",
-                str(chk.get("prunegate.budget", "?")),
-                ", ".join(map(str, p.get("prunegate.pruned.units") or [])),
-                ", ".join(map(str, p.get("prunegate.pruned.ids") or [])),
-                ", ".join(map(str, p.get("prunegate.grown.units") or [])),
-                ", ".join(map(str, p.get("prunegate.shrunk.units") or [])),
-                ", ".join(map(str, p.get("prunegate.skipped.units") or [])),
+                str(detail["prune_name"]), str(seq), str(chk.get(sn.CHECK, "?")),
+                str(p.get(sn.POLICY, "?")), "yes" if gated else "no (naive runtime)" if gated is False else "?",
+                f"{p.get(sn.TOKENS_BEFORE, '?')} → {p.get(sn.TOKENS_AFTER, '?')}",
+                str(chk.get(sn.BUDGET, "?")),
+                ", ".join(f"{u}" + ("" if whole else " (split)")
+                          for u, whole in zip(detail["evicted"]["unit_id"], detail["evicted"]["whole"], strict=True)),
+                ", ".join(map(str, p.get(sn.PRUNED_IDS) or [])),
+                ", ".join(map(str, p.get(sn.GROWN_UNITS) or [])),
+                ", ".join(map(str, p.get(sn.SHRUNK_UNITS) or [])),
+                ", ".join(map(str, p.get(sn.SKIPPED_UNITS) or [])),
             ],
         })
-        pruned_ids = ", ".join(map(str, p.get("prunegate.pruned.ids") or [])) or "nothing"
-        st.text(f"Caused by {detail['prune_name']} at step {seq} (budget check #{chk.get('prunegate.check', '?')}): "
-                f"policy {p.get('prunegate.policy', '?')}, {'gated' if gated else 'ungated'}, evicted {pruned_ids}")
+        pruned_ids = ", ".join(map(str, p.get(sn.PRUNED_IDS) or [])) or "nothing"
+        st.text(f"Caused by {detail['prune_name']} at step {seq} (budget check #{chk.get(sn.CHECK, '?')}): "
+                f"policy {p.get(sn.POLICY, '?')}, {'gated' if gated else 'ungated'}, evicted {pruned_ids}")
         c1, c2 = st.columns([2, 3])
         with c1:
             st.dataframe(facts, hide_index=True, width="stretch", key="violations_facts",
@@ -153,13 +155,13 @@ else:
                     st.text(f"Evicted content of {rec['message_id']} ({rec['role']}):")
                     st.code(_pretty(rec["content"]), language=None)
             with st.expander("Proposal and scores"):
-                st.json({k: _maybe_json(p.get(k)) for k in ("prunegate.proposal", "prunegate.proposal.ids",
-                                                             "prunegate.scores") if k in p})
-        pruned_units = [str(u) for u in (p.get("prunegate.pruned.units") or [])]
-        if not partners.empty:
-            pruned_units = [*dict.fromkeys([*map(str, partners["unit_id"].dropna()), *pruned_units])]
-        budget = chk.get("prunegate.budget")
-        ceiling = chk.get("prunegate.hard_ceiling")
+                st.json({k: _maybe_json(p.get(k)) for k in (sn.PROPOSAL, sn.PROPOSAL_IDS,
+                                                             sn.SCORES) if k in p})
+        # every unit the prune took messages from (an ungated prune records ids only; units recovered)
+        pruned_units = [*dict.fromkeys([*map(str, detail["evicted"]["unit_id"]),
+                                        *map(str, p.get(sn.PRUNED_UNITS) or [])])]
+        budget = chk.get(sn.BUDGET)
+        ceiling = chk.get(sn.HARD_CEILING)
         b1, b2 = st.columns(2)
         b1.plotly_chart(charts.context_bar(detail["before"], budget=budget, hard_ceiling=ceiling,
                                            highlight=pruned_units, title=f"before the prune (step {seq - 1})"),

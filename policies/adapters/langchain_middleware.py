@@ -39,7 +39,7 @@ def prune_middleware(guard: MessageGate) -> Any:
     except ImportError as exc:
         raise ImportError("LangChain agents need the extra: pip install 'prunegate[langchain]'") from exc
 
-    class PruneGateMiddleware(AgentMiddleware):  # type: ignore[misc,type-arg]
+    class PruneGateMiddleware(AgentMiddleware):
         def wrap_model_call(self, request: Any, handler: Any) -> Any:
             return handler(gate_request(guard, request))
 

@@ -1,57 +1,109 @@
-"""The ``prunegate`` console script: one subcommand per module in :mod:`tracer.cli`."""
+"""The ``prunegate`` console script: a table of commands, one module each, imported only when run.
+
+``COMMANDS`` maps each command to its module and a one-line summary (pip's ``commands/__init__.py``
+pattern), so ``prunegate --help`` imports no command module. A command module exposes
+``register(subparsers)``, which adds its parser (its ``help`` is the summary here) and sets
+``func`` (args -> exit status, :mod:`tracer.cli.status`) as the parser default.
+
+:func:`main` runs the command and turns a :class:`~policies.errors.PrunegateError` it raises into
+one line on stderr, ``prunegate <command>: <message>``, and an exit status (``exit_status`` of the
+error when it has one, else :data:`~tracer.cli.status.ERROR`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+from collections.abc import Sequence
+from typing import NamedTuple
 
+from policies.errors import PrunegateError
+from tracer.cli import status
 from tracer.cli.checks import OneLineParser, check_args, fail_usage
+from tracer.store.settings import ENVIRONMENT
 
-# Each module in tracer/commands exposes ``register(subparsers)``; it adds its parser and sets
-# ``func`` (args -> exit code) as the parser default. Listed here so `--help` shows them all.
-COMMANDS = (
-    "validate",
-    "import_cmd",
-    "sessions",
-    "replay",
-    "compare",
-    "recommend",
-    "compact",
-    "serve",
-    "recover",
-    "dashboard",
-    "demo",
-)
+__all__ = ["COMMANDS", "CommandInfo", "build_parser", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+class CommandInfo(NamedTuple):
+    module: str
+    summary: str
+
+
+COMMANDS: dict[str, CommandInfo] = {
+    "validate": CommandInfo("tracer.cli.validate", "check recorded request bodies against a provider's tool-call rules"),
+    "import": CommandInfo(
+        "tracer.cli.import_cmd",
+        "import recorded traffic (Anthropic/OpenAI bodies, OTLP JSON and Collector files, τ-bench, VCR cassettes) "
+        "into the store"),
+    "sessions": CommandInfo("tracer.cli.sessions", "list the sessions in the trace store"),
+    "replay": CommandInfo("tracer.cli.replay",
+                          "replay recorded sessions through a policy, gated or not; recorded as new traces"),
+    "compare": CommandInfo("tracer.cli.compare",
+                           "compare policies on recorded sessions (A/B metrics with paired 95% confidence intervals; sweeps)"),
+    "recommend": CommandInfo("tracer.cli.recommend",
+                             "name the cheapest arm of the last sweep that keeps retention above a minimum"),
+    "compact": CommandInfo("tracer.cli.compact", "move recorded segments into the store's main database"),
+    "serve": CommandInfo("tracer.cli.serve",
+                         "receive OTLP/HTTP spans (/v1/traces, protobuf or JSON) from any SDK or Collector into the store"),
+    "recover": CommandInfo("tracer.cli.recover",
+                           "move spooled spans (written aside when the store refused them) into the store"),
+    "dashboard": CommandInfo(
+        "tracer.cli.dashboard",
+        "serve the web dashboard (sessions, replay, violations, compare, live) over a trace store"),
+    "demo": CommandInfo(
+        "tracer.cli.demo",
+        "build the demo store from data/ (import, replay policies gated and ungated) and serve the dashboard"),
+}
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, *, description: str) -> argparse.ArgumentParser:
+    """The parser of command ``name``, with its summary from :data:`COMMANDS` (for command modules)."""
+    return sub.add_parser(name, help=_help(COMMANDS[name].summary), description=description)
+
+
+def _help(text: str) -> str:
+    """A summary as argparse help text (which %-formats it)."""
+    return text.replace("%", "%%")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``prunegate`` parser; only ``command``'s module is imported (the others are listed by summary)."""
+    epilog = "environment:\n" + "\n".join(f"  {name:<28}{doc}" for name, doc in ENVIRONMENT.items())
     parser = OneLineParser(
         prog="prunegate",
         description="Safe, observable context pruning for LLM agents.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"tracer.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"tracer.cli.{name}":
-                continue  # command not shipped in this build
-            raise
-        module.register(sub)
+    for name, info in COMMANDS.items():
+        if name == command:
+            importlib.import_module(info.module).register(sub)
+        else:
+            sub.add_parser(name, help=_help(info.summary))
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status (argparse exits 2 itself on bad arguments)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    command = args_list[0] if args_list and args_list[0] in COMMANDS else None
+    parser = build_parser(command)
+    args = parser.parse_args(args_list)
+    func = getattr(args, "func", None)
+    if func is None:
         parser.print_help()
-        return 2
-    problem = check_args(args)  # before any work, for every subcommand
+        return status.ERROR
+    problem = check_args(args)  # before any work, for every command
     if problem:
         fail_usage(f"prunegate {args.command}", problem)
-    return int(args.func(args) or 0)
+    try:
+        return int(func(args))
+    except PrunegateError as exc:
+        print(f"prunegate {args.command}: {exc}", file=sys.stderr)
+        return int(getattr(exc, "exit_status", status.ERROR))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-ENV_STORE = "PRUNEGATE_STORE"
+from tracer.store.settings import STORE_ENV
+
+ENV_STORE = STORE_ENV
 
 
 class OneLineParser(argparse.ArgumentParser):

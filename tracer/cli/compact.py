@@ -6,42 +6,36 @@ import argparse
 import json
 import sys
 
-from tracer.cli.checks import positive_seconds, store_dir
+from tracer.cli import add_command, options, status
+from tracer.errors import CommandError, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "compact",
-        help="move recorded segments into the store's main database",
+    parser = add_command(
+        sub, "compact",
         description="Move the store's segment files into spans.duckdb in one transaction (deduplicated by "
         "trace and span id), then delete them. Safe while agents record and the dashboard reads: writers "
         "are never blocked; readers wait at most briefly. Exit 0 when done, 3 when the store was busy "
         "(nothing lost; run it again), 2 when there is no store or it cannot be compacted.",
     )
-    parser.add_argument("--store", type=store_dir, help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    options.add_store(parser)
     parser.add_argument(
-        "--timeout", type=positive_seconds, default=30.0, help="seconds to wait for locks held by readers (default 30)"
+        "--timeout", type=options.positive_seconds, default=30.0, help="seconds to wait for locks held by readers (default 30)"
     )
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    options.add_json(parser, "print the result as JSON")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracer.store import Store, StoreError
-
-    store = Store(args.store) if args.store else Store()
+    store = options.store_of(args)
     if not store.path.is_dir():
-        print(f"prunegate compact: no store at {store.path}", file=sys.stderr)
-        return 2
+        raise CommandError(f"no store at {store.path}")
     try:
         result = store.compact(timeout=args.timeout)
-    except StoreError as exc:  # permission denied (named as such), a damaged database file
-        print(f"prunegate compact: {exc}", file=sys.stderr)
-        return 2
+    except StoreError:
+        raise  # permission denied (named as such), a damaged database file: main() prints it
     except OSError as exc:
-        print(f"prunegate compact: {store.path}: {exc.strerror or exc}"
-              + (f": {exc.filename}" if exc.filename else ""), file=sys.stderr)
-        return 2
+        raise CommandError(f"{store.path}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")) from exc
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
     else:
@@ -61,5 +55,5 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"prunegate compact: {store.path}: busy: {result.busy}; nothing lost, run again", file=sys.stderr
         )
-        return 3
-    return 0
+        return status.BUSY
+    return status.SUCCESS

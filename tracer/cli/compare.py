@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.errors import PolicyError
-from tracer.cli.replay import add_common, load_sessions, recorded_outcome
+from tracer.cli.replay import add_common, depends_on, describe, load_sessions, recorded_outcome, recording
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,14 +61,20 @@ def run(args: argparse.Namespace) -> int:
     rec, path = sweep
     store = Path(rec["options"]["store"])
     recorded = [r["replay_id"] for a in rec["arms"] for r in a["replays"]]
+    depends = depends_on(args, store, len(recorded) if args.trace else 0)
     if args.json:
         print(json.dumps({"rows": rec["rows"], "differences": rec["differences"], "arms": rec["arms"],
                           "sweep": {"id": rec["id"], "path": str(path), "command": rec["command"]},
-                          "models": rec["models"], "prices_as_of": rec["prices"]["as_of"]}, indent=2))
+                          "models": rec["models"], "prices_as_of": rec["prices"]["as_of"],
+                          "depends_on": depends}, indent=2))
         return recorded_outcome(args, store_path_arg(str(store)), recorded)
+    print(describe(depends))
     print_table(rec)
     print(f"\nstored as {rec['id']} ({path}); prices as of {rec['prices']['as_of']} ({rec['prices']['source']})")
-    return recorded_outcome(args, store_path_arg(str(store)), recorded)
+    rc = recorded_outcome(args, store_path_arg(str(store)), recorded)
+    if rc == 0:
+        print(recording(depends))
+    return rc
 
 
 def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path]:

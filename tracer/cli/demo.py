@@ -1,8 +1,9 @@
 """``prunegate demo``: the main job. Record the sample traffic into the embedded DuckDB store,
 replay it through several policies gated and ungated, and serve the dashboard over it.
 
-Each step is the ordinary command (``import``, ``compare``, ``compact``, ``dashboard``), run in
-this process, so the demo shows exactly what a user would get by typing them.
+Each step calls what the ordinary command calls (``import``, ``compare``, ``compact``,
+``dashboard``) with that command's defaults and prints what it prints, so the demo shows what a
+user would get by typing them.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from tracer.cli.checks import store_dir
-from tracer.store import ENV_STORE, default_store_path
+from tracer.cli import add_command, options, status
+from tracer.errors import CommandError
+from tracer.store.settings import resolve_store
 
 DEMO_POLICIES = "salience,recency,similarity,mask,tiered,langchain_trim"
+DEMO_SEED = 7  # the arrival order of parallel tool results in the demo's replays (said when it runs)
 
 
 def _shared_traffic() -> Path | None:
@@ -29,15 +32,14 @@ def _shared_traffic() -> Path | None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "demo",
-        help="build the demo store from data/ (import, replay policies gated and ungated) and serve the dashboard",
+    parser = add_command(
+        sub, "demo",
         description="Import the sessions shipped in data/ (and the real recorded traffic in ../shared/traffic "
         "when it is there) into the store, replay them through several policies gated and ungated, fold the "
         "writers' segments into the DuckDB file, and serve the dashboard. An existing demo store is reused "
         "unless --fresh.",
     )
-    parser.add_argument("--store", type=store_dir, help=f"store directory (default: ${ENV_STORE}, else ./prunegate-store)")
+    options.add_store(parser)
     parser.add_argument("--fresh", action="store_true", help="delete the store first and rebuild it")
     parser.add_argument("--policies", default=DEMO_POLICIES, help=f"policies to replay (default {DEMO_POLICIES})")
     parser.add_argument("--tau", type=int, default=20, metavar="N",
@@ -45,49 +47,86 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--workers", type=int, default=2, help="replay processes (default 2)")
     parser.add_argument("--no-serve", dest="serve", action="store_false", help="build the store and stop")
     parser.add_argument("--host", default="127.0.0.1", help="dashboard address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8501, help="dashboard port (default 8501)")
+    parser.add_argument("--port", type=options.port, default=8501, help="dashboard port (default 8501)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracer.cli import main as cli
-    from tracer.traffic.importers import shipped_sessions_dir
+    from tracer.cli import dashboard as dashboard_cmd
 
-    store = Path(args.store) if args.store else default_store_path()
-    if args.fresh and store.exists():
-        shutil.rmtree(store)
-    marker = store / ".demo-built"
+    path = resolve_store(args.store)
+    if args.fresh and path.exists():
+        shutil.rmtree(path)
+    marker = path / ".demo-built"
     if not marker.exists():
-        data = shipped_sessions_dir()
-        if data is None:
-            print("prunegate demo: the sample sessions in data/sessions are missing", file=sys.stderr)
-            return 2
-        sources = [str(data)]
-        shared = _shared_traffic()
-        tau_file = None
-        if shared is not None and args.tau > 0:
-            tau_file = _tau_subset(shared, store, args.tau)
-            sources.append(str(tau_file))
-            sources.append(str(shared / "pydantic-ai-cassettes"))
-        print(f"==> importing {', '.join(sources)} into {store}", flush=True)
-        rc = cli(["import", *sources, "--store", str(store)])
-        if rc == 2:
-            return rc
-        print(f"==> replaying through {args.policies}, gated and ungated", flush=True)
-        rc = cli(["compare", "--policies", args.policies, "--gated", "both", "--store", str(store),
-                  "--workers", str(args.workers), "--capture-content", "--seed", "7"])
-        if rc != 0:
-            return rc
-        rc = cli(["compact", "--store", str(store)])
-        if rc != 0:
+        rc = _build(args, path)
+        if rc != status.SUCCESS:
             return rc
         marker.write_text("ok\n")
     else:
-        print(f"==> reusing the demo store at {store} (--fresh rebuilds it)", flush=True)
+        print(f"==> reusing the demo store at {path} (--fresh rebuilds it)", flush=True)
     if not args.serve:
-        return 0
+        return status.SUCCESS
     print(f"==> serving the dashboard on http://{args.host}:{args.port}", flush=True)
-    return cli(["dashboard", "--store", str(store), "--host", args.host, "--port", str(args.port)])
+    return dashboard_cmd.handler(argparse.Namespace(store=str(path), host=args.host, port=args.port))
+
+
+def _build(args: argparse.Namespace, path: Path) -> int:
+    """Import the sample traffic, replay it through the policies gated and ungated, compact."""
+    from tracer.cli.import_cmd import print_report
+    from tracer.cli.outcome import check_recorded
+    from tracer.cli.output import format_row
+    from tracer.cli.replay import depends_on, describe
+    from tracer.lab.compare import compare, parse_policies, progress_bar
+    from tracer.store import Store
+    from tracer.traffic.importers import shipped_sessions_dir
+    from tracer.traffic.recorded import import_paths, load_conversations
+
+    data = shipped_sessions_dir()
+    if data is None:
+        raise CommandError("the sample sessions in data/sessions are missing")
+    try:
+        policies = parse_policies(args.policies)
+    except ValueError as exc:
+        raise CommandError(f"--policies: {exc}") from exc
+    sources = [str(data)]
+    shared = _shared_traffic()
+    if shared is not None and args.tau > 0:
+        sources.append(str(_tau_subset(shared, path, args.tau)))
+        sources.append(str(shared / "pydantic-ai-cassettes"))
+    store = Store(path)
+    print(f"==> importing {', '.join(sources)} into {path}", flush=True)
+    try:
+        report = import_paths(sources, store, capture_content=True)
+    except OSError as exc:
+        raise CommandError(f"cannot write the store at {path}: {exc}") from exc
+    print_report(report, path)
+    if not report.complete:
+        return status.NOT_STORED
+    print(f"==> replaying through {args.policies}, gated and ungated, with --seed {DEMO_SEED}: each parallel "
+          f"batch's tool results arrive in an order shuffled with seed {DEMO_SEED}. `prunegate compare` "
+          f"without --seed keeps the recorded order, so its figures differ; add --seed {DEMO_SEED} to get "
+          "the demo's.", flush=True)
+    convs = load_conversations(store)
+    if not convs:
+        raise CommandError(f"no sessions to replay in {path}")
+    result = compare(convs, policies, gated="both", seed=DEMO_SEED, workers=args.workers, store_path=path,
+                     capture_content=True, progress=progress_bar())
+    replayed = [r.replay_id for rs in result.results for r in rs]
+    said = argparse.Namespace(budget=None, hard_ceiling=None, seed=DEMO_SEED, stream_results=None)
+    print(describe(depends_on(said, path, len(replayed))))
+    for row in result.rows:
+        print(format_row(row))
+    rc = check_recorded("demo", store, replayed)
+    if rc != status.SUCCESS:
+        return rc
+    compacted = store.compact(timeout=30.0)
+    print(f"{path}: {compacted.segments_compacted} segments, {compacted.rows_inserted} spans moved into "
+          "spans.duckdb", flush=True)
+    if compacted.busy:
+        print(f"prunegate demo: {path}: busy: {compacted.busy}; nothing lost, run again", file=sys.stderr)
+        return status.BUSY
+    return status.SUCCESS
 
 
 def _tau_subset(shared: Path, store: Path, n: int) -> Path:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
+from tracer.cli import status
 from tracer.store import Store, StoreError
 from tracer.store.spool import Spool, spooled_line
 
-EXIT_NOT_STORED = 3
+EXIT_NOT_STORED = status.NOT_STORED
 
 
 def check_recorded(command: str, store: Store, session_ids: Iterable[str | None]) -> int:

@@ -14,31 +14,29 @@ import argparse
 import json
 import sys
 
-from tracer.cli.checks import store_dir
+from tracer.cli import add_command, options, status
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "recover",
-        help="move spooled spans (written aside when the store refused them) into the store",
+    parser = add_command(
+        sub, "recover",
         description="Move the spans a full or read-only store refused, kept in the spool, into the store. "
         "Safe to run any number of times and while agents record: a span is stored once. Exit 0 when "
         "the spool is empty afterwards, 3 when spans are still in it.",
     )
-    parser.add_argument("--store", type=store_dir,
-                        help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    options.add_store(parser)
     parser.add_argument("--spool-dir", help="spool directory (default: the one for this store, see docs/store.md)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    options.add_json(parser, "print the result as JSON")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tracer.store import Store, StoreError
+    from tracer.store import StoreError
     from tracer.store.spool import Spool
 
-    store = Store(args.store) if args.store else Store()
+    store = options.store_of(args)
     spool = Spool.for_store(store.path, Path(args.spool_dir) if args.spool_dir else None)
     waiting = spool.pending_rows()
     error = None
@@ -50,9 +48,8 @@ def run(args: argparse.Namespace) -> int:
     left = spool.pending_rows()
     try:
         in_store = store.count() if store.path.exists() else 0
-    except StoreError as exc:
-        print(f"prunegate recover: {exc}", file=sys.stderr)
-        return 2
+    except StoreError:
+        raise  # main() prints it: one line, exit 2
     damaged = [str(p) for p in spool.damaged()]
     out = {"store": str(store.path), "spool": str(spool.path), "waiting": waiting, "moved": moved, "left": left,
            "store_spans": in_store, "damaged": damaged, "error": error}
@@ -66,5 +63,5 @@ def run(args: argparse.Namespace) -> int:
     if left:
         print(f"prunegate recover: {left} spans are still in the spool {spool.path}: the store refused them"
               + (f" ({error})" if error else "") + "; run this again once it is writable", file=sys.stderr)
-        return 3
-    return 0
+        return status.NOT_STORED
+    return status.SUCCESS

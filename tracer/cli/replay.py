@@ -13,7 +13,8 @@ import sys
 from typing import Any
 
 from policies.errors import PolicyError
-from tracer.cli.checks import nonneg_int, positive_int, store_dir
+from tracer.cli import options
+from tracer.cli.checks import nonneg_int, positive_int
 
 
 def add_common(parser: argparse.ArgumentParser, *, budgets: bool = False) -> None:
@@ -31,11 +32,11 @@ def add_common(parser: argparse.ArgumentParser, *, budgets: bool = False) -> Non
                         help="deliver every tool result as a stream of N chunks (default: only recorded streams)")
     parser.add_argument("--seed", type=int, help="shuffle each batch's result order with this seed")
     parser.add_argument("--workers", type=positive_int, default=1, help="processes to replay in (default 1)")
-    parser.add_argument("--store", type=store_dir, help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    options.add_store(parser)
     parser.add_argument("--no-trace", dest="trace", action="store_false",
                         help="do not record the replays (measure only; for benchmarks)")
     parser.add_argument("--capture-content", action="store_true", help="record message content in the replay traces")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    options.add_json(parser)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -77,9 +78,12 @@ def run(args: argparse.Namespace) -> int:
     results = run_replays(convs, [spec], workers=args.workers, store_path=store.path if args.trace else None,
                           capture_content=args.capture_content, progress=progress_bar())[0]
     row = aggregate([spec], [results])[0]
+    depends = depends_on(args, store.path, len(results) if args.trace else 0)
     if args.json:
-        print(json.dumps({"totals": row, "sessions": [r.to_dict() for r in results]}, indent=2))
+        print(json.dumps({"totals": row, "sessions": [r.to_dict() for r in results], "depends_on": depends},
+                         indent=2))
         return recorded_outcome(args, store, [r.replay_id for r in results])
+    print(describe(depends))
     for r in results:
         line = (f"{r.name}: {r.model_calls} model calls, {r.invalid_requests} invalid, {r.orphan_results} orphan results, "
                 f"{r.dangling_calls} dangling calls, {r.duplicated_side_effects} duplicated side effects, "
@@ -88,7 +92,10 @@ def run(args: argparse.Namespace) -> int:
             line += f"; FAILED: {r.error}"
         print(line + (f" -> {r.replay_id}" if args.trace else ""))
     print(format_row(row))
-    return recorded_outcome(args, store, [r.replay_id for r in results])
+    rc = recorded_outcome(args, store, [r.replay_id for r in results])
+    if rc == 0:
+        print(recording(depends))
+    return rc
 
 
 def recorded_outcome(args: argparse.Namespace, store: Any, replay_ids: list[str | None]) -> int:
@@ -125,6 +132,41 @@ def load_sessions(args: argparse.Namespace, command: str) -> Any:
         print(f"prunegate {command}: no sessions to replay in {store.path}", file=sys.stderr)
         return 2
     return store, convs
+
+
+def depends_on(args: argparse.Namespace, store: Any, recorded: int) -> dict[str, Any]:
+    """What every figure of a replay or comparison depends on, and where its replays went."""
+    from policies.tokens import DEFAULT_COUNTER
+
+    counter = type(DEFAULT_COUNTER).__name__
+    chars = getattr(DEFAULT_COUNTER, "chars_per_token", None)
+    return {
+        "budget": args.budget,
+        "budget_rule": None if args.budget and any(args.budget if isinstance(args.budget, list) else [args.budget])
+        else "60% of each session's full size",
+        "hard_ceiling": args.hard_ceiling, "seed": args.seed, "stream_results": args.stream_results,
+        "token_counter": counter + (f" ({chars:g} characters per token)" if chars else ""),
+        "recorded_sessions": recorded, "store": str(store),
+    }
+
+
+def describe(d: dict[str, Any]) -> str:
+    """The line printed before the figures: what every one of them depends on."""
+    chosen = [b for b in (d["budget"] if isinstance(d["budget"], list) else [d["budget"]]) if b]
+    budget = (" / ".join(f"{b:,}" for b in chosen) + " tokens") if chosen else d["budget_rule"]
+    seed = (f"--seed {d['seed']} (each parallel batch's results arrive in an order shuffled with this seed)"
+            if d["seed"] is not None else "none (results arrive in the recorded order; --seed N shuffles them)")
+    return (f"figures below depend on: budget {budget}; hard ceiling {d['hard_ceiling'] or 'none'}; "
+            f"seed {seed}; tool results streamed in {d['stream_results'] or 'recorded'} chunks; "
+            f"tokens counted by {d['token_counter']}")
+
+
+def recording(d: dict[str, Any]) -> str:
+    """The line printed after the replays were read back from the store: what was recorded where."""
+    if d["recorded_sessions"]:
+        return (f"recorded {d['recorded_sessions']} replays as new sessions (source 'replay') in {d['store']}; "
+                "--no-trace measures without recording")
+    return "replays not recorded (--no-trace)"
 
 
 def format_row(row: dict[str, Any]) -> str:

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from tracer.cli.checks import store_dir
+from tracer.cli import add_command, options, status
+from tracer.errors import CommandError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "sessions",
-        help="list the sessions in the trace store",
+    parser = add_command(
+        sub, "sessions",
         description="List recorded sessions: id, name, source, provider, policy, gated, messages, tool calls, "
         "peak tokens and violations.",
     )
-    parser.add_argument("--store", type=store_dir, help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    options.add_store(parser)
     parser.add_argument("--source", action="append", help="only sessions of this source (import, replay, ...)")
-    parser.add_argument("--json", action="store_true", help="print a JSON list")
+    options.add_json(parser, "print a JSON list")
     parser.set_defaults(func=run)
 
 
@@ -28,23 +27,16 @@ COLUMNS = ("id", "name", "source", "provider", "policy", "gated", "messages", "t
 
 def run(args: argparse.Namespace) -> int:
     from tracer.queries import list_sessions
-    from tracer.store import StoreError
-    from tracer.traffic.recorded import store_path_arg
 
-    store = store_path_arg(args.store)
+    store = options.store_of(args)
     if not store.path.exists():
-        print(f"prunegate sessions: no store at {store.path}", file=sys.stderr)
-        return 2
-    try:
-        rows = list_sessions(store, sources=args.source)
-    except StoreError as exc:
-        print(f"prunegate sessions: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(f"no store at {store.path}")
+    rows = list_sessions(store, sources=args.source)  # StoreError: main() prints it
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
-        return 0
+        return status.SUCCESS
     print(_table(rows))
-    return 0
+    return status.SUCCESS
 
 
 def _table(rows: list[dict]) -> str:

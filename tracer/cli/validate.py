@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from policies.validate import PROVIDERS, Violation, validate
-
-
-class InputError(Exception):
-    """A file that cannot be read as request bodies; the text says which file, which line, why."""
+from tracer.cli import add_command, options, status
+from tracer.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -33,16 +31,15 @@ class Record:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "validate",
-        help="check recorded request bodies against a provider's tool-call rules",
+    parser = add_command(
+        sub, "validate",
         description="Check request bodies (a JSON file with one body, or JSONL with one per line and an "
         "optional \"id\" key) against the provider's structural rules for tool calls. Exit 0 when all "
         "are valid, 1 when any is not, 2 when an input cannot be read.",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="JSON or JSONL file ('-' reads stdin)")
     parser.add_argument("--provider", required=True, choices=PROVIDERS, help="whose rules to apply")
-    parser.add_argument("--json", action="store_true", help="print a JSON list of results instead of text")
+    options.add_json(parser, "print a JSON list of results instead of text")
     parser.set_defaults(func=run)
 
 
@@ -70,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
             for record, errors in results:
                 print(_as_text(record, errors))
     if unreadable:
-        return 2
-    return 1 if any(errors for _, errors in results) else 0
+        return status.ERROR
+    return status.FOUND_PROBLEMS if any(errors for _, errors in results) else status.SUCCESS
 
 
 def _number(text: str) -> Any:

@@ -46,21 +46,21 @@ from policies import convert
 from policies.context import Context
 from policies.decision import Decision
 from policies.errors import HardCeilingExceeded, PolicyError
-from policies.gate import Gate
 from policies.messages import Message
-from policies.naive import NaiveRuntime
 from policies.policy import Policy
 from policies.registry import get_policy
+from policies.runtime import Runtime, build_runtime
 from policies.spill import MemorySpillStore, SpillStore
 from policies.tokens import TokenCounter, counter_for
 from policies.validate import Violation
 from tracer.guard import history as _history
+from tracer.spans import names as sn
 from tracer.spans.genai import ChatCall, ToolCall, plain
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor
-from tracer.spans.session import TracedSession
+from tracer.spans.session import SessionConfig, TracedSession
 
-log = logging.getLogger("prunegate.tracer")
+log = logging.getLogger(sn.SCOPE)
 PROVIDERS = (convert.ANTHROPIC, convert.OPENAI)
 
 
@@ -148,22 +148,19 @@ class PruneGuard:
     def _start(self) -> None:
         session_id, self._next_session_id = self._next_session_id, uuid.uuid4().hex
         root, self._root = self._root, {}
-        self._session = TracedSession(
-            self.tracer_provider, session_id=session_id, source="live", name=self.session_name,
+        self._session = TracedSession(self.tracer_provider, SessionConfig(
+            session_id=session_id, source="live", name=self.session_name,
             provider=self.provider, policy=self.policy.name, policy_params=self.policy_params,
             gated=self.gated, budget=self.budget, hard_ceiling=self.hard_ceiling,
             capture_content=self.capture_content, redact=self.redact, attributes=root,
-        )
+        ))
         self.observer = SpanObserver(self._session)
         self._context = Context(observer=self.observer, strict=self.gated, provider=self.provider,
                                 session_id=self._session.session_id, token_counter=self.token_counter,
                                 count_request=self.count_request)
-        if self.gated:
-            self.runtime: Gate | NaiveRuntime = Gate(self.policy, self.budget, self.hard_ceiling,
-                                                     mode=self.mode,  # type: ignore[arg-type]
-                                                     spill_store=self.spill_store)
-        else:
-            self.runtime = NaiveRuntime(self.policy, self.budget)
+        self.runtime: Runtime = build_runtime(self.policy, self.budget, gated=self.gated,
+                                              hard_ceiling=self.hard_ceiling, mode=self.mode,
+                                              spill_store=self.spill_store)
         self._fps: list[str] = []  # fingerprints of the history items absorbed so far
         self._ids: list[str] = []  # their message ids in the context
         self._out: tuple[list[str], list[str]] = ([], [])  # fingerprints and ids of what the last request sent
@@ -178,7 +175,7 @@ class PruneGuard:
         with self._lock:
             self._end_chat()
             if self._session is not None:
-                self._session.end({"prunegate.requests": self.requests, "prunegate.guard.errors": self.errors})
+                self._session.end({sn.REQUESTS: self.requests, sn.GUARD_ERRORS: self.errors})
         if self._owns_provider:
             flush = getattr(self.tracer_provider, "force_flush", None)
             if flush is not None:
@@ -273,9 +270,9 @@ class PruneGuard:
         elif fps[:n] != self._fps and not self._rewrite_system(items, fps):
             at = _history.first_difference(fps, self._fps)
             old = self.session.session_id
-            self.session.end({"prunegate.session.diverged_at": at})
+            self.session.end({sn.SESSION_DIVERGED_AT: at})
             log.info("prunegate guard: history changed at item %d; starting a new session", at)
-            self._root = {"prunegate.session.previous": old}
+            self._root = {sn.SESSION_PREVIOUS: old}
             self._start()
             n = 0
         self.context.request_extra = rest
@@ -313,12 +310,12 @@ class PruneGuard:
         ctx = self.context
         try:
             chat = self.session.chat(out.get("model"), seq=ctx.seq, attributes={
-                "prunegate.request.tokens": ctx.request_tokens,
-                "prunegate.request.message_ids": [m.id for m in ctx.iter_messages()],
-                "prunegate.request.valid": True,
-                "prunegate.check": decision.check if decision else None,
-                "prunegate.decision": str(decision.kind) if decision else None,
-                "prunegate.request.overhead_tokens": ctx.overhead_tokens,
+                sn.REQUEST_TOKENS: ctx.request_tokens,
+                sn.REQUEST_MESSAGE_IDS: [m.id for m in ctx.iter_messages()],
+                sn.REQUEST_VALID: True,
+                sn.CHECK: decision.check if decision else None,
+                sn.DECISION: str(decision.kind) if decision else None,
+                sn.REQUEST_OVERHEAD_TOKENS: ctx.overhead_tokens,
             })
             self._chat = chat
             found = self.session.check_request(out, self.provider, seq=ctx.seq, message_ids_of=self._message_ids_of)

@@ -38,11 +38,12 @@ from policies.tokens import DEFAULT_COUNTER, TokenCounter
 from policies.validate import Violation, validate
 from tracer.guard import history as _history
 from tracer.guard.instrument import _tracer_provider, tracing_stats
+from tracer.spans import names as sn
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor
-from tracer.spans.session import TracedSession
+from tracer.spans.session import SessionConfig, TracedSession
 
-log = logging.getLogger("prunegate.tracer")
+log = logging.getLogger(sn.SCOPE)
 
 
 @dataclass
@@ -86,10 +87,10 @@ class ShadowGuard:
         self.budget = budget
         self.counter = token_counter or DEFAULT_COUNTER
         self.tracer_provider, self._owns_provider = _tracer_provider(store, tracer_provider, otlp_endpoint)
-        self.session = TracedSession(
-            self.tracer_provider, session_id=session_id, source="shadow", name=session_name, provider=provider,
+        self.session = TracedSession(self.tracer_provider, SessionConfig(
+            session_id=session_id, source="shadow", name=session_name, provider=provider,
             policy=trimmer, gated=False, budget=budget, capture_content=capture_content, redact=redact,
-        )
+        ))
         self.observer = SpanObserver(self.session, gated=False)
         self.history = Context(observer=self.observer, strict=False, provider=provider,
                                session_id=self.session.session_id, token_counter=self.counter)
@@ -162,7 +163,7 @@ class ShadowGuard:
             pruned_ids=list(removed), budget_met=self.budget is None or report.tokens_after <= self.budget,
         )
         pairs = [(m, scratch.message(m).call_ids + scratch.message(m).answered_ids) for m in removed]
-        extra["prunegate.shadow.inserted"] = report.inserted
+        extra[sn.SHADOW_INSERTED] = report.inserted
         self.observer.record_decision(self.history, d, gated=False, extra=extra, removed=pairs)
 
         body = _history.join_body(items_a, rest, provider)
@@ -216,27 +217,28 @@ class ShadowGuard:
         report.grown = sorted(grow, key=order.__getitem__)
         report.shrunk = sorted(shrink, key=order.__getitem__)
         attrs: dict[str, Any] = {
-            "prunegate.shadow.verdict": report.verdict,
-            "prunegate.shadow.split.units": list(report.split_units),
-            "prunegate.shadow.skipped.units": skipped,
+            sn.SHADOW_VERDICT: report.verdict,
+            sn.SHADOW_SPLIT_UNITS: list(report.split_units),
+            sn.SHADOW_SKIPPED_UNITS: skipped,
         }
         for name, ids in (("grow", report.grown), ("shrink", report.shrunk)):
+            ids_key, tokens_key, valid_key, met_key = sn.SHADOW_OPTIONS[name]
             gone = set(ids)
             left = [m for m in ctx.iter_messages() if m.id not in gone]
             body = convert.to_openai(left, dict(rest)) if provider == convert.OPENAI else convert.to_anthropic(left, dict(rest))
             valid = not validate(body, provider)
             tokens = sum(m.tokens for m in left)
             setattr(report, f"{'grown' if name == 'grow' else 'shrunk'}_valid", valid)
-            attrs[f"prunegate.shadow.{name}.ids"] = list(ids)
-            attrs[f"prunegate.shadow.{name}.tokens_after"] = tokens
-            attrs[f"prunegate.shadow.{name}.valid"] = valid
+            attrs[ids_key] = list(ids)
+            attrs[tokens_key] = tokens
+            attrs[valid_key] = valid
             if self.budget is not None:
-                attrs[f"prunegate.shadow.{name}.budget_met"] = tokens <= self.budget
+                attrs[met_key] = tokens <= self.budget
         return attrs
 
     def close(self) -> None:
         """End the session; flush the store pipeline the guard set up."""
-        self.session.end({"prunegate.shadow.runs": self.runs, "prunegate.guard.errors": self.errors})
+        self.session.end({sn.SHADOW_RUNS: self.runs, sn.GUARD_ERRORS: self.errors})
         if self._owns_provider:
             flush = getattr(self.tracer_provider, "force_flush", None)
             if flush is not None:

@@ -22,19 +22,20 @@ from policies.context import Context
 from policies.decision import Decision, DecisionKind
 from policies.messages import Message
 from policies.observer import REMOVE, REWRITE, Observer
+from tracer.spans import names as sn
 
 # Attribute keys (docs/spans.md). On a decision span (prune, spill) of a replay: how many references
 # were lost because this decision evicted or rewrote their source, and which.
-LOST_REFERENCES = "prunegate.lost_references"
-LOST_REFERRERS = "prunegate.lost_references.referrers"
-LOST_SOURCES = "prunegate.lost_references.sources"
+LOST_REFERENCES = sn.LOST_REFERENCES
+LOST_REFERRERS = sn.LOST_REFERRERS
+LOST_SOURCES = sn.LOST_SOURCES
 # On a replay's chat span: the references its request needed and the ones it had lost.
-REFERENCES = "prunegate.references"
-REFERENCES_LOST = "prunegate.references.lost"
-REFERENCES_LOST_SOURCES = "prunegate.references.lost_sources"
-REFERENCES_LOST_TOOLS = "prunegate.references.lost_tools"
-REFERENCES_LOST_PRUNE_SEQS = "prunegate.references.lost_prune_seqs"
-REFERENCES_LOST_PRUNE_SPANS = "prunegate.references.lost_prune_span_ids"
+REFERENCES = sn.REFERENCES
+REFERENCES_LOST = sn.REFERENCES_LOST
+REFERENCES_LOST_SOURCES = sn.REFERENCES_LOST_SOURCES
+REFERENCES_LOST_TOOLS = sn.REFERENCES_LOST_TOOLS
+REFERENCES_LOST_PRUNE_SEQS = sn.REFERENCES_LOST_PRUNE_SEQS
+REFERENCES_LOST_PRUNE_SPANS = sn.REFERENCES_LOST_PRUNE_SPANS
 
 _REMOVING = (DecisionKind.PRUNED, DecisionKind.SPILLED, DecisionKind.FAILED)
 

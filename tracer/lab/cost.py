@@ -38,7 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ENV_PRICES = "PRUNEGATE_PRICES"
+from tracer.errors import PriceError
+from tracer.store.settings import PRICES_ENV
+
+ENV_PRICES = PRICES_ENV
 PRICES_AS_OF = "2025-11-30"
 AUTO_CACHE_MIN = 1024  # OpenAI: prompts shorter than this are never cached
 AUTO_CACHE_STEP = 128  # OpenAI: cache hits grow in steps of this many tokens beyond the minimum
@@ -112,10 +115,6 @@ class PriceTable:
     def to_dict(self) -> dict[str, Any]:
         return {"as_of": self.as_of, "source": self.source,
                 "models": {n: p.to_dict() for n, p in sorted(self.models.items())}}
-
-
-class PriceError(ValueError):
-    """A price file that cannot be read or says something impossible (names the file and entry)."""
 
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:

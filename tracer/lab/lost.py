@@ -50,7 +50,7 @@ def lost_references(src: StoreReader | duckdb.DuckDBPyConnection, session_id: st
 
 def at_step(lost: pd.DataFrame, step: int) -> list[dict[str, Any]]:
     """The lost references of the model call at ``step``."""
-    return lost[lost["step"] == step].to_dict("records")
+    return [{str(k): v for k, v in r.items()} for r in lost[lost["step"] == step].to_dict("records")]
 
 
 __all__ = ["at_step", "lost_references"]

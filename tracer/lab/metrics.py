@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracer.spans import names as sn
+
 LEVEL = 0.95
 DIGITS = 4  # every reported mean and bound is rounded to this many decimals, everywhere
 
@@ -54,12 +56,11 @@ NAMES: tuple[str, ...] = tuple(m.name for m in COMPARED)
 DEFERRAL_REASONS: tuple[str, ...] = ("pending_calls", "open_messages", "no_safe_prune", "policy_error")
 # Counted by the replay and recorded with the metrics, not compared (context for the compared ones).
 RECORDED_EXTRA: tuple[str, ...] = ("model_calls", "reinjects", "references", "retained", "lost_stream_heads")
-_PREFIX = "prunegate.replay."
 
 
 def attribute(name: str) -> str:
     """The root-span attribute that holds a replay's value of metric ``name``."""
-    return _PREFIX + name
+    return sn.REPLAY_METRIC_PREFIX + name
 
 
 def value(result: Any, name: str) -> float | None:

@@ -22,15 +22,15 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from policies import Context, Gate, MemorySpillStore, get_policy
+from policies import Context, MemorySpillStore, Runtime, build_runtime, get_policy
 from policies.decision import Decision, DecisionKind
 from policies.errors import EvictedMessageError, HardCeilingExceeded, PrunegateError
 from policies.messages import TOOL_RESULT, Block, Message
-from policies.naive import NaiveRuntime
 from policies.observer import MultiObserver
 from policies.validate import MISSING_TOOL_RESULT, ORPHAN_TOOL_RESULT, Violation, validate
 from tracer.lab import attribution, metrics
 from tracer.lab.attribution import LostReference, RemovalTracker
+from tracer.spans import names as sn
 from tracer.traffic.events import (
     APPEND,
     CLOSE,
@@ -218,16 +218,16 @@ class _Run:
         replay_id = "replay-" + uuid.uuid4().hex[:16]
         if tracer_provider is not None:
             from tracer.spans.observer import SpanObserver
-            from tracer.spans.session import TracedSession
+            from tracer.spans.session import SessionConfig, TracedSession
 
-            self.session = TracedSession(
-                tracer_provider, session_id=replay_id, source="replay", name=conv.name, provider=conv.provider,
+            self.session = TracedSession(tracer_provider, SessionConfig(
+                session_id=replay_id, source="replay", name=conv.name, provider=conv.provider,
                 policy=spec.policy, policy_params=spec.param_dict, gated=spec.gated, budget=budget,
                 hard_ceiling=spec.hard_ceiling, capture_content=capture, source_id=conv.session_id,
-                attributes={"prunegate.replay.label": spec.name, "prunegate.replay.seed": spec.seed,
-                            "prunegate.replay.stream_results": spec.stream_results,
-                            "gen_ai.request.model": conv.model},
-            )
+                attributes={sn.REPLAY_LABEL: spec.name, sn.REPLAY_SEED: spec.seed,
+                            sn.REPLAY_STREAM_RESULTS: spec.stream_results,
+                            sn.GEN_AI_REQUEST_MODEL: conv.model},
+            ))
             spans = SpanObserver(self.session, hold_decisions=True)  # a prune's lost references come later
         self.spans = spans
         self.removals = RemovalTracker(spans)
@@ -236,12 +236,9 @@ class _Run:
         self.ctx = Context(observer=observer, strict=spec.gated, provider=conv.provider,
                            request_extra=dict(conv.request_extra), session_id=replay_id)
         policy = get_policy(spec.policy, **spec.param_dict)
-        if spec.gated:
-            store = MemorySpillStore() if spec.hard_ceiling is not None else None
-            self.runtime: Gate | NaiveRuntime = Gate(policy, budget, spec.hard_ceiling, mode=spec.mode,  # type: ignore[arg-type]
-                                                     spill_store=store)
-        else:
-            self.runtime = NaiveRuntime(policy, budget)
+        spill = MemorySpillStore() if spec.gated and spec.hard_ceiling is not None else None
+        self.runtime: Runtime = build_runtime(policy, budget, gated=spec.gated, hard_ceiling=spec.hard_ceiling,
+                                              mode=spec.mode, spill_store=spill)
         self.appended: dict[str, Message] = {}
         self.alias: dict[str, str] = {}  # evicted stream -> the message its tail went into
         self.summaries: list[str] = []
@@ -297,8 +294,8 @@ class _Run:
             if self.session is not None:
                 self._end_held()
                 self.session.end({
-                    "prunegate.replay.failed": bool(r.failures),
-                    "prunegate.replay.error": r.error,
+                    sn.REPLAY_FAILED: bool(r.failures),
+                    sn.REPLAY_ERROR: r.error,
                     **metrics.root_attributes(r),  # what a reader of the store compares (tracer.lab.metrics)
                 })
 
@@ -376,10 +373,10 @@ class _Run:
         r.lost_references.extend(lost)
         if self.session is not None:
             chat = self.session.chat(self.conv.model, provider=provider, seq=ctx.seq, attributes={
-                "prunegate.request.tokens": ctx.tokens,
-                "prunegate.request.message_ids": [mid for mid, _ in request],
-                "prunegate.request.valid": True,
-                "gen_ai.usage.input_tokens": ctx.tokens,
+                sn.REQUEST_TOKENS: ctx.tokens,
+                sn.REQUEST_MESSAGE_IDS: [mid for mid, _ in request],
+                sn.REQUEST_VALID: True,
+                sn.GEN_AI_USAGE_INPUT_TOKENS: ctx.tokens,
                 **attribution.chat_attributes(len(refs), lost),
             })
             found = self.session.check_request(body, provider, seq=ctx.seq, message_ids_of=self._message_ids_of)

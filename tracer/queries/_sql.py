@@ -17,22 +17,23 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
+from tracer.spans import names as sn
 from tracer.store import StoreReader
 
 Source = StoreReader | duckdb.DuckDBPyConnection
 T = TypeVar("T")
 
 # Span names of the contract (docs/spans.md).
-SESSION = "prunegate.session"
-MESSAGE = "prunegate.message"
-UNIT_CLOSE = "prunegate.unit.close"
-BUDGET_CHECK = "prunegate.budget_check"
-PRUNE = "prunegate.prune"
-DEFER = "prunegate.defer"
-SPILL = "prunegate.spill"
-REINJECT = "prunegate.reinject"
-FAIL = "prunegate.fail"
-VIOLATION = "prunegate.violation"
+SESSION = sn.SESSION
+MESSAGE = sn.MESSAGE
+UNIT_CLOSE = sn.UNIT_CLOSE
+BUDGET_CHECK = sn.BUDGET_CHECK
+PRUNE = sn.PRUNE
+DEFER = sn.DEFER
+SPILL = sn.SPILL
+REINJECT = sn.REINJECT
+FAIL = sn.FAIL
+VIOLATION = sn.VIOLATION
 
 _SCRATCH: duckdb.DuckDBPyConnection | None = None
 _SCRATCH_LOCK = threading.Lock()
@@ -82,6 +83,11 @@ def _isna(v: Any) -> bool:
         return bool(pd.isna(v))
     except (TypeError, ValueError):
         return False
+
+
+def _first_row(df: pd.DataFrame) -> dict[str, Any]:
+    """The first row of ``df`` by column name, pandas' missing values (NaN, NaT, NA) as None."""
+    return {str(k): (None if _isna(v) else v) for k, v in df.iloc[0].to_dict().items()}
 
 
 def _struct(fields: dict[str, Any]) -> str:

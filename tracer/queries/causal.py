@@ -10,7 +10,8 @@ from typing import Any
 
 import pandas as pd
 
-from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _df, _isna
+from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _df, _first_row
+from tracer.spans import names as sn
 
 _LINK_TYPE = '[{"trace_id":"VARCHAR","span_id":"VARCHAR","attributes":"JSON"}]'
 
@@ -22,12 +23,12 @@ def violations(src: Source, *, session_id: str | None = None, limit: int = 2000)
     sql = f"""
     WITH v AS (
         SELECT session_id, seq, trace_id, span_id, start_time_ns,
-               attributes->>'prunegate.violation.code' AS code,
-               coalesce(attributes->>'prunegate.violation.message', status_message) AS message,
-               coalesce(from_json(attributes->'prunegate.violation.ids', '["VARCHAR"]'), []) AS ids,
-               coalesce(from_json(attributes->'prunegate.violation.message_ids', '["VARCHAR"]'), []) AS message_ids,
-               attributes->>'prunegate.violation.evicted_id' AS evicted_id,
-               TRY_CAST(attributes->>'prunegate.violation.index' AS BIGINT) AS request_index,
+               attributes->>'{sn.VIOLATION_CODE}' AS code,
+               coalesce(attributes->>'{sn.VIOLATION_MESSAGE}', status_message) AS message,
+               coalesce(from_json(attributes->'{sn.VIOLATION_IDS}', '["VARCHAR"]'), []) AS ids,
+               coalesce(from_json(attributes->'{sn.VIOLATION_MESSAGE_IDS}', '["VARCHAR"]'), []) AS message_ids,
+               attributes->>'{sn.VIOLATION_EVICTED_ID}' AS evicted_id,
+               TRY_CAST(attributes->>'{sn.VIOLATION_INDEX}' AS BIGINT) AS request_index,
                links
         FROM spans
         WHERE name = '{VIOLATION}' AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR))
@@ -39,14 +40,14 @@ def violations(src: Source, *, session_id: str | None = None, limit: int = 2000)
     ),
     cause AS (
         SELECT violation_span_id, violation_trace_id,
-               arg_min(link.span_id, CASE WHEN link.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END)
+               arg_min(link.span_id, CASE WHEN link.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END)
                    AS cause_span_id,
-               arg_min(link.trace_id, CASE WHEN link.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END)
+               arg_min(link.trace_id, CASE WHEN link.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END)
                    AS cause_trace_id
         FROM l GROUP BY ALL
     ),
     roots AS (
-        SELECT session_id, any_value(attributes->>'prunegate.session.name') AS label
+        SELECT session_id, any_value(attributes->>'{sn.SESSION_NAME}') AS label
         FROM spans WHERE name = '{SESSION}' AND session_id IN (SELECT session_id FROM v)
         GROUP BY session_id
     )
@@ -54,12 +55,12 @@ def violations(src: Source, *, session_id: str | None = None, limit: int = 2000)
            v.evicted_id, v.request_index,
            c.cause_span_id, c.cause_trace_id,
            p.seq AS prune_seq, p.name AS cause_name,
-           p.attributes->>'prunegate.policy' AS policy,
-           TRY_CAST(p.attributes->>'prunegate.gated' AS BOOLEAN) AS prune_gated,
-           coalesce(from_json(p.attributes->'prunegate.pruned.units', '["VARCHAR"]'), []) AS pruned_units,
-           coalesce(from_json(p.attributes->'prunegate.pruned.ids', '["VARCHAR"]'), []) AS pruned_ids,
-           TRY_CAST(p.attributes->>'prunegate.tokens.before' AS BIGINT) AS prune_tokens_before,
-           TRY_CAST(p.attributes->>'prunegate.tokens.after' AS BIGINT) AS prune_tokens_after
+           p.attributes->>'{sn.POLICY}' AS policy,
+           TRY_CAST(p.attributes->>'{sn.GATED}' AS BOOLEAN) AS prune_gated,
+           coalesce(from_json(p.attributes->'{sn.PRUNED_UNITS}', '["VARCHAR"]'), []) AS pruned_units,
+           coalesce(from_json(p.attributes->'{sn.PRUNED_IDS}', '["VARCHAR"]'), []) AS pruned_ids,
+           TRY_CAST(p.attributes->>'{sn.TOKENS_BEFORE}' AS BIGINT) AS prune_tokens_before,
+           TRY_CAST(p.attributes->>'{sn.TOKENS_AFTER}' AS BIGINT) AS prune_tokens_after
     FROM v
     LEFT JOIN cause c ON c.violation_span_id = v.span_id AND c.violation_trace_id = v.trace_id
     LEFT JOIN spans p ON p.span_id = c.cause_span_id AND p.trace_id = c.cause_trace_id
@@ -83,8 +84,8 @@ def causal_eviction(src: Source, violation_span_id: str) -> dict[str, Any] | Non
         SELECT unnest(coalesce(from_json(v.links, '{_LINK_TYPE}'), [])) AS l FROM v
     ),
     cause AS (
-        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
-               arg_min(l.trace_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS tid
+        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END) AS sid,
+               arg_min(l.trace_id, CASE WHEN l.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END) AS tid
         FROM link
     )
     SELECT v.session_id, v.seq, v.span_id, v.status_message, v.attributes AS violation,
@@ -98,7 +99,7 @@ def causal_eviction(src: Source, violation_span_id: str) -> dict[str, Any] | Non
     df = _df(src, sql, {"vid": violation_span_id})
     if df.empty:
         return None
-    row = {k: (None if _isna(v) else v) for k, v in df.iloc[0].to_dict().items()}
+    row = _first_row(df)
     row["partners"] = (
         partners(src, violation_span_id) if row.get("prune_span_id") else pd.DataFrame()
     )
@@ -113,43 +114,43 @@ def partners(src: Source, violation_span_id: str) -> pd.DataFrame:
     sql = f"""
     WITH v AS (
         SELECT session_id, trace_id, links,
-               list_concat(coalesce(from_json(attributes->'prunegate.violation.ids', '["VARCHAR"]'), []),
-                           coalesce(from_json(attributes->'prunegate.violation.message_ids', '["VARCHAR"]'), []),
-                           list_filter([attributes->>'prunegate.violation.evicted_id'], lambda x: x IS NOT NULL)) AS ids
+               list_concat(coalesce(from_json(attributes->'{sn.VIOLATION_IDS}', '["VARCHAR"]'), []),
+                           coalesce(from_json(attributes->'{sn.VIOLATION_MESSAGE_IDS}', '["VARCHAR"]'), []),
+                           list_filter([attributes->>'{sn.VIOLATION_EVICTED_ID}'], lambda x: x IS NOT NULL)) AS ids
         FROM spans WHERE span_id = $vid AND name = '{VIOLATION}' LIMIT 1
     ),
     link AS (SELECT unnest(coalesce(from_json(links, '{_LINK_TYPE}'), [])) AS l FROM v),
     cause AS (
-        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS sid,
-               arg_min(l.trace_id, CASE WHEN l.attributes->>'prunegate.link' = 'caused_by' THEN 0 ELSE 1 END) AS tid
+        SELECT arg_min(l.span_id, CASE WHEN l.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END) AS sid,
+               arg_min(l.trace_id, CASE WHEN l.attributes->>'{sn.LINK}' = '{sn.LINK_CAUSED_BY}' THEN 0 ELSE 1 END) AS tid
         FROM link
     ),
     p AS (
-        SELECT spans.session_id, spans.seq, TRY_CAST(spans.attributes->>'prunegate.scores' AS JSON) AS scores,
-               coalesce(from_json(spans.attributes->'prunegate.pruned.ids', '["VARCHAR"]'), []) AS pruned_ids
+        SELECT spans.session_id, spans.seq, TRY_CAST(spans.attributes->>'{sn.SCORES}' AS JSON) AS scores,
+               coalesce(from_json(spans.attributes->'{sn.PRUNED_IDS}', '["VARCHAR"]'), []) AS pruned_ids
         FROM spans, cause WHERE spans.span_id = cause.sid AND spans.trace_id = cause.tid
     ),
     removed AS (
-        SELECT s.attributes->>'prunegate.message.id' AS message_id,
-               s.attributes->>'prunegate.unit.id' AS unit_id,
-               s.attributes->>'prunegate.message.role' AS role,
-               TRY_CAST(s.attributes->>'prunegate.message.tokens' AS BIGINT) AS tokens,
-               coalesce(from_json(s.attributes->'prunegate.message.call_ids', '["VARCHAR"]'), []) AS call_ids,
-               coalesce(from_json(s.attributes->'prunegate.message.answers', '["VARCHAR"]'), []) AS answers,
-               s.attributes->>'prunegate.message.cause' AS cause,
+        SELECT s.attributes->>'{sn.MESSAGE_ID}' AS message_id,
+               s.attributes->>'{sn.UNIT_ID}' AS unit_id,
+               s.attributes->>'{sn.MESSAGE_ROLE}' AS role,
+               TRY_CAST(s.attributes->>'{sn.MESSAGE_TOKENS}' AS BIGINT) AS tokens,
+               coalesce(from_json(s.attributes->'{sn.MESSAGE_CALL_IDS}', '["VARCHAR"]'), []) AS call_ids,
+               coalesce(from_json(s.attributes->'{sn.MESSAGE_ANSWERS}', '["VARCHAR"]'), []) AS answers,
+               s.attributes->>'{sn.MESSAGE_CAUSE}' AS cause,
                p.scores
         FROM spans s, p
         WHERE s.session_id = p.session_id AND s.name = '{MESSAGE}' AND s.seq = p.seq
-          AND s.attributes->>'prunegate.event' = 'remove'
-          AND list_contains(p.pruned_ids, s.attributes->>'prunegate.message.id')
+          AND s.attributes->>'{sn.EVENT}' = 'remove'
+          AND list_contains(p.pruned_ids, s.attributes->>'{sn.MESSAGE_ID}')
     ),
     contents AS (
-        SELECT s.attributes->>'prunegate.message.id' AS message_id,
-               arg_max(s.attributes->>'prunegate.message.content', (s.seq, s.start_time_ns)) AS content
+        SELECT s.attributes->>'{sn.MESSAGE_ID}' AS message_id,
+               arg_max(s.attributes->>'{sn.MESSAGE_CONTENT}', (s.seq, s.start_time_ns)) AS content
         FROM spans s, p
         WHERE s.session_id = p.session_id AND s.name = '{MESSAGE}' AND s.seq <= p.seq
-          AND s.attributes->>'prunegate.message.content' IS NOT NULL
-          AND list_contains(p.pruned_ids, s.attributes->>'prunegate.message.id')
+          AND s.attributes->>'{sn.MESSAGE_CONTENT}' IS NOT NULL
+          AND list_contains(p.pruned_ids, s.attributes->>'{sn.MESSAGE_ID}')
         GROUP BY 1
     ),
     named AS (
@@ -170,15 +171,15 @@ def partners(src: Source, violation_span_id: str) -> pd.DataFrame:
 def retries(src: Source, *, session_id: str | None = None) -> pd.DataFrame:
     """Repeated side-effecting calls: ``execute_tool`` spans flagged ``prunegate.tool.retry``, with
     the step of the first execution of the same call id (the one the retry repeats)."""
-    sql = """
+    sql = f"""
     WITH t AS (
         SELECT session_id, seq, start_time_ns, span_id,
-               attributes->>'gen_ai.tool.name' AS tool,
-               attributes->>'gen_ai.tool.call.id' AS call_id,
-               TRY_CAST(attributes->>'prunegate.tool.side_effect' AS BOOLEAN) AS side_effect,
-               coalesce(TRY_CAST(attributes->>'prunegate.tool.retry' AS BOOLEAN), false) AS retry
+               attributes->>'{sn.GEN_AI_TOOL_NAME}' AS tool,
+               attributes->>'{sn.GEN_AI_TOOL_CALL_ID}' AS call_id,
+               TRY_CAST(attributes->>'{sn.TOOL_SIDE_EFFECT}' AS BOOLEAN) AS side_effect,
+               coalesce(TRY_CAST(attributes->>'{sn.TOOL_RETRY}' AS BOOLEAN), false) AS retry
         FROM spans
-        WHERE attributes->>'gen_ai.operation.name' = 'execute_tool'
+        WHERE attributes->>'{sn.GEN_AI_OPERATION_NAME}' = '{sn.OP_EXECUTE_TOOL}'
           AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR))
     )
     SELECT r.session_id, r.seq, r.tool, r.call_id, r.side_effect, r.span_id,

@@ -29,11 +29,12 @@ from tracer.queries._sql import (
     Source,
     _con,
     _df,
-    _isna,
+    _first_row,
     _list,
     _one,
     _struct,
 )
+from tracer.spans import names as sn
 from tracer.store import Store
 
 Order = Literal["recent", "started", "oldest"]
@@ -44,74 +45,74 @@ _ORDER: dict[str, str] = {  # constants only: never user text in SQL
 }
 
 _ROOT_FIELDS = {
-    "prunegate.session.name": "VARCHAR", "prunegate.session.source": "VARCHAR",
-    "prunegate.session.source_id": "VARCHAR", "prunegate.provider": "VARCHAR", "prunegate.policy": "VARCHAR",
-    "prunegate.policy.params": "VARCHAR", "prunegate.gated": "BOOLEAN", "prunegate.budget": "BIGINT",
-    "prunegate.hard_ceiling": "BIGINT", "prunegate.content_captured": "BOOLEAN",
-    "prunegate.replay.label": "VARCHAR",
+    sn.SESSION_NAME: "VARCHAR", sn.SESSION_SOURCE: "VARCHAR",
+    sn.SESSION_SOURCE_ID: "VARCHAR", sn.PROVIDER: "VARCHAR", sn.POLICY: "VARCHAR",
+    sn.POLICY_PARAMS: "VARCHAR", sn.GATED: "BOOLEAN", sn.BUDGET: "BIGINT",
+    sn.HARD_CEILING: "BIGINT", sn.CONTENT_CAPTURED: "BOOLEAN",
+    sn.REPLAY_LABEL: "VARCHAR",
 }
 _COUNT_FIELDS = {
-    "prunegate.message.id": "VARCHAR", "prunegate.event": "VARCHAR", "prunegate.message.summary_of": ["VARCHAR"],
-    "prunegate.message.call_ids": ["VARCHAR"], "prunegate.spilled.units": ["VARCHAR"],
-    "prunegate.context.tokens": "BIGINT", "prunegate.tokens.before": "BIGINT", "prunegate.tokens.after": "BIGINT",
-    "prunegate.budget": "BIGINT", "prunegate.reason": "VARCHAR",
-    "gen_ai.operation.name": "VARCHAR", "prunegate.tool.retry": "BOOLEAN", "prunegate.request.valid": "BOOLEAN",
+    sn.MESSAGE_ID: "VARCHAR", sn.EVENT: "VARCHAR", sn.MESSAGE_SUMMARY_OF: ["VARCHAR"],
+    sn.MESSAGE_CALL_IDS: ["VARCHAR"], sn.SPILLED_UNITS: ["VARCHAR"],
+    sn.CONTEXT_TOKENS: "BIGINT", sn.TOKENS_BEFORE: "BIGINT", sn.TOKENS_AFTER: "BIGINT",
+    sn.BUDGET: "BIGINT", sn.REASON: "VARCHAR",
+    sn.GEN_AI_OPERATION_NAME: "VARCHAR", sn.TOOL_RETRY: "BOOLEAN", sn.REQUEST_VALID: "BOOLEAN",
 }
 
 # One row per session from its root span (None for every column while it is still recording).
 _ROOTS = f"""
 roots AS (
     SELECT session_id,
-           any_value(a."prunegate.session.name") AS label,
-           any_value(a."prunegate.session.source") AS source,
-           any_value(a."prunegate.session.source_id") AS source_id,
-           any_value(a."prunegate.provider") AS provider,
-           any_value(a."prunegate.policy") AS policy,
-           any_value(a."prunegate.policy.params") AS policy_params,
-           any_value(a."prunegate.replay.label") AS replay_label,
-           any_value(a."prunegate.gated") AS gated,
-           any_value(a."prunegate.budget") AS budget,
-           any_value(a."prunegate.hard_ceiling") AS hard_ceiling,
-           any_value(a."prunegate.content_captured") AS content_captured
+           any_value(a."{sn.SESSION_NAME}") AS label,
+           any_value(a."{sn.SESSION_SOURCE}") AS source,
+           any_value(a."{sn.SESSION_SOURCE_ID}") AS source_id,
+           any_value(a."{sn.PROVIDER}") AS provider,
+           any_value(a."{sn.POLICY}") AS policy,
+           any_value(a."{sn.POLICY_PARAMS}") AS policy_params,
+           any_value(a."{sn.REPLAY_LABEL}") AS replay_label,
+           any_value(a."{sn.GATED}") AS gated,
+           any_value(a."{sn.BUDGET}") AS budget,
+           any_value(a."{sn.HARD_CEILING}") AS hard_ceiling,
+           any_value(a."{sn.CONTENT_CAPTURED}") AS content_captured
     FROM (SELECT session_id, from_json(attributes, '{_struct(_ROOT_FIELDS)}') AS a
           FROM spans WHERE name = '{SESSION}' AND session_id IS NOT NULL AND {{where}}) r
     GROUP BY session_id
 )"""
 
 # A spill or failure whose decision had deferred first (tracer.lab.metrics.DEFERRAL_REASONS; constants only).
-_DEFERRED_FIRST = " OR ".join(f"starts_with(coalesce(a.\"prunegate.reason\", ''), '{r}')" for r in DEFERRAL_REASONS)
+_DEFERRED_FIRST = " OR ".join(f"starts_with(coalesce(a.\"{sn.REASON}\", ''), '{r}')" for r in DEFERRAL_REASONS)
 
 # Per session: what its spans add up to (the Sessions page's columns; the definitions of docs/replay.md).
 _COUNTS = f"""
 agg AS (
     SELECT session_id,
-           count(DISTINCT a."prunegate.message.id")
-               FILTER (WHERE name = '{MESSAGE}' AND a."prunegate.event" IN ('append', 'open')
-                       AND a."prunegate.message.summary_of" IS NULL) AS messages,
-           CAST(coalesce(sum(len(a."prunegate.message.call_ids"))
-               FILTER (WHERE name = '{MESSAGE}' AND a."prunegate.event" IN ('append', 'open')
-                       AND a."prunegate.message.summary_of" IS NULL), 0) AS BIGINT) AS tool_calls,
+           count(DISTINCT a."{sn.MESSAGE_ID}")
+               FILTER (WHERE name = '{MESSAGE}' AND a."{sn.EVENT}" IN ('append', 'open')
+                       AND a."{sn.MESSAGE_SUMMARY_OF}" IS NULL) AS messages,
+           CAST(coalesce(sum(len(a."{sn.MESSAGE_CALL_IDS}"))
+               FILTER (WHERE name = '{MESSAGE}' AND a."{sn.EVENT}" IN ('append', 'open')
+                       AND a."{sn.MESSAGE_SUMMARY_OF}" IS NULL), 0) AS BIGINT) AS tool_calls,
            greatest(
-               max(a."prunegate.context.tokens") FILTER (WHERE name = '{MESSAGE}'),
-               max(a."prunegate.tokens.before") FILTER (WHERE name = '{BUDGET_CHECK}')
+               max(a."{sn.CONTEXT_TOKENS}") FILTER (WHERE name = '{MESSAGE}'),
+               max(a."{sn.TOKENS_BEFORE}") FILTER (WHERE name = '{BUDGET_CHECK}')
            ) AS peak_tokens,
-           arg_max(coalesce(a."prunegate.context.tokens", a."prunegate.tokens.after"), (seq, start_time_ns))
+           arg_max(coalesce(a."{sn.CONTEXT_TOKENS}", a."{sn.TOKENS_AFTER}"), (seq, start_time_ns))
                FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS final_tokens,
            count(*) FILTER (WHERE name = '{BUDGET_CHECK}') AS checks,
            count(*) FILTER (WHERE name = '{BUDGET_CHECK}'
-                            AND a."prunegate.tokens.before" > a."prunegate.budget") AS over_budget_checks,
+                            AND a."{sn.TOKENS_BEFORE}" > a."{sn.BUDGET}") AS over_budget_checks,
            count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
            count(*) FILTER (WHERE name = '{PRUNE}') AS prunes,
-           CAST(coalesce(sum(a."prunegate.tokens.before" - a."prunegate.tokens.after")
+           CAST(coalesce(sum(a."{sn.TOKENS_BEFORE}" - a."{sn.TOKENS_AFTER}")
                          FILTER (WHERE name = '{PRUNE}'), 0) AS BIGINT) AS tokens_pruned,
            count(*) FILTER (WHERE name = '{DEFER}' OR (name IN ('{SPILL}', '{FAIL}') AND ({_DEFERRED_FIRST}))) AS deferrals,
-           CAST(coalesce(sum(len(a."prunegate.spilled.units")) FILTER (WHERE name IN ('{SPILL}', '{FAIL}')), 0)
+           CAST(coalesce(sum(len(a."{sn.SPILLED_UNITS}")) FILTER (WHERE name IN ('{SPILL}', '{FAIL}')), 0)
                AS BIGINT) AS spills,
            count(*) FILTER (WHERE name = '{FAIL}') AS failures,
-           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'execute_tool' AND a."prunegate.tool.retry") AS retries,
-           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'chat') AS model_calls,
-           count(*) FILTER (WHERE a."gen_ai.operation.name" = 'chat'
-                            AND a."prunegate.request.valid" = false) AS invalid_requests,
+           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = '{sn.OP_EXECUTE_TOOL}' AND a."{sn.TOOL_RETRY}") AS retries,
+           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = '{sn.OP_CHAT}') AS model_calls,
+           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = '{sn.OP_CHAT}'
+                            AND a."{sn.REQUEST_VALID}" = false) AS invalid_requests,
            max(seq) AS max_seq,
            count(*) AS spans,
            min(start_time_ns) AS first_ns,
@@ -247,8 +248,8 @@ def session_filter_options(src: Source) -> dict[str, list[str]]:
     rows = _one(
         src,
         f"""
-        SELECT list(DISTINCT attributes->>'prunegate.session.source') FILTER (WHERE attributes->>'prunegate.session.source' IS NOT NULL),
-               list(DISTINCT attributes->>'prunegate.policy') FILTER (WHERE attributes->>'prunegate.policy' IS NOT NULL)
+        SELECT list(DISTINCT attributes->>'{sn.SESSION_SOURCE}') FILTER (WHERE attributes->>'{sn.SESSION_SOURCE}' IS NOT NULL),
+               list(DISTINCT attributes->>'{sn.POLICY}') FILTER (WHERE attributes->>'{sn.POLICY}' IS NOT NULL)
         FROM spans WHERE name = '{SESSION}'
         """,
         {},
@@ -262,8 +263,7 @@ def session_info(src: Source, session_id: str) -> dict[str, Any] | None:
     df = _df(src, _ONE_SUMMARY, {"sid": session_id})
     if df.empty:
         return None
-    row = df.iloc[0].to_dict()
-    return {k: (None if _isna(v) else v) for k, v in row.items()}
+    return _first_row(df)
 
 
 def session_bounds(src: Source, session_id: str) -> tuple[int, int] | None:
@@ -278,17 +278,17 @@ def session_bounds(src: Source, session_id: str) -> tuple[int, int] | None:
     return int(row[0]), int(row[1])
 
 
-_ROOT_STRUCT = _struct({k: v for k, v in _ROOT_FIELDS.items() if k not in ("prunegate.policy.params",
-                                                                           "prunegate.replay.label")})
+_ROOT_STRUCT = _struct({k: v for k, v in _ROOT_FIELDS.items() if k not in (sn.POLICY_PARAMS,
+                                                                           sn.REPLAY_LABEL)})
 
 
 def session_root(src: Source, session_id: str) -> dict[str, Any] | None:
     """A session's root attributes (name as ``label``, source, policy, gated, budget, ...): cheap,
     reads the root span only. None while the session is still recording (no root yet) or unknown."""
     row = _one(src, f"""
-        SELECT j."prunegate.session.name", j."prunegate.session.source", j."prunegate.session.source_id",
-               j."prunegate.provider", j."prunegate.policy", j."prunegate.gated", j."prunegate.budget",
-               j."prunegate.hard_ceiling", j."prunegate.content_captured"
+        SELECT j."{sn.SESSION_NAME}", j."{sn.SESSION_SOURCE}", j."{sn.SESSION_SOURCE_ID}",
+               j."{sn.PROVIDER}", j."{sn.POLICY}", j."{sn.GATED}", j."{sn.BUDGET}",
+               j."{sn.HARD_CEILING}", j."{sn.CONTENT_CAPTURED}"
         FROM (SELECT from_json(attributes, '{_ROOT_STRUCT}') AS j FROM spans
               WHERE session_id = $sid AND name = '{SESSION}' LIMIT 1) x
         """, {"sid": session_id})
@@ -310,7 +310,7 @@ def policy_choices(src: Source) -> list[str]:
     """Policy names a comparison can run: the registry's built-ins and any seen in the store."""
     from policies.registry import available
 
-    row = _one(src, f"SELECT list(DISTINCT attributes->>'prunegate.policy') FROM spans WHERE name = '{SESSION}'", {})
+    row = _one(src, f"SELECT list(DISTINCT attributes->>'{sn.POLICY}') FROM spans WHERE name = '{SESSION}'", {})
     seen = {p for p in ((row[0] if row else None) or []) if p}
     return sorted(set(available()) | {p.split("@", 1)[0] for p in seen})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tracer.queries._sql import BUDGET_CHECK, MESSAGE, SESSION, VIOLATION, Source, _df
+from tracer.spans import names as sn
 
 
 def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFrame:
@@ -18,15 +19,15 @@ def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFram
     ),
     s AS (SELECT sp.* FROM spans sp JOIN recent USING (session_id))
     SELECT session_id,
-           any_value(attributes->>'prunegate.session.source') FILTER (WHERE name = '{SESSION}') AS source,
-           any_value(attributes->>'prunegate.policy') FILTER (WHERE name = '{SESSION}') AS policy,
-           any_value(attributes->>'prunegate.session.name') FILTER (WHERE name = '{SESSION}') AS label,
+           any_value(attributes->>'{sn.SESSION_SOURCE}') FILTER (WHERE name = '{SESSION}') AS source,
+           any_value(attributes->>'{sn.POLICY}') FILTER (WHERE name = '{SESSION}') AS policy,
+           any_value(attributes->>'{sn.SESSION_NAME}') FILTER (WHERE name = '{SESSION}') AS label,
            count(*) AS spans,
            max(seq) AS last_seq,
-           arg_max(TRY_CAST(coalesce(attributes->>'prunegate.context.tokens', attributes->>'prunegate.tokens.after')
+           arg_max(TRY_CAST(coalesce(attributes->>'{sn.CONTEXT_TOKENS}', attributes->>'{sn.TOKENS_AFTER}')
                             AS BIGINT), (seq, start_time_ns))
                FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS tokens,
-           arg_max(attributes->>'prunegate.decision', (seq, start_time_ns))
+           arg_max(attributes->>'{sn.DECISION}', (seq, start_time_ns))
                FILTER (WHERE name = '{BUDGET_CHECK}') AS last_decision,
            count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
            max(coalesce(end_time_ns, start_time_ns)) AS last_ns

@@ -33,6 +33,7 @@ from tracer.queries._sql import (
     _on_tables,
     _struct,
 )
+from tracer.spans import names as sn
 
 # What "jump to the next ..." can aim at: a label -> the span names that count.
 JUMP_TARGETS: dict[str, tuple[str, ...]] = {
@@ -44,35 +45,35 @@ JUMP_TARGETS: dict[str, tuple[str, ...]] = {
 }
 
 _MSG_FIELDS = _struct({
-    "prunegate.message.id": "VARCHAR", "prunegate.event": "VARCHAR", "prunegate.message.role": "VARCHAR",
-    "prunegate.unit.id": "VARCHAR", "prunegate.message.tokens": "BIGINT", "prunegate.message.closed": "BOOLEAN",
-    "prunegate.message.call_ids": ["VARCHAR"], "prunegate.message.answers": ["VARCHAR"],
-    "prunegate.message.tool_names": ["VARCHAR"], "prunegate.message.content": "VARCHAR",
-    "prunegate.context.tokens": "BIGINT",
+    sn.MESSAGE_ID: "VARCHAR", sn.EVENT: "VARCHAR", sn.MESSAGE_ROLE: "VARCHAR",
+    sn.UNIT_ID: "VARCHAR", sn.MESSAGE_TOKENS: "BIGINT", sn.MESSAGE_CLOSED: "BOOLEAN",
+    sn.MESSAGE_CALL_IDS: ["VARCHAR"], sn.MESSAGE_ANSWERS: ["VARCHAR"],
+    sn.MESSAGE_TOOL_NAMES: ["VARCHAR"], sn.MESSAGE_CONTENT: "VARCHAR",
+    sn.CONTEXT_TOKENS: "BIGINT",
 })
 _CLOSE_FIELDS = _struct({
-    "prunegate.unit.id": "VARCHAR", "prunegate.unit.kind": "VARCHAR", "prunegate.unit.message_ids": ["VARCHAR"],
+    sn.UNIT_ID: "VARCHAR", sn.UNIT_KIND: "VARCHAR", sn.UNIT_MESSAGE_IDS: ["VARCHAR"],
 })
 
 # A session's message events with their attributes extracted (every step at once).
 _MSG_EVENTS_SQL = f"""
 SELECT seq, start_time_ns AS t,
-       j."prunegate.message.id" AS message_id, j."prunegate.event" AS event,
-       j."prunegate.message.role" AS role, j."prunegate.unit.id" AS unit_id,
-       j."prunegate.message.tokens" AS tokens, j."prunegate.message.closed" AS closed,
-       coalesce(j."prunegate.message.call_ids", []) AS call_ids,
-       coalesce(j."prunegate.message.answers", []) AS answers,
-       coalesce(j."prunegate.message.tool_names", []) AS tool_names,
-       j."prunegate.message.content" AS content,
-       j."prunegate.context.tokens" AS context_tokens
+       j."{sn.MESSAGE_ID}" AS message_id, j."{sn.EVENT}" AS event,
+       j."{sn.MESSAGE_ROLE}" AS role, j."{sn.UNIT_ID}" AS unit_id,
+       j."{sn.MESSAGE_TOKENS}" AS tokens, j."{sn.MESSAGE_CLOSED}" AS closed,
+       coalesce(j."{sn.MESSAGE_CALL_IDS}", []) AS call_ids,
+       coalesce(j."{sn.MESSAGE_ANSWERS}", []) AS answers,
+       coalesce(j."{sn.MESSAGE_TOOL_NAMES}", []) AS tool_names,
+       j."{sn.MESSAGE_CONTENT}" AS content,
+       j."{sn.CONTEXT_TOKENS}" AS context_tokens
 FROM (SELECT seq, start_time_ns, from_json(attributes, '{_MSG_FIELDS}') AS j
       FROM spans WHERE session_id = $sid AND name = '{MESSAGE}' AND seq IS NOT NULL) x
 """
 # A session's unit closures, one row per member message.
 _CLOSES_SQL = f"""
 SELECT seq, t, unnest(message_ids) AS message_id, unit_id, unit_kind
-FROM (SELECT seq, start_time_ns AS t, j."prunegate.unit.id" AS unit_id, j."prunegate.unit.kind" AS unit_kind,
-             coalesce(j."prunegate.unit.message_ids", []) AS message_ids
+FROM (SELECT seq, start_time_ns AS t, j."{sn.UNIT_ID}" AS unit_id, j."{sn.UNIT_KIND}" AS unit_kind,
+             coalesce(j."{sn.UNIT_MESSAGE_IDS}", []) AS message_ids
       FROM (SELECT seq, start_time_ns, from_json(attributes, '{_CLOSE_FIELDS}') AS j
             FROM spans WHERE session_id = $sid AND name = '{UNIT_CLOSE}' AND seq IS NOT NULL) x) y
 """
@@ -155,15 +156,15 @@ ORDER BY position
 
 
 _EVENT_FIELDS = _struct({
-    "prunegate.event": "VARCHAR", "prunegate.message.id": "VARCHAR", "prunegate.message.role": "VARCHAR",
-    "prunegate.unit.id": "VARCHAR", "gen_ai.tool.call.id": "VARCHAR", "gen_ai.operation.name": "VARCHAR",
-    "prunegate.decision": "VARCHAR", "prunegate.violation.code": "VARCHAR",
-    "prunegate.pruned.units": ["VARCHAR"], "prunegate.blocking.units": ["VARCHAR"],
-    "prunegate.spilled.units": ["VARCHAR"], "prunegate.violation.ids": ["VARCHAR"],
-    "prunegate.context.tokens": "BIGINT", "prunegate.tokens.before": "BIGINT", "prunegate.tokens.after": "BIGINT",
-    "prunegate.budget": "BIGINT", "prunegate.hard_ceiling": "BIGINT",
-    "prunegate.message.cause": "VARCHAR", "prunegate.violation.message": "VARCHAR", "prunegate.error": "VARCHAR",
-    "prunegate.reason": "VARCHAR", "prunegate.policy": "VARCHAR",
+    sn.EVENT: "VARCHAR", sn.MESSAGE_ID: "VARCHAR", sn.MESSAGE_ROLE: "VARCHAR",
+    sn.UNIT_ID: "VARCHAR", sn.GEN_AI_TOOL_CALL_ID: "VARCHAR", sn.GEN_AI_OPERATION_NAME: "VARCHAR",
+    sn.DECISION: "VARCHAR", sn.VIOLATION_CODE: "VARCHAR",
+    sn.PRUNED_UNITS: ["VARCHAR"], sn.BLOCKING_UNITS: ["VARCHAR"],
+    sn.SPILLED_UNITS: ["VARCHAR"], sn.VIOLATION_IDS: ["VARCHAR"],
+    sn.CONTEXT_TOKENS: "BIGINT", sn.TOKENS_BEFORE: "BIGINT", sn.TOKENS_AFTER: "BIGINT",
+    sn.BUDGET: "BIGINT", sn.HARD_CEILING: "BIGINT",
+    sn.MESSAGE_CAUSE: "VARCHAR", sn.VIOLATION_MESSAGE: "VARCHAR", sn.ERROR: "VARCHAR",
+    sn.REASON: "VARCHAR", sn.POLICY: "VARCHAR",
 })
 _DECISIONS = (BUDGET_CHECK, PRUNE, DEFER, SPILL, REINJECT, FAIL)
 _IN_DECISIONS = ", ".join(f"'{n}'" for n in _DECISIONS)
@@ -171,23 +172,23 @@ _IN_DECISIONS = ", ".join(f"'{n}'" for n in _DECISIONS)
 # Every span of a session that has a step, as one event-log row each (the root is left out).
 _EVENTS_SQL = f"""
 SELECT seq, t, e, name, span_id, status_code,
-       CASE WHEN name = '{MESSAGE}' THEN j."prunegate.event"
-            WHEN name = '{BUDGET_CHECK}' THEN j."prunegate.decision"
-            WHEN name = '{VIOLATION}' THEN j."prunegate.violation.code"
-            WHEN j."gen_ai.operation.name" IS NOT NULL THEN j."gen_ai.operation.name"
-            ELSE replace(name, 'prunegate.', '') END AS what,
-       coalesce(j."prunegate.message.id", j."prunegate.unit.id", j."gen_ai.tool.call.id",
-                nullif(array_to_string(j."prunegate.pruned.units", ', '), ''),
-                nullif(array_to_string(j."prunegate.spilled.units", ', '), ''),
-                nullif(array_to_string(j."prunegate.blocking.units", ', '), ''),
-                nullif(array_to_string(j."prunegate.violation.ids", ', '), '')) AS subject,
-       j."prunegate.message.role" AS role,
-       coalesce(j."prunegate.context.tokens", j."prunegate.tokens.after") AS context_tokens,
-       j."prunegate.tokens.before" AS tokens_before, j."prunegate.tokens.after" AS tokens_after,
-       j."prunegate.budget" AS budget, j."prunegate.hard_ceiling" AS hard_ceiling,
-       coalesce(j."prunegate.message.cause", j."prunegate.violation.message", j."prunegate.error",
-                j."prunegate.reason", status_message) AS detail,
-       j."prunegate.policy" AS policy,
+       CASE WHEN name = '{MESSAGE}' THEN j."{sn.EVENT}"
+            WHEN name = '{BUDGET_CHECK}' THEN j."{sn.DECISION}"
+            WHEN name = '{VIOLATION}' THEN j."{sn.VIOLATION_CODE}"
+            WHEN j."{sn.GEN_AI_OPERATION_NAME}" IS NOT NULL THEN j."{sn.GEN_AI_OPERATION_NAME}"
+            ELSE replace(name, '{sn.PREFIX}', '') END AS what,
+       coalesce(j."{sn.MESSAGE_ID}", j."{sn.UNIT_ID}", j."{sn.GEN_AI_TOOL_CALL_ID}",
+                nullif(array_to_string(j."{sn.PRUNED_UNITS}", ', '), ''),
+                nullif(array_to_string(j."{sn.SPILLED_UNITS}", ', '), ''),
+                nullif(array_to_string(j."{sn.BLOCKING_UNITS}", ', '), ''),
+                nullif(array_to_string(j."{sn.VIOLATION_IDS}", ', '), '')) AS subject,
+       j."{sn.MESSAGE_ROLE}" AS role,
+       coalesce(j."{sn.CONTEXT_TOKENS}", j."{sn.TOKENS_AFTER}") AS context_tokens,
+       j."{sn.TOKENS_BEFORE}" AS tokens_before, j."{sn.TOKENS_AFTER}" AS tokens_after,
+       j."{sn.BUDGET}" AS budget, j."{sn.HARD_CEILING}" AS hard_ceiling,
+       coalesce(j."{sn.MESSAGE_CAUSE}", j."{sn.VIOLATION_MESSAGE}", j."{sn.ERROR}",
+                j."{sn.REASON}", status_message) AS detail,
+       j."{sn.POLICY}" AS policy,
        CASE WHEN name IN ({_IN_DECISIONS}) THEN attributes END AS attributes,
        status_message
 FROM (SELECT seq, start_time_ns AS t, coalesce(end_time_ns, start_time_ns) AS e, name, span_id, status_code,
@@ -297,13 +298,13 @@ def next_step(src: Source, session_id: str, seq: int, target: str, *, backwards:
 def message_detail(src: Source, session_id: str, message_id: str) -> pd.DataFrame:
     """Every event of one message (its history), with the recorded content when captured."""
     sql = f"""
-    SELECT seq, attributes->>'prunegate.event' AS event, attributes->>'prunegate.unit.id' AS unit_id,
-           TRY_CAST(attributes->>'prunegate.message.tokens' AS BIGINT) AS tokens,
-           attributes->>'prunegate.message.cause' AS cause,
-           attributes->>'prunegate.message.content' AS content,
-           attributes->>'prunegate.delta.text' AS delta_text
+    SELECT seq, attributes->>'{sn.EVENT}' AS event, attributes->>'{sn.UNIT_ID}' AS unit_id,
+           TRY_CAST(attributes->>'{sn.MESSAGE_TOKENS}' AS BIGINT) AS tokens,
+           attributes->>'{sn.MESSAGE_CAUSE}' AS cause,
+           attributes->>'{sn.MESSAGE_CONTENT}' AS content,
+           attributes->>'{sn.DELTA_TEXT}' AS delta_text
     FROM spans
-    WHERE session_id = $sid AND name = '{MESSAGE}' AND attributes->>'prunegate.message.id' = $mid
+    WHERE session_id = $sid AND name = '{MESSAGE}' AND attributes->>'{sn.MESSAGE_ID}' = $mid
     ORDER BY seq, start_time_ns
     """
     return _df(src, sql, {"sid": session_id, "mid": message_id})

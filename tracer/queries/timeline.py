@@ -25,6 +25,7 @@ from tracer.queries._sql import (
 )
 from tracer.queries.listing import session_root
 from tracer.queries.steps import session_tables
+from tracer.spans import names as sn
 
 _MARKED = ", ".join(f"'{n}'" for n in (PRUNE, DEFER, SPILL, FAIL, VIOLATION, REINJECT))
 
@@ -59,7 +60,7 @@ def markers_from_tables(tables: dict[str, pa.Table], *, max_markers: int = 400) 
     marks): ``seq``, ``kind`` and ``n`` spans. Beyond ``max_markers`` marks of a kind, its marks are
     grouped into that many step buckets (first step of the bucket, ``n`` = how many)."""
     sql = f"""
-    WITH m AS (SELECT seq, replace(name, 'prunegate.', '') AS kind FROM events WHERE name IN ({_MARKED})),
+    WITH m AS (SELECT seq, replace(name, '{sn.PREFIX}', '') AS kind FROM events WHERE name IN ({_MARKED})),
     b AS (SELECT kind, min(seq) AS lo, max(seq) AS hi, count(*) AS total FROM m GROUP BY kind)
     SELECT min(m.seq) AS seq, m.kind, count(*) AS n
     FROM m JOIN b USING (kind)

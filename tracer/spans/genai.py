@@ -15,6 +15,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from policies import convert
 from policies.messages import Message
+from tracer.spans import names as sn
 from tracer.spans import redact as _redact
 
 if TYPE_CHECKING:
@@ -72,27 +73,27 @@ class ChatCall:
         self.session = session
         self.model = model
         attrs = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider,
-            "gen_ai.request.model": model,
-            "gen_ai.conversation.id": session.session_id,
+            sn.GEN_AI_OPERATION_NAME: sn.OP_CHAT,
+            sn.GEN_AI_PROVIDER_NAME: provider,
+            sn.GEN_AI_REQUEST_MODEL: model,
+            sn.GEN_AI_CONVERSATION_ID: session.session_id,
             **attributes,
         }
-        self.span = session.start_span(f"chat {model}" if model else "chat", attrs, seq=seq, kind=SpanKind.CLIENT)
+        self.span = session.start_span(f"{sn.OP_CHAT} {model}" if model else sn.OP_CHAT, attrs, seq=seq, kind=SpanKind.CLIENT)
         self.ended = False
 
     def set_input(self, messages: Sequence[Message]) -> None:
         """``gen_ai.input.messages`` (only when the session captures content)."""
         text = self.session.content(_redact.genai_messages_json, messages)
         if text is not None:
-            self.span.set_attribute("gen_ai.input.messages", text)
+            self.span.set_attribute(sn.GEN_AI_INPUT_MESSAGES, text)
 
     def set_invalid(self, violations: Sequence[Violation]) -> None:
         """The request breaks the provider's structural rules: status ERROR with the provider's 400 text."""
-        self.span.set_attribute("prunegate.request.valid", False)
-        self.span.set_attribute("prunegate.request.errors", _redact.dumps(
+        self.span.set_attribute(sn.REQUEST_VALID, False)
+        self.span.set_attribute(sn.REQUEST_ERRORS, _redact.dumps(
             [{"code": v.code, "message": v.message} for v in violations]))
-        self.span.set_attribute("error.type", "invalid_request_error")
+        self.span.set_attribute(sn.ERROR_TYPE, "invalid_request_error")
         self.span.set_status(Status(StatusCode.ERROR, violations[0].message if violations else "invalid request"))
 
     def response(self, response: Any) -> None:
@@ -103,22 +104,22 @@ class ChatCall:
         if isinstance(body, Mapping):
             inp, out = usage_of(body)
             if inp is not None:
-                self.span.set_attribute("gen_ai.usage.input_tokens", inp)
+                self.span.set_attribute(sn.GEN_AI_USAGE_INPUT_TOKENS, inp)
             if out is not None:
-                self.span.set_attribute("gen_ai.usage.output_tokens", out)
+                self.span.set_attribute(sn.GEN_AI_USAGE_OUTPUT_TOKENS, out)
             if isinstance(body.get("id"), str):
-                self.span.set_attribute("gen_ai.response.id", body["id"])
+                self.span.set_attribute(sn.GEN_AI_RESPONSE_ID, body["id"])
             if isinstance(body.get("model"), str):
-                self.span.set_attribute("gen_ai.response.model", body["model"])
+                self.span.set_attribute(sn.GEN_AI_RESPONSE_MODEL, body["model"])
             msgs, reasons = response_messages(body)
             if reasons:
-                self.span.set_attribute("gen_ai.response.finish_reasons", reasons)
+                self.span.set_attribute(sn.GEN_AI_RESPONSE_FINISH_REASONS, reasons)
             calls = [cid for m in msgs for cid in m.call_ids]
             if calls:
-                self.span.set_attribute("prunegate.response.call_ids", calls)
+                self.span.set_attribute(sn.RESPONSE_CALL_IDS, calls)
             text = self.session.content(_redact.genai_messages_json, msgs, reasons[0] if reasons else None)
             if text is not None:
-                self.span.set_attribute("gen_ai.output.messages", text)
+                self.span.set_attribute(sn.GEN_AI_OUTPUT_MESSAGES, text)
         self.end()
 
     def error(self, message: str, *, status_code: int | None = None, error_type: str | None = None) -> None:
@@ -126,9 +127,9 @@ class ChatCall:
         if self.ended:
             return
         self.session.note_failure()
-        self.span.set_attribute("error.type", error_type or (str(status_code) if status_code else "error"))
+        self.span.set_attribute(sn.ERROR_TYPE, error_type or (str(status_code) if status_code else "error"))
         if status_code is not None:
-            self.span.set_attribute("http.response.status_code", status_code)
+            self.span.set_attribute(sn.HTTP_RESPONSE_STATUS_CODE, status_code)
         self.span.set_status(Status(StatusCode.ERROR, message))
         self.end()
 
@@ -149,34 +150,34 @@ class ToolCall:
         self.arguments = arguments
         self.retry = retry
         self._attrs = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": name,
-            "gen_ai.tool.call.id": call_id,
-            "gen_ai.conversation.id": session.session_id,
-            "prunegate.tool.side_effect": side_effect,
-            "prunegate.tool.retry": retry,
+            sn.GEN_AI_OPERATION_NAME: sn.OP_EXECUTE_TOOL,
+            sn.GEN_AI_TOOL_NAME: name,
+            sn.GEN_AI_TOOL_CALL_ID: call_id,
+            sn.GEN_AI_CONVERSATION_ID: session.session_id,
+            sn.TOOL_SIDE_EFFECT: side_effect,
+            sn.TOOL_RETRY: retry,
         }
         self._seq = seq
         self.span: Any = None
 
     def __enter__(self) -> ToolCall:
-        self.span = self.session.start_span(f"execute_tool {self.name}", self._attrs, seq=self._seq)
+        self.span = self.session.start_span(f"{sn.OP_EXECUTE_TOOL} {self.name}", self._attrs, seq=self._seq)
         args = self.session.content(_redact_json, self.arguments)
         if args is not None:
-            self.span.set_attribute("gen_ai.tool.call.arguments", args)
+            self.span.set_attribute(sn.GEN_AI_TOOL_CALL_ARGUMENTS, args)
         return self
 
     def result(self, value: Any) -> None:
         """Record the tool's result (only when the session captures content)."""
         text = self.session.content(_redact_json, value)
         if text is not None and self.span is not None:
-            self.span.set_attribute("gen_ai.tool.call.result", text)
+            self.span.set_attribute(sn.GEN_AI_TOOL_CALL_RESULT, text)
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if self.span is None:
             return
         if exc is not None:
-            self.span.set_attribute("error.type", type(exc).__name__)
+            self.span.set_attribute(sn.ERROR_TYPE, type(exc).__name__)
             self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         self.session.end_span(self.span)
 

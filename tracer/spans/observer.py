@@ -20,15 +20,16 @@ from policies.context import Context, Unit
 from policies.decision import Decision, DecisionKind
 from policies.messages import Message
 from policies.observer import DELTA, REINJECT, REMOVE, REWRITE, Observer
+from tracer.spans import names as sn
 from tracer.spans import redact as _redact
 from tracer.spans.session import TracedSession
 
 DECISION_SPANS: dict[DecisionKind, str] = {
-    DecisionKind.PRUNED: "prunegate.prune",
-    DecisionKind.DEFERRED: "prunegate.defer",
-    DecisionKind.SPILLED: "prunegate.spill",
-    DecisionKind.REINJECTED: "prunegate.reinject",
-    DecisionKind.FAILED: "prunegate.fail",
+    DecisionKind.PRUNED: sn.PRUNE,
+    DecisionKind.DEFERRED: sn.DEFER,
+    DecisionKind.SPILLED: sn.SPILL,
+    DecisionKind.REINJECTED: sn.REINJECT,
+    DecisionKind.FAILED: sn.FAIL,
 }
 _HOLDABLE = (DecisionKind.PRUNED, DecisionKind.SPILLED, DecisionKind.FAILED)
 _IN_CHECK = (REMOVE, REWRITE, REINJECT)  # events that only happen inside a budget check (or a trimmer)
@@ -72,47 +73,47 @@ class SpanObserver(Observer):
         call_ids = message.call_ids
         answers = message.answered_ids
         attrs: dict[str, Any] = {
-            "prunegate.event": event,
-            "prunegate.message.id": mid,
-            "prunegate.message.role": message.role,
-            "prunegate.unit.id": uid,
-            "prunegate.message.tokens": message.tokens,
-            "prunegate.context.tokens": ctx.tokens,
-            "prunegate.message.closed": message.closed,
-            "prunegate.message.call_ids": call_ids,
-            "prunegate.message.answers": answers,
-            "prunegate.message.tool_names": [b.name or "" for b in message.blocks if b.call_id is not None],
+            sn.EVENT: event,
+            sn.MESSAGE_ID: mid,
+            sn.MESSAGE_ROLE: message.role,
+            sn.UNIT_ID: uid,
+            sn.MESSAGE_TOKENS: message.tokens,
+            sn.CONTEXT_TOKENS: ctx.tokens,
+            sn.MESSAGE_CLOSED: message.closed,
+            sn.MESSAGE_CALL_IDS: call_ids,
+            sn.MESSAGE_ANSWERS: answers,
+            sn.MESSAGE_TOOL_NAMES: [b.name or "" for b in message.blocks if b.call_id is not None],
         }
         if "cause" in info:
-            attrs["prunegate.message.cause"] = info["cause"]
+            attrs[sn.MESSAGE_CAUSE] = info["cause"]
         if event == DELTA:
             chars = int(info.get("delta_chars", 0))
-            attrs["prunegate.delta.chars"] = chars
+            attrs[sn.DELTA_CHARS] = chars
             if s.capture:
                 text = s.content(_redact.safe_redact, _tail_text(message, chars))
                 if text is not None:
-                    attrs["prunegate.delta.text"] = text
+                    attrs[sn.DELTA_TEXT] = text
         elif s.capture and event not in _NO_CONTENT:
             content = s.content(_redact.message_content_json, message)
             if content is not None:
-                attrs["prunegate.message.content"] = content
+                attrs[sn.MESSAGE_CONTENT] = content
         if "summary_of" in info:
-            attrs["prunegate.message.summary_of"] = list(info["summary_of"])
+            attrs[sn.MESSAGE_SUMMARY_OF] = list(info["summary_of"])
         if "tokens_before" in info:
-            attrs["prunegate.message.tokens_before"] = info["tokens_before"]
+            attrs[sn.MESSAGE_TOKENS_BEFORE] = info["tokens_before"]
         if event == REMOVE:
             self._removed[mid] = call_ids + answers
-        s.emit("prunegate.message", attrs, seq=ctx.seq)
+        s.emit(sn.MESSAGE, attrs, seq=ctx.seq)
 
     def on_unit_closed(self, ctx: Context, unit: Unit) -> None:
         for mid in unit.message_ids:
             self._unit_of[mid] = unit.id
-        self.session.emit("prunegate.unit.close", {
-            "prunegate.unit.id": unit.id,
-            "prunegate.unit.kind": unit.kind,
-            "prunegate.unit.tokens": unit.tokens,
-            "prunegate.unit.message_ids": list(unit.message_ids),
-            "prunegate.unit.call_ids": sorted(unit.call_ids),
+        self.session.emit(sn.UNIT_CLOSE, {
+            sn.UNIT_ID: unit.id,
+            sn.UNIT_KIND: unit.kind,
+            sn.UNIT_TOKENS: unit.tokens,
+            sn.UNIT_MESSAGE_IDS: list(unit.message_ids),
+            sn.UNIT_CALL_IDS: sorted(unit.call_ids),
         }, seq=ctx.seq)
 
     # ------------------------------------------------------------------ decisions
@@ -133,19 +134,19 @@ class SpanObserver(Observer):
         self.checks += 1
         t_check, t_decision = self._reserved or (s.clock(), s.clock())
         self._reserved = None
-        check = s.start_span("prunegate.budget_check", {
-            "prunegate.check": d.check,
-            "prunegate.decision": str(d.kind),
-            "prunegate.reason": d.reason,
-            "prunegate.policy": d.policy,
-            "prunegate.tokens.before": d.tokens_before,
-            "prunegate.tokens.after": d.tokens_after,
-            "prunegate.budget": d.budget,
-            "prunegate.hard_ceiling": d.hard_ceiling,
-            "prunegate.tokens.overhead": d.overhead_tokens,
-            "prunegate.pending_calls": len(ctx.pending),
-            "prunegate.open_messages": len(ctx.open_ids),
-            "prunegate.gated": gated,
+        check = s.start_span(sn.BUDGET_CHECK, {
+            sn.CHECK: d.check,
+            sn.DECISION: str(d.kind),
+            sn.REASON: d.reason,
+            sn.POLICY: d.policy,
+            sn.TOKENS_BEFORE: d.tokens_before,
+            sn.TOKENS_AFTER: d.tokens_after,
+            sn.BUDGET: d.budget,
+            sn.HARD_CEILING: d.hard_ceiling,
+            sn.TOKENS_OVERHEAD: d.overhead_tokens,
+            sn.PENDING_CALLS: len(ctx.pending),
+            sn.OPEN_MESSAGES: len(ctx.open_ids),
+            sn.GATED: gated,
         }, seq=d.seq, start_time=t_check)
         span = None
         name = DECISION_SPANS.get(d.kind)
@@ -196,57 +197,57 @@ class SpanObserver(Observer):
             self._reserved = (self.session.clock(), self.session.clock())
 
 
-def decision_attributes(d: Decision, gated: bool) -> dict[str, Any]:
+def decision_attributes(d: Decision, gated: bool | None) -> dict[str, Any]:
     """The attributes of a decision span (docs/spans.md), by decision kind."""
     attrs: dict[str, Any] = {
-        "prunegate.check": d.check,
-        "prunegate.reason": d.reason,
-        "prunegate.tokens.before": d.tokens_before,
-        "prunegate.tokens.after": d.tokens_after,
-        "prunegate.gated": gated,
-        "prunegate.policy": d.policy,
+        sn.CHECK: d.check,
+        sn.REASON: d.reason,
+        sn.TOKENS_BEFORE: d.tokens_before,
+        sn.TOKENS_AFTER: d.tokens_after,
+        sn.GATED: gated,
+        sn.POLICY: d.policy,
     }
     proposal = d.proposal
     if d.kind == DecisionKind.PRUNED:
         attrs.update({
-            "prunegate.proposal": _redact.dumps(proposal.to_dict()) if proposal is not None else None,
-            "prunegate.proposal.ids": list(d.proposed_ids),
-            "prunegate.scores": _redact.dumps(proposal.scores) if proposal is not None else "{}",
-            "prunegate.pruned.units": list(d.pruned_units),
-            "prunegate.pruned.ids": list(d.pruned_ids),
-            "prunegate.grown.units": list(d.grown_units),
-            "prunegate.shrunk.units": list(d.shrunk_units),
-            "prunegate.skipped.units": list(d.skipped_units),
-            "prunegate.rewritten.ids": list(d.rewritten_ids),
-            "prunegate.summarized.units": list(d.summarized_units),
-            "prunegate.summary.id": d.summary_id,
-            "prunegate.budget_met": d.budget_met,
-            "prunegate.error": d.error,
+            sn.PROPOSAL: _redact.dumps(proposal.to_dict()) if proposal is not None else None,
+            sn.PROPOSAL_IDS: list(d.proposed_ids),
+            sn.SCORES: _redact.dumps(proposal.scores) if proposal is not None else "{}",
+            sn.PRUNED_UNITS: list(d.pruned_units),
+            sn.PRUNED_IDS: list(d.pruned_ids),
+            sn.GROWN_UNITS: list(d.grown_units),
+            sn.SHRUNK_UNITS: list(d.shrunk_units),
+            sn.SKIPPED_UNITS: list(d.skipped_units),
+            sn.REWRITTEN_IDS: list(d.rewritten_ids),
+            sn.SUMMARIZED_UNITS: list(d.summarized_units),
+            sn.SUMMARY_ID: d.summary_id,
+            sn.BUDGET_MET: d.budget_met,
+            sn.ERROR: d.error,
         })
         return attrs
     if d.kind == DecisionKind.DEFERRED:
-        attrs["prunegate.blocking.units"] = list(d.blocking_units)
+        attrs[sn.BLOCKING_UNITS] = list(d.blocking_units)
     elif d.kind == DecisionKind.SPILLED:
-        attrs["prunegate.spilled.units"] = list(d.spilled_units)
+        attrs[sn.SPILLED_UNITS] = list(d.spilled_units)
     elif d.kind == DecisionKind.REINJECTED:
-        attrs["prunegate.reinjected.units"] = list(d.reinjected_units)
+        attrs[sn.REINJECTED_UNITS] = list(d.reinjected_units)
     elif d.kind == DecisionKind.FAILED:
-        attrs["prunegate.error"] = d.error or ""
-        attrs["prunegate.spilled.units"] = list(d.spilled_units)
-        attrs["prunegate.blocking.units"] = list(d.blocking_units)
+        attrs[sn.ERROR] = d.error or ""
+        attrs[sn.SPILLED_UNITS] = list(d.spilled_units)
+        attrs[sn.BLOCKING_UNITS] = list(d.blocking_units)
     # what the same check also did or considered, when anything (a spill may follow a prune)
     for key, value in (
-        ("prunegate.proposal.ids", d.proposed_ids),
-        ("prunegate.pruned.units", d.pruned_units),
-        ("prunegate.pruned.ids", d.pruned_ids),
-        ("prunegate.grown.units", d.grown_units),
-        ("prunegate.shrunk.units", d.shrunk_units),
-        ("prunegate.skipped.units", d.skipped_units),
+        (sn.PROPOSAL_IDS, d.proposed_ids),
+        (sn.PRUNED_UNITS, d.pruned_units),
+        (sn.PRUNED_IDS, d.pruned_ids),
+        (sn.GROWN_UNITS, d.grown_units),
+        (sn.SHRUNK_UNITS, d.shrunk_units),
+        (sn.SKIPPED_UNITS, d.skipped_units),
     ):
         if value:
             attrs[key] = list(value)
-    if d.error and "prunegate.error" not in attrs:
-        attrs["prunegate.error"] = d.error
+    if d.error and sn.ERROR not in attrs:
+        attrs[sn.ERROR] = d.error
     return attrs
 
 

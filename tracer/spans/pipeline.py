@@ -41,6 +41,8 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach,
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from tracer.errors import ExportFailed
+
 log = logging.getLogger(__name__)
 
 STAT_KEYS = ("received", "stored", "spooled", "recovered", "failed", "dropped")
@@ -64,10 +66,6 @@ class Sink(Protocol):
     def write(self, prepared: list[Any]) -> None: ...
 
     def close(self) -> None: ...
-
-
-class ExportFailed(RuntimeError):
-    """An exporter returned FAILURE instead of raising."""
 
 
 class ExporterSink:
@@ -119,6 +117,8 @@ class SinkExporter(SpanExporter):
 
 class ReliableSpanProcessor(SpanProcessor):
     """Bounded-wait batching processor in front of a :class:`Sink` (see the module docstring)."""
+
+    _shutdown: bool  # set by _init_state, read across a fork
 
     def __init__(
         self,
@@ -545,6 +545,14 @@ class ReliableSpanProcessor(SpanProcessor):
         Runs in a helper thread joined until ``deadline`` (at least half a second): a spool on a
         hung disk must not hang the agent's exit either. What it has not finished by then is
         counted as dropped."""
+        raw, pending = self._take_held(stuck)
+        if raw or pending:
+            self._spill_held(raw, pending, deadline)
+
+    def _take_held(self, stuck: bool) -> tuple[list[ReadableSpan], list[tuple[Any, int]]]:
+        """Take the spans not yet written (raw, and prepared but pending) out of the pipeline's hands.
+
+        With ``stuck``, a write that hung in the sink is abandoned and its spans counted as dropped."""
         got_lock = self._convert_lock.acquire(timeout=0.5)
         try:
             with self._lock:
@@ -567,8 +575,10 @@ class ReliableSpanProcessor(SpanProcessor):
                 f"{handed} spans were inside a hung {self.sink.name} write at shutdown; "
                 "counted as dropped (they may or may not have been written)",
             )
-        if not raw and not pending:
-            return
+        return raw, pending
+
+    def _spill_held(self, raw: list[ReadableSpan], pending: list[tuple[Any, int]], deadline: float) -> None:
+        """Spool what :meth:`_take_held` took, in a helper thread given until ``deadline``; the rest is dropped."""
         left = [len(raw) + sum(n for _, n in pending)]
         gone = [False]
 

@@ -28,10 +28,13 @@ from policies.messages import (
     Block,
     Message,
 )
+from tracer.errors import RedactionFailed
+from tracer.spans import names as sn
+from tracer.store.settings import CAPTURE_CONTENT_ENV
 
-log = logging.getLogger("prunegate.tracer")
+log = logging.getLogger(sn.SCOPE)
 
-CAPTURE_ENV = "PRUNEGATE_CAPTURE_CONTENT"
+CAPTURE_ENV = CAPTURE_CONTENT_ENV
 OTEL_CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -59,10 +62,6 @@ def capture_enabled(explicit: bool | None = None) -> bool:
         log.warning("%s=%r is neither true nor false; content capture stays off", name, raw)
         return False
     return False
-
-
-class RedactionFailed(Exception):
-    """The redaction hook raised; the content is not recorded."""
 
 
 def redact_value(value: Any, redact: Redactor | None) -> Any:

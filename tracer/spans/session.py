@@ -26,12 +26,14 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from policies.validate import FIRST_MESSAGE_NOT_USER, Violation, validate
+from tracer.errors import RedactionFailed
+from tracer.spans import names as sn
 from tracer.spans import redact as _redact
 from tracer.spans.genai import ChatCall, ToolCall
 
-SCOPE = "prunegate.tracer"
+SCOPE = sn.SCOPE
 SOURCES = ("import", "replay", "live", "shadow", "synthetic")
-LINK_ATTRIBUTES = {"prunegate.link": "caused_by"}
+LINK_ATTRIBUTES = {sn.LINK: sn.LINK_CAUSED_BY}
 
 
 @dataclass(frozen=True)
@@ -56,43 +58,55 @@ def clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class SessionConfig:
+    """What a traced session records about itself on its root span (docs/spans.md), and how.
+
+    ``source`` is one of :data:`SOURCES`; ``gated`` is None when no gate and no naive runtime
+    applies (an import). ``capture_content`` defaults to the environment (see
+    :func:`tracer.spans.redact.capture_enabled`); ``redact`` is applied to every string of recorded
+    content. ``attributes`` are added to the root span; ``start_time`` (ns) backdates it.
+    """
+
+    session_id: str | None = None
+    source: str = "live"
+    name: str | None = None
+    provider: str | None = None
+    policy: str | None = None
+    policy_params: Mapping[str, Any] | None = None
+    gated: bool | None = True
+    budget: int | None = None
+    hard_ceiling: int | None = None
+    capture_content: bool | None = None
+    redact: _redact.Redactor | None = None
+    source_id: str | None = None
+    attributes: Mapping[str, Any] | None = None
+    start_time: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"session source must be one of {', '.join(SOURCES)}; got {self.source!r}")
+
+
 class TracedSession:
     """The root span of one session and the helpers every prunegate span goes through.
 
-    ``tracer_provider`` defaults to the global one. ``capture_content`` defaults to the
-    environment (see :func:`tracer.spans.redact.capture_enabled`); ``redact`` is applied to every
-    string of recorded content.
+    ``tracer_provider`` defaults to the global one; ``config`` (a :class:`SessionConfig`) to a live,
+    gated session with content capture as the environment says.
     """
 
-    def __init__(
-        self,
-        tracer_provider: trace.TracerProvider | None = None,
-        *,
-        session_id: str | None = None,
-        source: str = "live",
-        name: str | None = None,
-        provider: str | None = None,
-        policy: str | None = None,
-        policy_params: Mapping[str, Any] | None = None,
-        gated: bool = True,
-        budget: int | None = None,
-        hard_ceiling: int | None = None,
-        capture_content: bool | None = None,
-        redact: _redact.Redactor | None = None,
-        source_id: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-        start_time: int | None = None,
-    ) -> None:
-        if source not in SOURCES:
-            raise ValueError(f"session source must be one of {', '.join(SOURCES)}; got {source!r}")
+    def __init__(self, tracer_provider: trace.TracerProvider | None = None,
+                 config: SessionConfig | None = None) -> None:
+        config = config or SessionConfig()
+        self.config = config
         provider_obj = tracer_provider or trace.get_tracer_provider()
         self.tracer = provider_obj.get_tracer(SCOPE)
-        self.session_id = session_id or uuid.uuid4().hex
-        self.source = source
-        self.provider = provider
-        self.gated = gated
-        self.capture = _redact.capture_enabled(capture_content)
-        self.redact = redact
+        self.session_id = config.session_id or uuid.uuid4().hex
+        self.source = config.source
+        self.provider = config.provider
+        self.gated = config.gated
+        self.capture = _redact.capture_enabled(config.capture_content)
+        self.redact = config.redact
         self.seq = 0
         self._lock = threading.Lock()
         self._last_ns = 0
@@ -105,30 +119,36 @@ class TracedSession:
         self.violations = 0
         self.redaction_failures = 0  # contents left out because the redaction hook failed
         self.tracer_errors = 0  # span starts/ends the tracing pipeline failed (never raised)
+        params = config.policy_params
         root_attrs = {
-            "gen_ai.conversation.id": self.session_id,
-            "prunegate.session.id": self.session_id,
-            "prunegate.seq": 0,
-            "prunegate.session.source": source,
-            "prunegate.session.source_id": source_id,
-            "prunegate.session.name": name,
-            "prunegate.provider": provider,
-            "prunegate.policy": policy,
-            "prunegate.policy.params": _redact.dumps(dict(policy_params)) if policy_params is not None else None,
-            "prunegate.gated": gated,
-            "prunegate.budget": budget,
-            "prunegate.hard_ceiling": hard_ceiling,
-            "prunegate.content_captured": self.capture,
-            **(attributes or {}),
+            sn.GEN_AI_CONVERSATION_ID: self.session_id,
+            sn.SESSION_ID: self.session_id,
+            sn.SEQ: 0,
+            sn.SESSION_SOURCE: config.source,
+            sn.SESSION_SOURCE_ID: config.source_id,
+            sn.SESSION_NAME: config.name,
+            sn.PROVIDER: config.provider,
+            sn.POLICY: config.policy,
+            sn.POLICY_PARAMS: _redact.dumps(dict(params)) if params is not None else None,
+            sn.GATED: config.gated,
+            sn.BUDGET: config.budget,
+            sn.HARD_CEILING: config.hard_ceiling,
+            sn.CONTENT_CAPTURED: self.capture,
+            **(config.attributes or {}),
         }
         self.root = self.tracer.start_span(
-            "prunegate.session", context=trace.set_span_in_context(trace.INVALID_SPAN),
-            attributes=clean(root_attrs), start_time=self.clock(start_time),
+            sn.SESSION, context=trace.set_span_in_context(trace.INVALID_SPAN),
+            attributes=clean(root_attrs), start_time=self.clock(config.start_time),
         )
         self.root_context = trace.set_span_in_context(self.root)
         self.ended = False
         ref = weakref.ref(self)
-        self._atexit = lambda: (s := ref()) is not None and s.end()
+
+        def end_at_exit() -> None:
+            if (s := ref()) is not None:
+                s.end()
+
+        self._atexit = end_at_exit
         atexit.register(self._atexit)
 
     # ------------------------------------------------------------------ plumbing
@@ -144,7 +164,7 @@ class TracedSession:
     def common(self, seq: int | None) -> dict[str, Any]:
         if seq is not None and seq > self.seq:
             self.seq = seq
-        return {"prunegate.session.id": self.session_id, "prunegate.seq": self.seq if seq is None else seq}
+        return {sn.SESSION_ID: self.session_id, sn.SEQ: self.seq if seq is None else seq}
 
     def start_span(self, name: str, attributes: Mapping[str, Any], *, seq: int | None,
                    parent: trace.Span | None = None, kind: SpanKind = SpanKind.INTERNAL,
@@ -192,7 +212,7 @@ class TracedSession:
             return None
         try:
             return render(*args, redact=self.redact)
-        except _redact.RedactionFailed as exc:
+        except RedactionFailed as exc:
             self.redaction_failures += 1
             if self.redaction_failures == 1:
                 _redact.log.warning("prunegate: content not recorded (warned once per session): %s", exc)
@@ -230,14 +250,14 @@ class TracedSession:
             cause = self._last_eviction  # the head of the context left with the latest eviction
         links = [Link(cause.span_context, LINK_ATTRIBUTES)] if cause is not None else []
         self.violations += 1
-        return self.emit("prunegate.violation", {
-            "prunegate.violation.code": code,
-            "prunegate.violation.message": message,
-            "prunegate.violation.ids": list(call_ids),
-            "prunegate.violation.message_ids": list(message_ids),
-            "prunegate.violation.index": index,
-            "prunegate.violation.evicted_id": cause.message_id if cause else None,
-            "prunegate.violation.cause_check": cause.check if cause else None,
+        return self.emit(sn.VIOLATION, {
+            sn.VIOLATION_CODE: code,
+            sn.VIOLATION_MESSAGE: message,
+            sn.VIOLATION_IDS: list(call_ids),
+            sn.VIOLATION_MESSAGE_IDS: list(message_ids),
+            sn.VIOLATION_INDEX: index,
+            sn.VIOLATION_EVICTED_ID: cause.message_id if cause else None,
+            sn.VIOLATION_CAUSE_CHECK: cause.check if cause else None,
             **(attributes or {}),
         }, seq=seq, links=links)
 
@@ -299,7 +319,7 @@ class TracedSession:
             atexit.unregister(self._atexit)
         except Exception:  # noqa: BLE001 - interpreter shutting down
             pass
-        self.end_span(self.root, {"prunegate.violations": self.violations, **(attributes or {})})
+        self.end_span(self.root, {sn.VIOLATIONS: self.violations, **(attributes or {})})
 
     def __enter__(self) -> TracedSession:
         return self

@@ -88,7 +88,7 @@ def setup_tracing(
     store_obj: Store | None = None
     store_proc = otlp_proc = None
     if store is not False:
-        store_obj = store if isinstance(store, Store) else Store(None if store in (None, True) else store)
+        store_obj = store if isinstance(store, Store) else Store(None if store is None or store is True else store)
         store_proc = ReliableSpanProcessor(StoreSink(store_obj, spool_dir=spool_dir), **processor_options)
         provider.add_span_processor(store_proc)
     exporter = _otlp_exporter(otlp_endpoint, otlp_headers)

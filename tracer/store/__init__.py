@@ -21,34 +21,40 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+from tracer.errors import StoreError, StorePermissionError
+from tracer.store.settings import STORE_ENV, resolve_store
 
-from tracer.store.rows import SpanRow, decode_row, rows_to_table
-from tracer.store.segments import StoreError, StoreLayout, StorePermissionError, list_segments, write_segment
+# pyarrow loads when a Store is made, not on ``import tracer.store`` (the command line's --help and
+# the settings stay cheap); DuckDB only for readers and the compactor: writers never need it.
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-if TYPE_CHECKING:  # DuckDB is imported only by readers and the compactor: writers never need it
     from tracer.store.compact import CompactResult
     from tracer.store.reader import StoreReader
+    from tracer.store.rows import SpanRow
 
 Params = Sequence[Any] | dict[str, Any] | None
 
-__all__ = ["Store", "StoreError", "StorePermissionError", "StoreReader", "CompactResult", "default_store_path"]
+__all__ = [
+    "Store", "StoreError", "StorePermissionError", "StoreReader", "CompactResult", "default_store_path",
+    "resolve_store",
+]
 
-ENV_STORE = "PRUNEGATE_STORE"
-DEFAULT_DIRNAME = "prunegate-store"
+ENV_STORE = STORE_ENV  # the name tests and callers used before tracer.store.settings
 
 
 def default_store_path() -> Path:
-    """``$PRUNEGATE_STORE`` when set, else ``./prunegate-store`` in the working directory."""
-    env = os.environ.get(ENV_STORE)
-    return Path(env) if env else Path.cwd() / DEFAULT_DIRNAME
+    """``$PRUNEGATE_STORE`` when set, else ``./prunegate-store`` (:func:`~tracer.store.settings.resolve_store`)."""
+    return resolve_store(None)
 
 
 class Store:
     """A handle on a store directory. Cheap to create; touches the disk only when used."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path) if path is not None else default_store_path()
+        from tracer.store.segments import StoreLayout
+
+        self.path = resolve_store(path)
         self.layout = StoreLayout(self.path)
         self._ensured = False
 
@@ -64,11 +70,15 @@ class Store:
 
     def write_table(self, table: pa.Table, *, fsync: bool = True) -> Path:
         """Append one Arrow table (store schema, see :mod:`tracer.store.schema`) as a new segment."""
+        from tracer.store.segments import write_segment
+
         self.ensure()
         return write_segment(self.layout, table, fsync=fsync)
 
     def write_rows(self, rows: Iterable[Mapping[str, Any]], *, fsync: bool = True) -> int:
         """Append span rows (decoded form) as one segment; returns the number written."""
+        from tracer.store.rows import rows_to_table
+
         table = rows_to_table(rows)
         if table.num_rows:
             self.write_table(table, fsync=fsync)
@@ -83,6 +93,8 @@ class Store:
 
     def pending_segments(self) -> list[Path]:
         """Segment files on disk (some may already be absorbed and awaiting deletion)."""
+        from tracer.store.segments import list_segments
+
         return list_segments(self.layout)
 
     # -- reading ---------------------------------------------------------------------------------
@@ -117,6 +129,8 @@ class Store:
             "SELECT * FROM spans WHERE session_id = ? ORDER BY seq NULLS LAST, start_time_ns, span_id",
             [session_id],
         )
+        from tracer.store.rows import decode_row
+
         return [decode_row(r) for r in rows]
 
     def trace(self, trace_id: str) -> list[SpanRow]:
@@ -124,6 +138,8 @@ class Store:
         rows = self.query(
             "SELECT * FROM spans WHERE trace_id = ? ORDER BY start_time_ns, span_id", [trace_id.lower()]
         )
+        from tracer.store.rows import decode_row
+
         return [decode_row(r) for r in rows]
 
 

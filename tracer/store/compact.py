@@ -24,12 +24,11 @@ from typing import Any
 
 import duckdb
 
+from tracer.errors import StoreError, StorePermissionError
 from tracer.store.locks import FileLock, fsync_path
 from tracer.store.schema import MAIN_DDL, SCHEMA_VERSION, select_list
 from tracer.store.segments import (
-    StoreError,
     StoreLayout,
-    StorePermissionError,
     check_writable,
     clean_tmp,
     list_segments,

@@ -24,10 +24,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from tracer.errors import StoreError
 from tracer.store.compact import is_lock_error
 from tracer.store.locks import FileLock
 from tracer.store.schema import COLUMN_NAMES, VIEWS, empty_select, select_list
-from tracer.store.segments import StoreError, StoreLayout, list_segments, segment_rows
+from tracer.store.segments import StoreLayout, list_segments, segment_rows
 
 __all__ = ["StoreError", "StoreReader", "Params"]
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from tracer.spans import names as sn
+
 SCHEMA_VERSION = 1
 
 # (column, DuckDB type, Arrow type). JSON columns travel as strings in Parquet segments and are
@@ -40,21 +42,15 @@ ARROW_SCHEMA: pa.Schema = pa.schema(
     metadata={b"prunegate.schema_version": str(SCHEMA_VERSION).encode()},
 )
 
-SESSION_ATTRIBUTES = ("gen_ai.conversation.id", "prunegate.session.id")
-SEQ_ATTRIBUTE = "prunegate.seq"
+SESSION_ATTRIBUTES = sn.SESSION_ATTRIBUTES
+SEQ_ATTRIBUTE = sn.SEQ
 
 # Span names the views classify (the span contract: docs/spans.md).
-SESSION_ROOT = "prunegate.session"
-BUDGET_CHECK = "prunegate.budget_check"
-VIOLATION = "prunegate.violation"
-TRACER_STATS = "prunegate.tracer.stats"
-DECISION_NAMES = (
-    "prunegate.prune",
-    "prunegate.defer",
-    "prunegate.spill",
-    "prunegate.reinject",
-    "prunegate.fail",
-)
+SESSION_ROOT = sn.SESSION
+BUDGET_CHECK = sn.BUDGET_CHECK
+VIOLATION = sn.VIOLATION
+TRACER_STATS = sn.TRACER_STATS
+DECISION_NAMES = sn.DECISION_SPANS
 
 MAIN_DDL = (
     "CREATE TABLE IF NOT EXISTS spans ("
@@ -117,10 +113,10 @@ VIEWS: tuple[tuple[str, str], ...] = (
                count(*) AS span_count,
                count(DISTINCT trace_id) AS trace_count,
                max(seq) AS max_seq,
-               any_value({_str("prunegate.session.name")}) FILTER (WHERE name = '{SESSION_ROOT}') AS name,
-               any_value({_str("prunegate.session.source")}) FILTER (WHERE name = '{SESSION_ROOT}') AS source,
-               any_value({_str("prunegate.policy")}) FILTER (WHERE name = '{SESSION_ROOT}') AS policy,
-               any_value({_bool("prunegate.gated")}) FILTER (WHERE name = '{SESSION_ROOT}') AS gated,
+               any_value({_str(sn.SESSION_NAME)}) FILTER (WHERE name = '{SESSION_ROOT}') AS name,
+               any_value({_str(sn.SESSION_SOURCE)}) FILTER (WHERE name = '{SESSION_ROOT}') AS source,
+               any_value({_str(sn.POLICY)}) FILTER (WHERE name = '{SESSION_ROOT}') AS policy,
+               any_value({_bool(sn.GATED)}) FILTER (WHERE name = '{SESSION_ROOT}') AS gated,
                count(*) FILTER (WHERE name = '{BUDGET_CHECK}') AS budget_checks,
                count(*) FILTER (WHERE name IN ({_names(DECISION_NAMES)})) AS decisions,
                count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
@@ -135,16 +131,16 @@ VIEWS: tuple[tuple[str, str], ...] = (
         "budget_checks",
         f"""
         SELECT session_id, seq, trace_id, span_id, parent_span_id, start_time_ns, end_time_ns,
-               {_int("prunegate.check")} AS check_index,
-               {_str("prunegate.decision")} AS decision,
-               {_str("prunegate.reason")} AS reason,
-               {_int("prunegate.tokens.before")} AS tokens_before,
-               {_int("prunegate.tokens.after")} AS tokens_after,
-               {_int("prunegate.budget")} AS budget,
-               {_int("prunegate.hard_ceiling")} AS hard_ceiling,
-               {_int("prunegate.pending_calls")} AS pending_calls,
-               {_int("prunegate.open_messages")} AS open_messages,
-               {_bool("prunegate.gated")} AS gated,
+               {_int(sn.CHECK)} AS check_index,
+               {_str(sn.DECISION)} AS decision,
+               {_str(sn.REASON)} AS reason,
+               {_int(sn.TOKENS_BEFORE)} AS tokens_before,
+               {_int(sn.TOKENS_AFTER)} AS tokens_after,
+               {_int(sn.BUDGET)} AS budget,
+               {_int(sn.HARD_CEILING)} AS hard_ceiling,
+               {_int(sn.PENDING_CALLS)} AS pending_calls,
+               {_int(sn.OPEN_MESSAGES)} AS open_messages,
+               {_bool(sn.GATED)} AS gated,
                attributes
         FROM spans
         WHERE name = '{BUDGET_CHECK}'
@@ -155,13 +151,13 @@ VIEWS: tuple[tuple[str, str], ...] = (
         f"""
         SELECT session_id, seq, trace_id, span_id, parent_span_id AS budget_check_span_id, name,
                start_time_ns, end_time_ns,
-               replace(name, 'prunegate.', '') AS decision,
-               {_str("prunegate.policy")} AS policy,
-               {_str("prunegate.reason")} AS reason,
-               {_int("prunegate.tokens.before")} AS tokens_before,
-               {_int("prunegate.tokens.after")} AS tokens_after,
-               {_bool("prunegate.budget_met")} AS budget_met,
-               {_bool("prunegate.gated")} AS gated,
+               replace(name, '{sn.PREFIX}', '') AS decision,
+               {_str(sn.POLICY)} AS policy,
+               {_str(sn.REASON)} AS reason,
+               {_int(sn.TOKENS_BEFORE)} AS tokens_before,
+               {_int(sn.TOKENS_AFTER)} AS tokens_after,
+               {_bool(sn.BUDGET_MET)} AS budget_met,
+               {_bool(sn.GATED)} AS gated,
                status_code, attributes
         FROM spans
         WHERE name IN ({_names(DECISION_NAMES)})
@@ -171,9 +167,9 @@ VIEWS: tuple[tuple[str, str], ...] = (
         "violations",
         f"""
         SELECT session_id, seq, trace_id, span_id, parent_span_id, start_time_ns,
-               {_str("prunegate.violation.code")} AS code,
-               coalesce({_str("prunegate.violation.message")}, status_message) AS message,
-               {_int("prunegate.violation.index")} AS message_index,
+               {_str(sn.VIOLATION_CODE)} AS code,
+               coalesce({_str(sn.VIOLATION_MESSAGE)}, status_message) AS message,
+               {_int(sn.VIOLATION_INDEX)} AS message_index,
                links->0->>'trace_id' AS cause_trace_id,
                links->0->>'span_id' AS cause_span_id,
                attributes, links
@@ -196,15 +192,15 @@ VIEWS: tuple[tuple[str, str], ...] = (
         "tracer_stats",
         f"""
         SELECT trace_id, span_id, start_time_ns AS time_ns,
-               {_int("process.pid")} AS pid,
-               {_str("prunegate.tracer.sink")} AS sink,
-               {_int("prunegate.tracer.received")} AS received,
-               {_int("prunegate.tracer.stored")} AS stored,
-               {_int("prunegate.tracer.spooled")} AS spooled,
-               {_int("prunegate.tracer.recovered")} AS recovered,
-               {_int("prunegate.tracer.failed")} AS failed,
-               {_int("prunegate.tracer.dropped")} AS dropped,
-               {_str("prunegate.tracer.last_error")} AS last_error,
+               {_int(sn.PROCESS_PID)} AS pid,
+               {_str(sn.TRACER_SINK)} AS sink,
+               {_int(sn.TRACER_RECEIVED)} AS received,
+               {_int(sn.TRACER_STORED)} AS stored,
+               {_int(sn.TRACER_SPOOLED)} AS spooled,
+               {_int(sn.TRACER_RECOVERED)} AS recovered,
+               {_int(sn.TRACER_FAILED)} AS failed,
+               {_int(sn.TRACER_DROPPED)} AS dropped,
+               {_str(sn.TRACER_LAST_ERROR)} AS last_error,
                resource->>'service.name' AS service_name
         FROM spans
         WHERE name = '{TRACER_STATS}'

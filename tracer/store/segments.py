@@ -20,17 +20,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracer.errors import StorePermissionError
 from tracer.store.locks import fsync_path, pid_alive
 from tracer.store.schema import ARROW_SCHEMA, SCHEMA_VERSION
-
-
-class StoreError(RuntimeError):
-    """The store cannot be read (damaged file, bad query); the message names the path."""
-
-
-class StorePermissionError(StoreError):
-    """The store (or one of its files) cannot be written or read for lack of permission; the
-    message names the path. Never reported as "busy": waiting does not help, permissions do."""
 
 
 def check_writable(layout: StoreLayout) -> None:

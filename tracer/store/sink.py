@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tracer.spans import names as sn
 from tracer.store import Store
 from tracer.store.rows import rows_to_table, spans_to_table
 from tracer.store.schema import TRACER_STATS
@@ -83,9 +84,9 @@ class StoreSink:
     def write_stats(self, stats: Mapping[str, Any], resource: Mapping[str, Any]) -> None:
         """Record the pipeline's counters as one ``prunegate.tracer.stats`` row (spool on failure)."""
         now = time.time_ns()
-        attrs = {f"prunegate.tracer.{k}": v for k, v in stats.items() if v is not None}
-        attrs["prunegate.tracer.sink"] = self.name
-        attrs["process.pid"] = os.getpid()
+        attrs = {sn.TRACER_STAT_KEYS[k]: v for k, v in stats.items() if v is not None}
+        attrs[sn.TRACER_SINK] = self.name
+        attrs[sn.PROCESS_PID] = os.getpid()
         row = {
             "trace_id": secrets.token_hex(16),
             "span_id": secrets.token_hex(8),

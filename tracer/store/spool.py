@@ -28,6 +28,7 @@ from tracer.store.segments import (
     new_segment_name,
     write_parquet,
 )
+from tracer.store.settings import spool_base
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +38,7 @@ CLAIM = ".claimed-"
 def default_spool_dir(store_root: Path) -> Path:
     """``$PRUNEGATE_SPOOL_DIR/<hash>`` or ``~/.cache/prunegate/spool/<hash>`` for this store path."""
     digest = hashlib.sha256(str(Path(store_root).absolute()).encode()).hexdigest()[:16]
-    base = os.environ.get("PRUNEGATE_SPOOL_DIR")
-    if base:
-        return Path(base) / digest
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "prunegate" / "spool" / digest
+    return spool_base() / digest
 
 
 def recover_command(store_root: Path, spool_dir: Path | None = None) -> str:

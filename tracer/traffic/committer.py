@@ -37,11 +37,12 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from tracer.store import Store
 from tracer.store.claims import Claim, ClaimState, take
 from tracer.store.rows import spans_to_table
+from tracer.store.settings import FAULT_STOP_ENV
 from tracer.store.spool import Spool
 
 log = logging.getLogger(__name__)
 
-FAULT_ENV = "PRUNEGATE_FAULT_STOP"  # test hook: "<point>:<n>" stops (SIGSTOP) the n-th time
+FAULT_ENV = FAULT_STOP_ENV  # test hook: "<point>:<n>" stops (SIGSTOP) the n-th time
 _fault_hits: dict[str, int] = {}
 
 

@@ -144,37 +144,19 @@ def build_events(
         events.append(Event(APPEND, message=msg))
         seq_messages.append(msg)
         calls = [b for b in msg.blocks if b.type == TOOL_USE and b.id]
-        for b in calls:
-            is_side = (b.name in side) if side is not None else looks_side_effecting(b.name)
-            if is_side and b.name:
-                side_names.add(b.name)
-            events.append(Event(TOOL, call_id=b.id, tool_name=b.name, side_effect=is_side, message_id=msg.id))
+        events.extend(_tool_events(msg.id, calls, side, side_names))
         if calls:
             last_calls = tuple(b.id for b in calls if b.id)
-        i += 1
-        pending = {b.id for b in calls}
-        results: list[Message] = []
-        rest: list[Message] = []
-        while i < n and pending and _answers_any(messages[i], pending):
-            singles, remainder = split_results(messages[i])
-            for s in singles:
-                pending.discard(s.blocks[0].tool_use_id)
-            results.extend(singles)
-            if remainder is not None:
-                rest.append(remainder)
-            i += 1
+        results, rest, i = _gather_results(messages, i + 1, {b.id for b in calls if b.id})
         if rng is not None and len(results) > 1:
             rng.shuffle(results)
         arrivals: list[list[Event]] = []
         for r in results:
-            call_id = r.blocks[0].tool_use_id
-            chunks = stream_chunks or (session_stream_chunks if call_id in streamed_set else 0)
-            text = r.blocks[0].content
-            if chunks > 0 and _streamable(r):
+            chunks = stream_chunks or (session_stream_chunks if r.blocks[0].tool_use_id in streamed_set else 0)
+            arrival = _arrival(r, chunks)
+            if arrival[0].kind == OPEN:
                 n_streamed += 1
-                arrivals.append(_stream(r, text if isinstance(text, str) else _joined(text), chunks))
-            else:
-                arrivals.append([Event(APPEND, message=r)])
+            arrivals.append(arrival)
             seq_messages.append(r)
         events.extend(_interleave(arrivals, rng))
         for m in rest:
@@ -185,6 +167,41 @@ def build_events(
     names = side if side is not None else side_names
     refs = find_references(seq_messages, ambient_text=ambient_text)
     return EventStream(provider, events, refs, frozenset(names), n_streamed)
+
+
+def _tool_events(message_id: str, calls: list[Block], side: set[str] | None, side_names: set[str]) -> list[Event]:
+    """One tool execution per call, flagged side-effecting by ``side`` (else by name); notes those names."""
+    out = []
+    for b in calls:
+        is_side = (b.name in side) if side is not None else looks_side_effecting(b.name)
+        if is_side and b.name:
+            side_names.add(b.name)
+        out.append(Event(TOOL, call_id=b.id, tool_name=b.name, side_effect=is_side, message_id=message_id))
+    return out
+
+
+def _gather_results(messages: list[Message], i: int, pending: set[str]) -> tuple[list[Message], list[Message], int]:
+    """The results of ``pending`` calls in the messages from ``i`` on, one message per result, and what
+    else those messages held (text beside the results); the index after them."""
+    results: list[Message] = []
+    rest: list[Message] = []
+    while i < len(messages) and pending and _answers_any(messages[i], pending):
+        singles, remainder = split_results(messages[i])
+        for single in singles:
+            pending.discard(single.blocks[0].tool_use_id or "")
+        results.extend(singles)
+        if remainder is not None:
+            rest.append(remainder)
+        i += 1
+    return results, rest, i
+
+
+def _arrival(result: Message, chunks: int) -> list[Event]:
+    """How one tool result arrives: a stream of ``chunks`` deltas when asked and possible, else an append."""
+    if chunks > 0 and _streamable(result):
+        text = result.blocks[0].content
+        return _stream(result, text if isinstance(text, str) else _joined(text), chunks)
+    return [Event(APPEND, message=result)]
 
 
 def _interleave(arrivals: list[list[Event]], rng: random.Random | None) -> list[Event]:

@@ -22,14 +22,16 @@ Pure: no store, no tracing. ``tracer.cli.import_cmd`` records what this yields.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from policies import Context, convert
 from policies.errors import StructureError
-from policies.messages import Message
+from policies.messages import Block, Message
+from tracer.spans import names as sn
 from tracer.traffic import jsonparse
 from tracer.traffic.collector_files import is_binary_otlp
 
@@ -108,13 +110,13 @@ class _Refused(Exception):
 
 
 # --------------------------------------------------------------------------------------------- files
-def read_paths(paths: list[str | Path], fmt: str = "auto") -> Iterator[Item]:
+def read_paths(paths: Sequence[str | os.PathLike[str]], fmt: str = "auto") -> Iterator[Item]:
     """Everything in ``paths`` (files, or directories searched for :data:`IMPORTED_SUFFIXES` files)."""
     for path in expand_paths(paths):
         yield from read_file(path, fmt)
 
 
-def expand_paths(paths: list[str | Path]) -> list[Path]:
+def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
         path = Path(p)
@@ -384,54 +386,69 @@ def unique_call_ids(messages: list[Message], offset: int = 0) -> list[Renamed]:
     still pending, a result for a call never issued, and a second result for one call. ``offset``
     maps list positions back to the body's ``messages`` index in reasons (an Anthropic ``system``).
     """
-    current: dict[str, str] = {}  # id as written -> id it now stands for
-    pending: set[str] = set()
-    answered: set[str] = set()
-    taken: set[str] = {cid for m in messages for cid in m.call_ids}
-    uses: dict[str, int] = {}
-    renamed: list[Renamed] = []
+    ids = _CallIds(messages)
     for i, msg in enumerate(messages):
         where = f"messages.{i - offset}" if i >= offset else "system"
         seen: set[str] = set()
         for block in msg.blocks:
-            cid = block.call_id
-            if cid is None:
-                continue
-            if cid in seen:
-                raise _Refused(f"{where}: tool call id '{cid}' appears twice in one message")
-            seen.add(cid)
-            if current.get(cid) in pending:
-                raise _Refused(f"{where}: tool call id '{cid}' issued again while its first call is pending")
-            if cid in current:
-                n = uses.get(cid, 1)
-                while True:
-                    n += 1
-                    new = f"{cid}{RENAME_SEP}{n}"
-                    if new not in taken:
-                        break
-                uses[cid] = n
-                taken.add(new)
-                block.id = new
-                renamed.append(Renamed(cid, new, msg.id))
-                current[cid] = new
-            else:
-                current[cid] = cid
-            pending.add(current[cid])
+            if block.call_id is not None:
+                ids.issue(block, block.call_id, msg.id, where, seen)
         results: set[str] = set()
         for block in msg.blocks:
-            rid = block.answers
-            if rid is None:
-                continue
-            target = current.get(rid)
-            if target is None:
-                raise _Refused(f"{where}: result for unknown tool call '{rid}'")
-            if target in answered or rid in results:
-                raise _Refused(f"{where}: second result for tool call '{rid}'")
-            results.add(rid)
-            block.tool_use_id = target
-            pending.discard(target)
-            answered.add(target)
-    return renamed
+            if block.answers is not None:
+                ids.answer(block, block.answers, where, results)
+    return ids.renamed
+
+
+class _CallIds:
+    """The tool-call ids of one conversation as it is read: which id as written stands for which call."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.current: dict[str, str] = {}  # id as written -> id it now stands for
+        self.pending: set[str] = set()
+        self.answered: set[str] = set()
+        self.taken: set[str] = {cid for m in messages for cid in m.call_ids}
+        self.uses: dict[str, int] = {}
+        self.renamed: list[Renamed] = []
+
+    def issue(self, block: Block, cid: str, message_id: str, where: str, seen: set[str]) -> None:
+        """A call: renamed (``id~2``, ...) when its id was issued before and that pair completed."""
+        if cid in seen:
+            raise _Refused(f"{where}: tool call id '{cid}' appears twice in one message")
+        seen.add(cid)
+        if self.current.get(cid) in self.pending:
+            raise _Refused(f"{where}: tool call id '{cid}' issued again while its first call is pending")
+        if cid in self.current:
+            new = self._fresh(cid)
+            block.id = new
+            self.renamed.append(Renamed(cid, new, message_id))
+            self.current[cid] = new
+        else:
+            self.current[cid] = cid
+        self.pending.add(self.current[cid])
+
+    def answer(self, block: Block, rid: str, where: str, results: set[str]) -> None:
+        """A result: pointed at the call its id stands for now; refused when unknown or answered twice."""
+        target = self.current.get(rid)
+        if target is None:
+            raise _Refused(f"{where}: result for unknown tool call '{rid}'")
+        if target in self.answered or rid in results:
+            raise _Refused(f"{where}: second result for tool call '{rid}'")
+        results.add(rid)
+        block.tool_use_id = target
+        self.pending.discard(target)
+        self.answered.add(target)
+
+    def _fresh(self, cid: str) -> str:
+        n = self.uses.get(cid, 1)
+        while True:
+            n += 1
+            new = f"{cid}{RENAME_SEP}{n}"
+            if new not in self.taken:
+                break
+        self.uses[cid] = n
+        self.taken.add(new)
+        return new
 
 
 def _dry_run(messages: list[Message], provider: str) -> None:
@@ -473,9 +490,9 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str) -> list
     latest: dict[str, dict[str, Any]] = {}
     for row in rows:
         a = row.get("attributes") or {}
-        if a.get("gen_ai.operation.name") != "chat" or not isinstance(a.get("gen_ai.input.messages"), str):
+        if a.get(sn.GEN_AI_OPERATION_NAME) != sn.OP_CHAT or not isinstance(a.get(sn.GEN_AI_INPUT_MESSAGES), str):
             continue
-        key = str(a.get("gen_ai.conversation.id") or row.get("trace_id"))
+        key = str(a.get(sn.GEN_AI_CONVERSATION_ID) or row.get("trace_id"))
         if key not in latest or (row.get("start_time_ns") or 0) >= (latest[key].get("start_time_ns") or 0):
             latest[key] = row
     out: list[Conversation | Refusal] = []
@@ -484,9 +501,9 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str) -> list
         name = f"{Path(file).stem}:{key}"
         try:
             msgs = _genai_messages(a.get("gen_ai.system_instructions"), "system instructions", system=True)
-            msgs += _genai_messages(a["gen_ai.input.messages"], "gen_ai.input.messages")
-            if isinstance(a.get("gen_ai.output.messages"), str):
-                msgs += _genai_messages(a["gen_ai.output.messages"], "gen_ai.output.messages")[:1]
+            msgs += _genai_messages(a[sn.GEN_AI_INPUT_MESSAGES], sn.GEN_AI_INPUT_MESSAGES)
+            if isinstance(a.get(sn.GEN_AI_OUTPUT_MESSAGES), str):
+                msgs += _genai_messages(a[sn.GEN_AI_OUTPUT_MESSAGES], sn.GEN_AI_OUTPUT_MESSAGES)[:1]
             if not msgs:
                 raise _Refused("chat span without messages")
             provider = _genai_provider(a)
@@ -495,7 +512,7 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str) -> list
                 m.origin = None
             renamed = unique_call_ids(msgs)
             _dry_run(msgs, provider)
-            extra = {"model": a["gen_ai.request.model"]} if isinstance(a.get("gen_ai.request.model"), str) else {}
+            extra = {"model": a[sn.GEN_AI_REQUEST_MODEL]} if isinstance(a.get(sn.GEN_AI_REQUEST_MODEL), str) else {}
             out.append(Conversation(name=name, provider=provider, messages=msgs, request_extra=extra, file=file,
                                     line=None, format="otlp-genai", renamed=renamed))
         except _Refused as exc:
@@ -504,8 +521,8 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str) -> list
 
 
 def _genai_provider(a: dict[str, Any]) -> str:
-    name = str(a.get("gen_ai.provider.name") or a.get("gen_ai.system") or "").lower()
-    return convert.ANTHROPIC if "anthropic" in name or "claude" in str(a.get("gen_ai.request.model", "")) else convert.OPENAI
+    name = str(a.get(sn.GEN_AI_PROVIDER_NAME) or a.get("gen_ai.system") or "").lower()
+    return convert.ANTHROPIC if "anthropic" in name or "claude" in str(a.get(sn.GEN_AI_REQUEST_MODEL, "")) else convert.OPENAI
 
 
 def _genai_messages(text: Any, where: str, *, system: bool = False) -> list[Message]:

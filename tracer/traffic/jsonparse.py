@@ -19,25 +19,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tracer.errors import TooDeep, TooLarge, Unparseable
+from tracer.store.settings import MAX_INPUT_BYTES_ENV
+
+__all__ = ["TooDeep", "TooLarge", "Unparseable", "deep_enough", "loads", "max_bytes", "refusal_reason"]
+
 MAX_DEPTH = 5000  # levels of nesting accepted (the C parser and encoder use the C stack per level)
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-MAX_BYTES_ENV = "PRUNEGATE_MAX_INPUT_BYTES"
+MAX_BYTES_ENV = MAX_INPUT_BYTES_ENV
 
 _lock = threading.Lock()
 _users = 0
 _saved_limit = 0
-
-
-class Unparseable(ValueError):
-    """A JSON value that cannot be accepted; ``str()`` is the reason (no file or line: callers add them)."""
-
-
-class TooDeep(Unparseable):
-    pass
-
-
-class TooLarge(Unparseable):
-    pass
 
 
 def max_bytes() -> int:

@@ -26,22 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from tracer.errors import OtlpJsonError
 from tracer.store.rows import SpanRow, complete_row, dumps, rows_to_table
 from tracer.traffic.collector_files import CollectorFileError, is_binary_otlp, requests
 
 KINDS = ("INTERNAL", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")  # index = OTLP enum
 STATUS_CODES = ("UNSET", "OK", "ERROR")
-
-
-class OtlpJsonError(ValueError):
-    """Bad OTLP JSON input; ``path``, ``line`` and ``where`` say exactly where."""
-
-    def __init__(self, path: str | os.PathLike[str], line: int, where: str, message: str) -> None:
-        self.path = str(path)
-        self.line = line
-        self.where = where
-        location = f"{self.path}:{line}" + (f": {where}" if where else "")
-        super().__init__(f"{location}: {message}")
 
 
 class _Bad(Exception):

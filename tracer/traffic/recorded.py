@@ -25,6 +25,7 @@ from typing import Any
 from policies import Context
 from policies.messages import REDACTED_THINKING, TEXT, TOOL_RESULT, TOOL_USE, Block, Message
 from policies.tokens import DEFAULT_COUNTER
+from tracer.spans import names as sn
 from tracer.store import Store
 from tracer.traffic.importers import (
     Conversation,
@@ -73,25 +74,27 @@ def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id:
     """Record one conversation as an ``import`` session; returns its session id."""
     from tracer.spans.observer import SpanObserver
     from tracer.spans.redact import genai_messages_json
-    from tracer.spans.session import TracedSession
+    from tracer.spans.session import SessionConfig, TracedSession
 
     sid = session_id or session_id_for(conv)
     attrs: dict[str, Any] = {
-        "gen_ai.request.model": conv.model,
-        "prunegate.session.format": conv.format,
-        "prunegate.session.file": conv.file,
-        "prunegate.session.line": conv.line,
-        "prunegate.session.messages": len(conv.messages),
-        "prunegate.session.tool_calls": conv.tool_calls,
-        "prunegate.session.renamed_ids": [f"{r.old}->{r.new}" for r in conv.renamed] or None,
-        "prunegate.session.side_effect_tools": list(conv.side_effect_tools) if conv.side_effect_tools is not None else None,
-        "prunegate.session.streamed_calls": list(conv.streamed_calls) or None,
+        sn.GEN_AI_REQUEST_MODEL: conv.model,
+        sn.SESSION_FORMAT: conv.format,
+        sn.SESSION_FILE: conv.file,
+        sn.SESSION_LINE: conv.line,
+        sn.SESSION_MESSAGES: len(conv.messages),
+        sn.SESSION_TOOL_CALLS: conv.tool_calls,
+        sn.SESSION_RENAMED_IDS: [f"{r.old}->{r.new}" for r in conv.renamed] or None,
+        sn.SESSION_SIDE_EFFECT_TOOLS: list(conv.side_effect_tools) if conv.side_effect_tools is not None else None,
+        sn.SESSION_STREAMED_CALLS: list(conv.streamed_calls) or None,
     }
     if capture_content and conv.request_extra:
-        attrs["prunegate.session.request"] = json.dumps(conv.request_extra, ensure_ascii=False)
-    session = TracedSession(tracer_provider, session_id=sid, source="import", name=conv.name, provider=conv.provider,
-                            gated=None,  # type: ignore[arg-type] - no gate and no naive runtime: not applicable
-                            capture_content=capture_content, attributes=attrs)
+        attrs[sn.SESSION_REQUEST] = json.dumps(conv.request_extra, ensure_ascii=False)
+    session = TracedSession(tracer_provider, SessionConfig(
+        session_id=sid, source="import", name=conv.name, provider=conv.provider,
+        gated=None,  # no gate and no naive runtime: not applicable
+        capture_content=capture_content, attributes=attrs,
+    ))
     ctx = Context(observer=SpanObserver(session), provider=conv.provider, request_extra=dict(conv.request_extra),
                   session_id=sid)
     try:
@@ -109,21 +112,21 @@ def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id:
 def _chat(session: Any, ctx: Context, conv: Conversation, reply: Message | None, render_json: Any) -> None:
     """A ``chat`` span for the request the context holds now, and the reply it got (if recorded)."""
     chat = session.chat(conv.model, provider=conv.provider, seq=ctx.seq, attributes={
-        "prunegate.request.tokens": ctx.tokens,
-        "prunegate.request.message_ids": [m.id for m in ctx.iter_messages()],
-        "prunegate.request.valid": True,
-        "gen_ai.usage.input_tokens": ctx.tokens,
+        sn.REQUEST_TOKENS: ctx.tokens,
+        sn.REQUEST_MESSAGE_IDS: [m.id for m in ctx.iter_messages()],
+        sn.REQUEST_VALID: True,
+        sn.GEN_AI_USAGE_INPUT_TOKENS: ctx.tokens,
     })
     found = session.check_request(ctx.render(conv.provider), conv.provider, seq=ctx.seq)
     if found:
         chat.set_invalid(found)
     if reply is not None:
-        chat.span.set_attribute("gen_ai.usage.output_tokens", ctx.counter.count(reply))
+        chat.span.set_attribute(sn.GEN_AI_USAGE_OUTPUT_TOKENS, ctx.counter.count(reply))
         if reply.call_ids:
-            chat.span.set_attribute("prunegate.response.call_ids", reply.call_ids)
+            chat.span.set_attribute(sn.RESPONSE_CALL_IDS, reply.call_ids)
         text = session.content(render_json, [reply])
         if text is not None:
-            chat.span.set_attribute("gen_ai.output.messages", text)
+            chat.span.set_attribute(sn.GEN_AI_OUTPUT_MESSAGES, text)
     chat.end()
 
 
@@ -266,7 +269,8 @@ def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: s
                  convs: dict[str, Conversation], capture_content: bool) -> None:
     """An OTLP JSON file: its spans go in as they are (all or nothing). prunegate's own sessions are
     then sessions already; another instrumentation's GenAI chat spans become import sessions."""
-    from tracer.traffic.otlp_json import OtlpJsonError, import_otlp_json, read_otlp_json
+    from tracer.errors import OtlpJsonError
+    from tracer.traffic.otlp_json import import_otlp_json, read_otlp_json
 
     try:
         result = import_otlp_json(store, item.path)
@@ -279,14 +283,14 @@ def _import_otlp(store: Store, item: OtlpFile, report: ImportReport, existing: s
         return
     report.otlp_files += 1
     report.otlp_spans += result.imported
-    own = {r["session_id"] for r in rows if r["name"] == "prunegate.session" and r.get("session_id")}
+    own = {r["session_id"] for r in rows if r["name"] == sn.SESSION and r.get("session_id")}
     if own:
         for sid in sorted(own - existing):
-            mine = [r["attributes"] for r in rows if r["session_id"] == sid and r["name"] == "prunegate.message"
-                    and r["attributes"].get("prunegate.event") in ARRIVALS
-                    and not r["attributes"].get("prunegate.message.summary_of")]
+            mine = [r["attributes"] for r in rows if r["session_id"] == sid and r["name"] == sn.MESSAGE
+                    and r["attributes"].get(sn.EVENT) in ARRIVALS
+                    and not r["attributes"].get(sn.MESSAGE_SUMMARY_OF)]
             report.otlp_sessions[sid] = (sum(1 for r in rows if r["session_id"] == sid), len(mine),
-                                         sum(len(a.get("prunegate.message.call_ids") or []) for a in mine))
+                                         sum(len(a.get(sn.MESSAGE_CALL_IDS) or []) for a in mine))
         existing |= own
         return
     for conv in conversations_from_genai_rows(rows, str(item.path)):
@@ -310,7 +314,7 @@ def _record(conv: Conversation, existing: set[str], committer: Any, convs: dict[
 def _existing_ids(store: Store) -> set[str]:
     if not store.path.exists():
         return set()
-    rows = store.query("SELECT DISTINCT session_id FROM spans WHERE name = 'prunegate.session'")
+    rows = store.query(f"SELECT DISTINCT session_id FROM spans WHERE name = '{sn.SESSION}'")
     return {r["session_id"] for r in rows if r["session_id"]}
 
 
@@ -334,7 +338,7 @@ def load_conversations(store: Store | str | os.PathLike[str] | None = None, sess
 
 def _load_conversations(store: Store, session_ids: Iterable[str] | None, sources: Iterable[str]) -> list[Conversation]:
     with store.reader() as r:
-        roots = r.query("SELECT session_id, attributes, start_time_ns FROM spans WHERE name = 'prunegate.session' "
+        roots = r.query(f"SELECT session_id, attributes, start_time_ns FROM spans WHERE name = '{sn.SESSION}' "
                         "ORDER BY start_time_ns, session_id")
         wanted = set(session_ids) if session_ids is not None else None
         allowed = set(sources)
@@ -344,16 +348,16 @@ def _load_conversations(store: Store, session_ids: Iterable[str] | None, sources
             sid = row["session_id"]
             if sid in picked:
                 continue
-            source_ok = attrs.get("prunegate.session.source") in allowed
+            source_ok = attrs.get(sn.SESSION_SOURCE) in allowed
             if wanted is not None:
-                if sid in wanted or (source_ok and attrs.get("prunegate.session.name") in wanted):
+                if sid in wanted or (source_ok and attrs.get(sn.SESSION_NAME) in wanted):
                     picked[sid] = attrs
             elif source_ok:
                 picked[sid] = attrs
         if not picked:
             return []
         rows = r.query(
-            "SELECT session_id, attributes FROM spans WHERE name = 'prunegate.message' "
+            f"SELECT session_id, attributes FROM spans WHERE name = '{sn.MESSAGE}' "
             "AND list_contains(?::VARCHAR[], session_id) ORDER BY session_id, seq, start_time_ns",
             [list(picked)],
         )
@@ -368,39 +372,39 @@ def conversation_from_spans(session_id: str, root: dict[str, Any], message_event
     messages: dict[str, Message] = {}
     streamed: list[str] = []
     for a in message_events:
-        event = a.get("prunegate.event")
-        mid = a.get("prunegate.message.id")
+        event = a.get(sn.EVENT)
+        mid = a.get(sn.MESSAGE_ID)
         if not mid:
             continue
-        if event in ARRIVALS and mid not in messages and not a.get("prunegate.message.summary_of"):
+        if event in ARRIVALS and mid not in messages and not a.get(sn.MESSAGE_SUMMARY_OF):
             msg = _message(mid, a)
             messages[mid] = msg
             if event == "open":
                 streamed.extend(msg.answered_ids)
-        elif event == "delta" and mid in messages and isinstance(a.get("prunegate.delta.text"), str):
-            _extend(messages[mid], a["prunegate.delta.text"])
+        elif event == "delta" and mid in messages and isinstance(a.get(sn.DELTA_TEXT), str):
+            _extend(messages[mid], a[sn.DELTA_TEXT])
         elif event == "close" and mid in messages:
             messages[mid].closed = True
     for m in messages.values():
         m.closed = True
     extra: dict[str, Any] = {}
-    if isinstance(root.get("prunegate.session.request"), str):
+    if isinstance(root.get(sn.SESSION_REQUEST), str):
         try:
-            extra = json.loads(root["prunegate.session.request"])
+            extra = json.loads(root[sn.SESSION_REQUEST])
         except json.JSONDecodeError:
             extra = {}
-    if root.get("gen_ai.request.model") and "model" not in extra:
-        extra["model"] = root["gen_ai.request.model"]
-    side = root.get("prunegate.session.side_effect_tools")
-    recorded_streams = root.get("prunegate.session.streamed_calls") or []
+    if root.get(sn.GEN_AI_REQUEST_MODEL) and "model" not in extra:
+        extra["model"] = root[sn.GEN_AI_REQUEST_MODEL]
+    side = root.get(sn.SESSION_SIDE_EFFECT_TOOLS)
+    recorded_streams = root.get(sn.SESSION_STREAMED_CALLS) or []
     return Conversation(
-        name=str(root.get("prunegate.session.name") or session_id),
-        provider=str(root.get("prunegate.provider") or "anthropic"),
+        name=str(root.get(sn.SESSION_NAME) or session_id),
+        provider=str(root.get(sn.PROVIDER) or "anthropic"),
         messages=list(messages.values()),
         request_extra=extra,
-        file=str(root.get("prunegate.session.file") or ""),
-        line=root.get("prunegate.session.line"),
-        format=str(root.get("prunegate.session.format") or root.get("prunegate.session.source") or "store"),
+        file=str(root.get(sn.SESSION_FILE) or ""),
+        line=root.get(sn.SESSION_LINE),
+        format=str(root.get(sn.SESSION_FORMAT) or root.get(sn.SESSION_SOURCE) or "store"),
         side_effect_tools=tuple(side) if isinstance(side, list) else None,
         streamed_calls=tuple(dict.fromkeys([*recorded_streams, *streamed])),
         session_id=session_id,
@@ -408,8 +412,8 @@ def conversation_from_spans(session_id: str, root: dict[str, Any], message_event
 
 
 def _message(mid: str, a: dict[str, Any]) -> Message:
-    role = str(a.get("prunegate.message.role") or "user")
-    content = a.get("prunegate.message.content")
+    role = str(a.get(sn.MESSAGE_ROLE) or "user")
+    content = a.get(sn.MESSAGE_CONTENT)
     if isinstance(content, str):
         try:
             blocks = [_block(d) for d in json.loads(content)]
@@ -429,9 +433,9 @@ def _block(d: dict[str, Any]) -> Block:
 
 def _from_structure(mid: str, role: str, a: dict[str, Any]) -> Message:
     """A stand-in message with the recorded structure and about the recorded token count."""
-    calls = list(a.get("prunegate.message.call_ids") or [])
-    names = list(a.get("prunegate.message.tool_names") or [])
-    answers = list(a.get("prunegate.message.answers") or [])
+    calls = list(a.get(sn.MESSAGE_CALL_IDS) or [])
+    names = list(a.get(sn.MESSAGE_TOOL_NAMES) or [])
+    answers = list(a.get(sn.MESSAGE_ANSWERS) or [])
     blocks: list[Block] = []
     for i, cid in enumerate(calls):
         blocks.append(Block(TOOL_USE, id=cid, name=names[i] if i < len(names) else "tool", input={}))
@@ -440,7 +444,7 @@ def _from_structure(mid: str, role: str, a: dict[str, Any]) -> Message:
     if not blocks or (role == "assistant" and not answers):
         blocks.insert(0, Block(TEXT, text=""))
     msg = Message(id=mid, role=role, blocks=blocks, form="list")
-    deficit = int(a.get("prunegate.message.tokens") or 0) - DEFAULT_COUNTER.count(msg)
+    deficit = int(a.get(sn.MESSAGE_TOKENS) or 0) - DEFAULT_COUNTER.count(msg)
     if deficit > 0:
         filler = ("lorem " * deficit)[: 4 * deficit]
         target = next(b for b in blocks if b.type in (TEXT, TOOL_RESULT))
@@ -474,5 +478,6 @@ def _json(value: Any) -> dict[str, Any]:
 
 
 def store_path_arg(value: str | None) -> Store:
-    """``--store``: the given path, else ``$PRUNEGATE_STORE``, else ``./prunegate-store``."""
-    return Store(Path(value) if value else None)
+    """``--store``: the :class:`Store` :func:`tracer.store.settings.resolve_store` names (kept for the
+    commands that take a path string)."""
+    return Store(value or None)

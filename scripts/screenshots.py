@@ -1,0 +1,129 @@
+"""Regenerate the dashboard screenshots in docs/img/ (referenced by docs/dashboard.md).
+
+Builds a demo-like store in a temporary directory (sessions from data/sessions replayed under three
+arms through the real replay engine, plus the scripted sessions of the tests), serves it with
+``prunegate dashboard`` on a free 127.0.0.1 port and photographs, in Debian's /usr/bin/chromium
+driven by Playwright: the Replay page at a violation caused by an ungated prune that evicted several
+units, the Sessions page, and the Compare page (results, then the default run).
+
+    .venv/bin/python scripts/screenshots.py [--out docs/img]
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+
+
+def build(path: Path) -> None:
+    from tests.dashboard_fixtures import demo_store, gated_session, orphan_session, recording
+
+    demo_store(path, per_file=2)
+    with recording(path) as provider:
+        gated_session(provider)
+        orphan_session(provider)
+
+
+def violation_to_show(path: Path) -> tuple[str, int]:
+    """A violation whose ungated cause evicted messages from the most units (session, step)."""
+    from tracer import queries
+    from tracer.queries import explain
+    from tracer.store import Store
+
+    best: tuple[int, str, int] | None = None
+    with Store(path).reader() as r:
+        found = queries.violations(r)
+        for rec in found[found["prune_gated"].eq(False) & found["prune_seq"].notna()].to_dict("records"):
+            before = queries.units_at(r, rec["session_id"], int(rec["prune_seq"]) - 1)
+            units = len(explain.evicted_units(before, rec["pruned_ids"]))
+            if rec["code"] == "orphan_tool_result" and (best is None or units > best[0]):
+                best = (units, str(rec["session_id"]), int(rec["seq"]))
+    if best is None:
+        raise SystemExit("no ungated violation in the demo store")
+    return best[1], best[2]
+
+
+def wait(page: Any, charts: int = 0, timeout: float = 60) -> None:
+    page.wait_for_selector("h1", timeout=timeout * 1000)
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while time.monotonic() < deadline and quiet < 4:
+        idle = page.locator(IDLE).count()
+        drawn = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count()
+        quiet = quiet + 1 if idle and drawn >= charts else 0
+        time.sleep(0.25)
+    time.sleep(1.0)  # Plotly's transitions
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(REPO / "docs" / "img"))
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="screenshots-") as tmp:
+        store = Path(tmp) / "store"
+        build(store)
+        sid, step = violation_to_show(store)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        server = subprocess.Popen([sys.executable, "-m", "tracer.cli", "dashboard", "--store", str(store),
+                                   "--host", "127.0.0.1", "--port", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(300):
+                try:
+                    with urllib.request.urlopen(base + "/_stcore/health", timeout=1):
+                        break
+                except OSError:
+                    time.sleep(0.2)
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                page = browser.new_page(viewport={"width": 1500, "height": 3000})  # Streamlit scrolls inside: a tall window
+                page.goto(f"{base}/replay?session={sid}&step={step}")
+                wait(page, charts=4)
+                page.screenshot(path=str(out / "replay.png"), full_page=True)
+                page.goto(f"{base}/sessions?q=&kind=replay&gate=ungated&violations=1")
+                wait(page)
+                page.screenshot(path=str(out / "sessions.png"), full_page=True)
+                page.goto(f"{base}/compare?metric=invalid_requests")
+                wait(page, charts=3)
+                page.screenshot(path=str(out / "compare.png"), full_page=True)
+                page.get_by_role("tab", name="Run a comparison").click()
+                wait(page)
+                page.get_by_role("button", name="Run comparison").click()
+                page.get_by_text("and recorded them into the store as new sessions", exact=False).wait_for(
+                    timeout=180_000)
+                wait(page)
+                page.screenshot(path=str(out / "compare-run.png"), full_page=True)
+                browser.close()
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
+    for name in ("replay", "sessions", "compare", "compare-run"):
+        print(out / f"{name}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

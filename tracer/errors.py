@@ -1,0 +1,92 @@
+"""Every error the tracer raises, under one root: ``TracerError``, itself a :class:`PrunegateError`.
+
+One module so that a caller (the command line above all) can catch the family in one place and
+map it to one line and an exit code, and so that no wing has to import another to name an error.
+The classes keep the standard base they always had (``RuntimeError``, ``ValueError``) so existing
+``except`` clauses still catch them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from policies.errors import PrunegateError
+
+__all__ = [
+    "CommandError",
+    "ExportFailed",
+    "InputError",
+    "OtlpJsonError",
+    "PriceError",
+    "RedactionFailed",
+    "StoreError",
+    "StorePermissionError",
+    "TooDeep",
+    "TooLarge",
+    "TracerError",
+    "Unparseable",
+]
+
+
+class TracerError(PrunegateError):
+    """Base class of the tracer's errors."""
+
+
+class StoreError(TracerError, RuntimeError):
+    """The store cannot be read (damaged file, bad query); the message names the path."""
+
+
+class StorePermissionError(StoreError):
+    """The store (or one of its files) cannot be written or read for lack of permission; the
+    message names the path. Never reported as "busy": waiting does not help, permissions do."""
+
+
+class OtlpJsonError(TracerError, ValueError):
+    """Bad OTLP JSON input; ``path``, ``line`` and ``where`` say exactly where."""
+
+    def __init__(self, path: str | os.PathLike[str], line: int, where: str, message: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.where = where
+        location = f"{self.path}:{line}" + (f": {where}" if where else "")
+        super().__init__(f"{location}: {message}")
+
+
+class RedactionFailed(TracerError):
+    """The redaction hook raised; the content is not recorded."""
+
+
+class ExportFailed(TracerError, RuntimeError):
+    """An exporter returned FAILURE instead of raising."""
+
+
+class Unparseable(TracerError, ValueError):
+    """A JSON value that cannot be accepted; ``str()`` is the reason (no file or line: callers add them)."""
+
+
+class TooDeep(Unparseable):
+    """JSON nested deeper than the parser accepts."""
+
+
+class TooLarge(Unparseable):
+    """A JSON value larger than ``$PRUNEGATE_MAX_INPUT_BYTES``."""
+
+
+class PriceError(TracerError, ValueError):
+    """A price file that cannot be read or says something impossible (names the file and entry)."""
+
+
+class InputError(TracerError):
+    """A file that cannot be read as request bodies; the text says which file, which line, why."""
+
+
+class CommandError(TracerError):
+    """A command cannot do what it was asked (no store, no such session...); the text says where and why.
+
+    The command line prints it as one line, ``prunegate <command>: <text>``, and exits with
+    ``exit_status`` (:data:`tracer.cli.status.ERROR` unless told otherwise).
+    """
+
+    def __init__(self, message: str, *, exit_status: int = 2) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status

@@ -1,0 +1,242 @@
+"""Every span name and attribute key prunegate writes or reads, defined once (the contract: docs/spans.md).
+
+Code elsewhere imports these constants (``from tracer.spans import names as n``) instead of
+spelling ``"prunegate.…"`` strings; SQL takes them through f-strings, e.g.
+``attributes->>'{n.MESSAGE_ID}'``. ``tests/test_span_names.py`` fails when a ``"prunegate.``
+literal appears outside this module, and when this module and docs/spans.md disagree.
+
+This module imports nothing, so every wing may import it (the store's views classify spans by
+these names) without pulling in OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+PREFIX = "prunegate."  # stripped from decision span names for display (``prunegate.prune`` -> ``prune``)
+SCOPE = "prunegate.tracer"  # the OpenTelemetry instrumentation scope and the tracer's logger name
+
+# ---------------------------------------------------------------- span names
+SESSION = "prunegate.session"  # the root of a session's trace
+MESSAGE = "prunegate.message"
+UNIT_CLOSE = "prunegate.unit.close"
+BUDGET_CHECK = "prunegate.budget_check"
+PRUNE = "prunegate.prune"
+DEFER = "prunegate.defer"
+SPILL = "prunegate.spill"
+REINJECT = "prunegate.reinject"
+FAIL = "prunegate.fail"
+VIOLATION = "prunegate.violation"
+TRACER_STATS = "prunegate.tracer.stats"  # one row per pipeline shutdown, written by the store sink
+
+DECISION_SPANS: tuple[str, ...] = (PRUNE, DEFER, SPILL, REINJECT, FAIL)  # children of a budget check
+SPAN_NAMES: tuple[str, ...] = (SESSION, MESSAGE, UNIT_CLOSE, BUDGET_CHECK, *DECISION_SPANS, VIOLATION, TRACER_STATS)
+
+# ---------------------------------------------------------------- on every prunegate span
+SESSION_ID = "prunegate.session.id"
+SEQ = "prunegate.seq"
+
+# ---------------------------------------------------------------- session root
+SESSION_SOURCE = "prunegate.session.source"
+SESSION_SOURCE_ID = "prunegate.session.source_id"
+SESSION_NAME = "prunegate.session.name"
+PROVIDER = "prunegate.provider"
+POLICY = "prunegate.policy"
+POLICY_PARAMS = "prunegate.policy.params"
+GATED = "prunegate.gated"
+BUDGET = "prunegate.budget"
+HARD_CEILING = "prunegate.hard_ceiling"
+CONTENT_CAPTURED = "prunegate.content_captured"
+VIOLATIONS = "prunegate.violations"  # count, set when the session ends
+SESSION_PREVIOUS = "prunegate.session.previous"
+SESSION_DIVERGED_AT = "prunegate.session.diverged_at"
+REQUESTS = "prunegate.requests"
+GUARD_ERRORS = "prunegate.guard.errors"
+SHADOW_RUNS = "prunegate.shadow.runs"
+# imported sessions: where the conversation came from
+SESSION_FORMAT = "prunegate.session.format"
+SESSION_FILE = "prunegate.session.file"
+SESSION_LINE = "prunegate.session.line"
+SESSION_MESSAGES = "prunegate.session.messages"
+SESSION_TOOL_CALLS = "prunegate.session.tool_calls"
+SESSION_RENAMED_IDS = "prunegate.session.renamed_ids"
+SESSION_SIDE_EFFECT_TOOLS = "prunegate.session.side_effect_tools"
+SESSION_STREAMED_CALLS = "prunegate.session.streamed_calls"
+SESSION_REQUEST = "prunegate.session.request"
+# replay sessions: the run's label and outcome
+REPLAY_LABEL = "prunegate.replay.label"
+REPLAY_SEED = "prunegate.replay.seed"
+REPLAY_STREAM_RESULTS = "prunegate.replay.stream_results"
+REPLAY_FAILED = "prunegate.replay.failed"
+REPLAY_ERROR = "prunegate.replay.error"
+# replay sessions, at the end: one attribute per metric of tracer.lab.metrics (its ``attribute(name)``)
+REPLAY_METRIC_PREFIX = "prunegate.replay."
+REPLAY_INVALID_REQUESTS = "prunegate.replay.invalid_requests"
+REPLAY_ORPHAN_RESULTS = "prunegate.replay.orphan_results"
+REPLAY_DANGLING_CALLS = "prunegate.replay.dangling_calls"
+REPLAY_DUPLICATED_SIDE_EFFECTS = "prunegate.replay.duplicated_side_effects"
+REPLAY_TOKENS_SENT = "prunegate.replay.tokens_sent"
+REPLAY_PEAK_TOKENS = "prunegate.replay.peak_tokens"
+REPLAY_PRUNES = "prunegate.replay.prunes"
+REPLAY_DEFERRALS = "prunegate.replay.deferrals"
+REPLAY_SPILLS = "prunegate.replay.spills"
+REPLAY_FAILURES = "prunegate.replay.failures"
+REPLAY_RETENTION = "prunegate.replay.retention"
+REPLAY_MODEL_CALLS = "prunegate.replay.model_calls"
+REPLAY_REINJECTS = "prunegate.replay.reinjects"
+REPLAY_REFERENCES = "prunegate.replay.references"
+REPLAY_RETAINED = "prunegate.replay.retained"
+REPLAY_LOST_STREAM_HEADS = "prunegate.replay.lost_stream_heads"
+
+# ---------------------------------------------------------------- prunegate.message
+EVENT = "prunegate.event"
+MESSAGE_ID = "prunegate.message.id"
+MESSAGE_ROLE = "prunegate.message.role"
+UNIT_ID = "prunegate.unit.id"
+MESSAGE_TOKENS = "prunegate.message.tokens"
+CONTEXT_TOKENS = "prunegate.context.tokens"
+MESSAGE_CLOSED = "prunegate.message.closed"
+MESSAGE_CALL_IDS = "prunegate.message.call_ids"
+MESSAGE_ANSWERS = "prunegate.message.answers"
+MESSAGE_TOOL_NAMES = "prunegate.message.tool_names"
+MESSAGE_CAUSE = "prunegate.message.cause"
+MESSAGE_SUMMARY_OF = "prunegate.message.summary_of"
+MESSAGE_TOKENS_BEFORE = "prunegate.message.tokens_before"
+MESSAGE_CONTENT = "prunegate.message.content"
+DELTA_CHARS = "prunegate.delta.chars"
+DELTA_TEXT = "prunegate.delta.text"
+
+# ---------------------------------------------------------------- prunegate.unit.close
+UNIT_KIND = "prunegate.unit.kind"
+UNIT_TOKENS = "prunegate.unit.tokens"
+UNIT_MESSAGE_IDS = "prunegate.unit.message_ids"
+UNIT_CALL_IDS = "prunegate.unit.call_ids"
+
+# ---------------------------------------------------------------- budget checks and decisions
+CHECK = "prunegate.check"
+DECISION = "prunegate.decision"
+REASON = "prunegate.reason"
+TOKENS_BEFORE = "prunegate.tokens.before"
+TOKENS_AFTER = "prunegate.tokens.after"
+TOKENS_OVERHEAD = "prunegate.tokens.overhead"  # tokens outside the context (system prompt, tools) the budget counts
+PENDING_CALLS = "prunegate.pending_calls"
+OPEN_MESSAGES = "prunegate.open_messages"
+PROPOSAL = "prunegate.proposal"
+PROPOSAL_IDS = "prunegate.proposal.ids"
+SCORES = "prunegate.scores"
+PRUNED_UNITS = "prunegate.pruned.units"
+PRUNED_IDS = "prunegate.pruned.ids"
+GROWN_UNITS = "prunegate.grown.units"
+SHRUNK_UNITS = "prunegate.shrunk.units"
+SKIPPED_UNITS = "prunegate.skipped.units"
+REWRITTEN_IDS = "prunegate.rewritten.ids"
+SUMMARIZED_UNITS = "prunegate.summarized.units"
+SUMMARY_ID = "prunegate.summary.id"
+BUDGET_MET = "prunegate.budget_met"
+ERROR = "prunegate.error"
+BLOCKING_UNITS = "prunegate.blocking.units"
+SPILLED_UNITS = "prunegate.spilled.units"
+REINJECTED_UNITS = "prunegate.reinjected.units"
+
+# replays: references a prune made unavailable (tracer.lab.attribution), on the prune span and the session root
+LOST_REFERENCES = "prunegate.lost_references"
+LOST_REFERRERS = "prunegate.lost_references.referrers"
+LOST_SOURCES = "prunegate.lost_references.sources"
+REFERENCES = "prunegate.references"
+REFERENCES_LOST = "prunegate.references.lost"
+REFERENCES_LOST_SOURCES = "prunegate.references.lost_sources"
+REFERENCES_LOST_TOOLS = "prunegate.references.lost_tools"
+REFERENCES_LOST_PRUNE_SEQS = "prunegate.references.lost_prune_seqs"
+REFERENCES_LOST_PRUNE_SPANS = "prunegate.references.lost_prune_span_ids"
+# ---------------------------------------------------------------- shadow mode (on the prune span)
+SHADOW_VERDICT = "prunegate.shadow.verdict"
+SHADOW_SPLIT_UNITS = "prunegate.shadow.split.units"
+SHADOW_SKIPPED_UNITS = "prunegate.shadow.skipped.units"
+SHADOW_INSERTED = "prunegate.shadow.inserted"
+SHADOW_GROW_IDS = "prunegate.shadow.grow.ids"
+SHADOW_GROW_TOKENS_AFTER = "prunegate.shadow.grow.tokens_after"
+SHADOW_GROW_VALID = "prunegate.shadow.grow.valid"
+SHADOW_GROW_BUDGET_MET = "prunegate.shadow.grow.budget_met"
+SHADOW_SHRINK_IDS = "prunegate.shadow.shrink.ids"
+SHADOW_SHRINK_TOKENS_AFTER = "prunegate.shadow.shrink.tokens_after"
+SHADOW_SHRINK_VALID = "prunegate.shadow.shrink.valid"
+SHADOW_SHRINK_BUDGET_MET = "prunegate.shadow.shrink.budget_met"
+# the gate's two counterfactuals: option -> (ids, tokens_after, valid, budget_met)
+SHADOW_OPTIONS: dict[str, tuple[str, str, str, str]] = {
+    "grow": (SHADOW_GROW_IDS, SHADOW_GROW_TOKENS_AFTER, SHADOW_GROW_VALID, SHADOW_GROW_BUDGET_MET),
+    "shrink": (SHADOW_SHRINK_IDS, SHADOW_SHRINK_TOKENS_AFTER, SHADOW_SHRINK_VALID, SHADOW_SHRINK_BUDGET_MET),
+}
+
+# ---------------------------------------------------------------- model calls and tool executions
+REQUEST_VALID = "prunegate.request.valid"
+REQUEST_ERRORS = "prunegate.request.errors"
+REQUEST_TOKENS = "prunegate.request.tokens"
+REQUEST_MESSAGE_IDS = "prunegate.request.message_ids"
+REQUEST_OVERHEAD_TOKENS = "prunegate.request.overhead_tokens"
+RESPONSE_CALL_IDS = "prunegate.response.call_ids"
+TOOL_SIDE_EFFECT = "prunegate.tool.side_effect"
+TOOL_RETRY = "prunegate.tool.retry"
+
+# ---------------------------------------------------------------- prunegate.violation
+VIOLATION_CODE = "prunegate.violation.code"
+VIOLATION_MESSAGE = "prunegate.violation.message"
+VIOLATION_IDS = "prunegate.violation.ids"
+VIOLATION_INDEX = "prunegate.violation.index"
+VIOLATION_MESSAGE_IDS = "prunegate.violation.message_ids"
+VIOLATION_EVICTED_ID = "prunegate.violation.evicted_id"
+VIOLATION_CAUSE_CHECK = "prunegate.violation.cause_check"
+LINK = "prunegate.link"  # on the violation's span link: "caused_by"
+LINK_CAUSED_BY = "caused_by"
+
+# ---------------------------------------------------------------- prunegate.tracer.stats
+TRACER_SINK = "prunegate.tracer.sink"
+TRACER_RECEIVED = "prunegate.tracer.received"
+TRACER_STORED = "prunegate.tracer.stored"
+TRACER_SPOOLED = "prunegate.tracer.spooled"
+TRACER_RECOVERED = "prunegate.tracer.recovered"
+TRACER_FAILED = "prunegate.tracer.failed"
+TRACER_DROPPED = "prunegate.tracer.dropped"
+TRACER_LAST_ERROR = "prunegate.tracer.last_error"
+# the span pipeline's counter -> its attribute
+TRACER_STAT_KEYS: dict[str, str] = {
+    "received": TRACER_RECEIVED, "stored": TRACER_STORED, "spooled": TRACER_SPOOLED,
+    "recovered": TRACER_RECOVERED, "failed": TRACER_FAILED, "dropped": TRACER_DROPPED,
+    "last_error": TRACER_LAST_ERROR,
+}
+
+# ---------------------------------------------------------------- OpenTelemetry GenAI / general keys prunegate emits
+GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+ERROR_TYPE = "error.type"
+HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
+PROCESS_PID = "process.pid"  # on prunegate.tracer.stats
+OP_CHAT = "chat"  # values of gen_ai.operation.name, and the first word of the GenAI span names
+OP_EXECUTE_TOOL = "execute_tool"
+
+# the attributes that carry a span's session id, in order of preference (the store promotes it)
+SESSION_ATTRIBUTES: tuple[str, str] = (GEN_AI_CONVERSATION_ID, SESSION_ID)
+
+
+def span_names() -> tuple[str, ...]:
+    """Every span name above."""
+    return SPAN_NAMES
+
+
+def attribute_keys() -> tuple[str, ...]:
+    """Every attribute key above (``prunegate.*`` and the GenAI/OTel keys prunegate emits)."""
+    names = set(SPAN_NAMES) | {PREFIX, SCOPE, REPLAY_METRIC_PREFIX}
+    return tuple(sorted(
+        v for k, v in globals().items()
+        if k.isupper() and isinstance(v, str) and "." in v and v not in names
+    ))
