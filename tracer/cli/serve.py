@@ -8,7 +8,8 @@ import sys
 import threading
 from typing import Any
 
-from tracer.cli.checks import nonneg_int, positive_int, store_dir
+from tracer.cli import options
+from tracer.cli.checks import nonneg_int, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "is too large, 429 (Retry-After) when too many requests are in flight, 503 (Retry-After) when the store "
         "refuses a write. Binds 127.0.0.1 unless --host says otherwise.",
     )
-    parser.add_argument("--store", type=store_dir, help="store directory (default: $PRUNEGATE_STORE, else ./prunegate-store)")
+    options.add_store(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=nonneg_int, default=4318, help="port (default 4318, the OTLP/HTTP port; 0 picks one)")
     parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every request (401 otherwise)")
@@ -35,10 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracer.store import Store
     from tracer.traffic.receiver import PATH, Receiver, make_server
 
-    store = Store(args.store) if args.store else Store()
+    store = options.store_of(args)
     try:
         store.ensure()
     except OSError as exc:

@@ -19,17 +19,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from tracer.errors import CollectorFileError
+
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 PROTO_START = b"\x0a"  # field 1 (resource_spans), length-delimited
-
-
-class CollectorFileError(ValueError):
-    """A record that cannot be decoded; ``record`` is its 1-based position in the file."""
-
-    def __init__(self, record: int, message: str) -> None:
-        super().__init__(message)
-        self.record = record
 
 
 def is_binary_otlp(head: bytes, size: int) -> bool:

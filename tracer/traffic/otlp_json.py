@@ -28,7 +28,8 @@ from typing import IO, Any
 
 from tracer.errors import OtlpJsonError
 from tracer.store.rows import SpanRow, complete_row, dumps, rows_to_table
-from tracer.traffic.collector_files import CollectorFileError, is_binary_otlp, requests
+from tracer.errors import CollectorFileError
+from tracer.traffic.collector_files import is_binary_otlp, requests
 
 KINDS = ("INTERNAL", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")  # index = OTLP enum
 STATUS_CODES = ("UNSET", "OK", "ERROR")

@@ -40,7 +40,7 @@ JSON = "application/json"
 OWN_SCOPE = "prunegate.tracer"  # tracer.spans.session.SCOPE (not imported: keeps this module light)
 
 
-class Refused(Exception):
+class _Refused(Exception):
     """A request answered with an error status (and a one-line reason)."""
 
     def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
@@ -76,11 +76,11 @@ def decode_body(body: bytes, content_type: str, encoding: str, max_body: int) ->
         try:
             body = inflater.decompress(body, max_body + 1)
         except zlib.error as exc:
-            raise Refused(400, f"gzip body cannot be decompressed: {exc}") from None
+            raise _Refused(400, f"gzip body cannot be decompressed: {exc}") from None
         if len(body) > max_body:
-            raise Refused(413, f"body is over {max_body} bytes once decompressed")
+            raise _Refused(413, f"body is over {max_body} bytes once decompressed")
     elif encoding not in ("", "identity"):
-        raise Refused(415, f"unsupported Content-Encoding {encoding!r} (gzip or none)")
+        raise _Refused(415, f"unsupported Content-Encoding {encoding!r} (gzip or none)")
     kind = content_type.split(";", 1)[0].strip().lower()
     if kind == PROTOBUF:
         from google.protobuf.json_format import MessageToDict
@@ -91,17 +91,17 @@ def decode_body(body: bytes, content_type: str, encoding: str, max_body: int) ->
         try:
             msg.ParseFromString(body)
         except DecodeError as exc:
-            raise Refused(400, f"protobuf body cannot be parsed: {exc}") from None
+            raise _Refused(400, f"protobuf body cannot be parsed: {exc}") from None
         return MessageToDict(msg)  # ids as base64 and enums as names: the JSON reader takes both
     if kind == JSON:
         try:
             value = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise Refused(400, f"JSON body cannot be parsed: {exc}") from None
+            raise _Refused(400, f"JSON body cannot be parsed: {exc}") from None
         if not isinstance(value, dict):
-            raise Refused(400, f"JSON body must be an object, got {type(value).__name__}")
+            raise _Refused(400, f"JSON body must be an object, got {type(value).__name__}")
         return value
-    raise Refused(415, f"unsupported Content-Type {content_type!r} ({PROTOBUF} or {JSON})")
+    raise _Refused(415, f"unsupported Content-Type {content_type!r} ({PROTOBUF} or {JSON})")
 
 
 def foreign_genai(rows: list[SpanRow]) -> list[SpanRow]:
@@ -128,17 +128,17 @@ class Receiver:
         return hmac.compare_digest((header or "").encode(), f"Bearer {self.token}".encode())
 
     def ingest(self, request: dict[str, Any]) -> int:
-        """Commit the request's spans; returns how many. Raises :class:`Refused` (400 or 503)."""
+        """Commit the request's spans; returns how many. Raises ``_Refused`` (400 or 503)."""
         try:
             rows = list(rows_from_request(request))
         except _Bad as bad:
-            raise Refused(400, f"{bad.where or 'request'}: {bad.message}") from None
+            raise _Refused(400, f"{bad.where or 'request'}: {bad.message}") from None
         if not rows:
             return 0
         try:
             self.store.write_table(rows_to_table(rows))  # fsync + rename: the commit
         except OSError as exc:
-            raise Refused(503, f"the store refused the spans: {exc.strerror or exc}", retry_after=5) from None
+            raise _Refused(503, f"the store refused the spans: {exc.strerror or exc}", retry_after=5) from None
         self._sessions(foreign_genai(rows))
         self.stats.count(requests=1, spans=len(rows))
         return len(rows)
@@ -165,7 +165,7 @@ class Receiver:
         for sid, reason in report.failed.items():
             log.warning("prunegate serve: GenAI conversation %s could not be recorded: %s", sid, reason)
         if report.spooled or report.lost or report.busy:
-            raise Refused(503, f"GenAI sessions not committed ({report.store_error or 'held by another process'})",
+            raise _Refused(503, f"GenAI sessions not committed ({report.store_error or 'held by another process'})",
                           retry_after=5)
         self.stats.count(sessions=len(report.stored))
 
@@ -188,27 +188,27 @@ class _Handler(BaseHTTPRequestHandler):
         receiver = self.server.receiver
         try:
             self._post(receiver)
-        except Refused as exc:
+        except _Refused as exc:
             receiver.stats.refuse(exc.status)
             self._reply(exc.status, json.dumps({"error": str(exc)}).encode(), JSON, exc.retry_after)
 
     def _post(self, receiver: Receiver) -> None:
         if self.path.split("?", 1)[0] != PATH:
             self._drain_or_close()
-            raise Refused(404, f"only {PATH} is served")
+            raise _Refused(404, f"only {PATH} is served")
         if not receiver.authorized(self.headers.get("Authorization")):
             self._drain_or_close()
-            raise Refused(401, "missing or wrong bearer token")
+            raise _Refused(401, "missing or wrong bearer token")
         length = self.headers.get("Content-Length")
         if length is None or not length.isdigit():
             self.close_connection = True
-            raise Refused(411, "Content-Length required")
+            raise _Refused(411, "Content-Length required")
         if int(length) > receiver.max_body:
             self.close_connection = True  # not read: the connection is dropped after the reply
-            raise Refused(413, f"body of {length} bytes is over the limit of {receiver.max_body}")
+            raise _Refused(413, f"body of {length} bytes is over the limit of {receiver.max_body}")
         if not receiver.slots.acquire(timeout=0.5):
             self.close_connection = True
-            raise Refused(429, "too many requests in flight", retry_after=1)
+            raise _Refused(429, "too many requests in flight", retry_after=1)
         try:
             body = self.rfile.read(int(length))
             request = decode_body(body, self.headers.get("Content-Type", ""),
