@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tracer.errors import OtlpJsonError
+from tracer.errors import CollectorFileError, OtlpJsonError
 from tracer.store.rows import SpanRow, complete_row, dumps, rows_to_table
-from tracer.errors import CollectorFileError
 from tracer.traffic.collector_files import is_binary_otlp, requests
 
 KINDS = ("INTERNAL", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")  # index = OTLP enum
