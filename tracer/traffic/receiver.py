@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tracer.spans import names
 from tracer.store import Store
 from tracer.store.rows import SpanRow, rows_to_table
 from tracer.traffic.otlp_json import _Bad, rows_from_request
@@ -37,7 +38,6 @@ log = logging.getLogger(__name__)
 PATH = "/v1/traces"
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-OWN_SCOPE = "prunegate.tracer"  # tracer.spans.session.SCOPE (not imported: keeps this module light)
 
 
 class _Refused(Exception):
@@ -106,8 +106,8 @@ def decode_body(body: bytes, content_type: str, encoding: str, max_body: int) ->
 
 def foreign_genai(rows: list[SpanRow]) -> list[SpanRow]:
     """Spans of other instrumentations (not prunegate's own scope or attributes)."""
-    return [r for r in rows if r.get("scope_name") != OWN_SCOPE
-            and not any(k.startswith("prunegate.") for k in (r.get("attributes") or {}))]
+    return [r for r in rows if r.get("scope_name") != names.SCOPE
+            and not any(k.startswith(names.PREFIX) for k in (r.get("attributes") or {}))]
 
 
 class Receiver:
