@@ -52,6 +52,14 @@ class OtlpJsonError(TracerError, ValueError):
         super().__init__(f"{location}: {message}")
 
 
+class CollectorFileError(TracerError, ValueError):
+    """A record of a Collector file-exporter file that cannot be decoded; ``record`` is its 1-based position."""
+
+    def __init__(self, record: int, message: str) -> None:
+        super().__init__(message)
+        self.record = record
+
+
 class RedactionFailed(TracerError):
     """The redaction hook raised; the content is not recorded."""
 

@@ -35,7 +35,8 @@ COMMANDS: dict[str, CommandInfo] = {
     "validate": CommandInfo("tracer.cli.validate", "check recorded request bodies against a provider's tool-call rules"),
     "import": CommandInfo(
         "tracer.cli.import_cmd",
-        "import recorded traffic (Anthropic/OpenAI bodies, OTLP JSON, τ-bench, VCR cassettes) into the store"),
+        "import recorded traffic (Anthropic/OpenAI bodies, OTLP JSON and Collector files, τ-bench, VCR cassettes) "
+        "into the store"),
     "sessions": CommandInfo("tracer.cli.sessions", "list the sessions in the trace store"),
     "replay": CommandInfo("tracer.cli.replay",
                           "replay recorded sessions through a policy, gated or not; recorded as new traces"),
@@ -47,6 +48,8 @@ COMMANDS: dict[str, CommandInfo] = {
     "recommend": CommandInfo("tracer.cli.recommend",
                              "name the cheapest arm of the last sweep that keeps retention above a minimum"),
     "compact": CommandInfo("tracer.cli.compact", "move recorded segments into the store's main database"),
+    "serve": CommandInfo("tracer.cli.serve",
+                         "receive OTLP/HTTP spans (/v1/traces, protobuf or JSON) from any SDK or Collector into the store"),
     "recover": CommandInfo("tracer.cli.recover",
                            "move spooled spans (written aside when the store refused them) into the store"),
     "dashboard": CommandInfo(

@@ -34,6 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policies", required=True, metavar="A,B,...",
                         help="policies to compare; the first (at the first budget) is the baseline")
     parser.add_argument("--gated", choices=("on", "off", "both"), default="both", help="gate on, off, or both (default)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local processes (--workers, the default) or Ray tasks (pip install 'prunegate[ray]')")
+    parser.add_argument("--address", metavar="ADDR",
+                        help="with --engine ray: the cluster to use ('auto', 'ray://head:10001'); "
+                             "default: start a local Ray on this machine")
     add_prices(parser)
     add_common(parser, budgets=True)
     parser.set_defaults(func=run)
@@ -98,6 +103,16 @@ def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], P
     except (PolicyError, PriceError, ValueError) as exc:
         print(f"prunegate {command}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    engine, address = getattr(args, "engine", "local"), getattr(args, "address", None)
+    if address and engine != "ray":
+        print(f"prunegate {command}: --address is for --engine ray", file=sys.stderr)
+        raise SystemExit(2)
+    if engine == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            print(f"prunegate {command}: --engine ray needs Ray: pip install 'prunegate[ray]'", file=sys.stderr)
+            raise SystemExit(2)
     loaded = load_sessions(args, command)
     if isinstance(loaded, int):
         raise SystemExit(loaded)
@@ -107,7 +122,7 @@ def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], P
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
                      progress=progress_bar(), prices=prices,
-                     price_model=args.price_model)
+                     price_model=args.price_model, engine=engine, address=address)
     models = result.models
     used = {k for k in models if not k.startswith("(unpriced)")}
     options = {

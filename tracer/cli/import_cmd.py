@@ -27,8 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub, "import",
         description="Import recorded conversations into the trace store, one session per conversation: Anthropic "
         "Messages or OpenAI Chat Completions request bodies (one per JSON file or per JSONL line), OTLP JSON span "
-        "files, τ-bench trajectory files and VCR cassettes (the last request of a cassette). Directories are "
-        "searched for .json/.jsonl/.yaml/.yml files. Reused tool-call ids are renamed (id~2, ...) and reported; "
+        "files (also the OpenTelemetry Collector file exporter's framed, zstd or gzip output), τ-bench trajectory "
+        "files and VCR cassettes (the last request of a cassette). Directories are searched for "
+        ".json/.jsonl/.yaml/.yml/.gz/.zst files. Reused tool-call ids are renamed (id~2, ...) and reported; "
         "input that cannot be read is refused with its file, line and reason, and the rest is imported.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories to import")

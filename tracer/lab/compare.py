@@ -42,6 +42,7 @@ SUMMED = ("model_calls", "invalid_requests", "orphan_results", "dangling_calls",
 # the cost of each session in US dollars (tracer.lab.cost; undefined for sessions without a price)
 PAIRED = (*_metrics.NAMES, "cost")
 GATINGS = {"on": (True,), "off": (False,), "both": (True, False)}
+ENGINES = ("local", "ray")
 
 
 # ------------------------------------------------------------------------------------- arms
@@ -175,6 +176,8 @@ def run_replays(
     progress: Progress | None = None,
     chunk: int = 4,
     count: int | None = None,
+    engine: str = "local",
+    address: str | None = None,
 ) -> list[list[SessionResult]]:
     """Replay every conversation under every spec; results[arm][session], in input order.
 
@@ -182,7 +185,18 @@ def run_replays(
     held at once); ``count`` is how many it yields, for ``progress`` (``len()`` when it has one).
     Traces go to ``store_path`` (each worker opens its own writer) or, in-process only, to
     ``tracer_provider``; with neither, nothing is recorded. ``workers`` > 1 uses processes.
+    ``engine="ray"`` runs the replays as Ray tasks instead (:mod:`tracer.lab.ray_engine`; ``address``
+    is the cluster's, else a local Ray is started); ``workers`` is then Ray's business.
     """
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
+    if engine == "ray":
+        if tracer_provider is not None and store_path is None:
+            raise ValueError("Ray replays record through store_path (each worker writes its own segments)")
+        from tracer.lab.ray_engine import run_on_ray
+
+        return run_on_ray(list(conversations), list(specs), store_path=store_path, capture_content=capture_content,
+                          progress=progress, chunk=chunk, address=address)
     specs = list(specs)
     if count is None and isinstance(conversations, Sized):
         count = len(conversations)
@@ -333,6 +347,8 @@ def compare(
     count: int | None = None,
     prices: PriceTable | None = None,
     price_model: str | None = None,
+    engine: str = "local",
+    address: str | None = None,
 ) -> Comparison:
     """Replay ``conversations`` under every policy × gating × budget and compare them (see module
     docstring). ``budget`` may be a list (a sweep: every arm at every budget).
@@ -340,7 +356,8 @@ def compare(
     ``seed`` shuffles each batch's result order (None: recorded order). ``conversations`` may be a
     generator (``count``: how many, for ``progress``); see :func:`run_replays`. Each session's cost
     is priced with ``prices`` (default: the dated default table; :mod:`tracer.lab.cost`), its model
-    being the recorded one, else ``price_model``.
+    being the recorded one, else ``price_model``. ``engine="ray"`` (and
+    ``address``) run the replays on Ray (see :func:`run_replays`).
     """
     if isinstance(policies, str):
         policies = parse_policies(policies)
@@ -348,7 +365,7 @@ def compare(
     specs = arms(policies, gated, budgets, hard_ceiling=hard_ceiling, stream_results=stream_results, seed=seed)
     seen: list[_Seen] = []  # what pricing needs of each session, kept as the sessions stream past
     results = run_replays(_noting(conversations, seen), specs, workers=workers, store_path=store_path,
-                          capture_content=capture_content, progress=progress,
+                          capture_content=capture_content, progress=progress, engine=engine, address=address,
                           count=len(conversations) if count is None and isinstance(conversations, Sized) else count)
     models = price_results(seen, results, prices or PriceTable(), price_model)
     return Comparison(specs, aggregate(specs, results), paired_differences(specs, results), results, models)

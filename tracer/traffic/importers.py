@@ -33,6 +33,10 @@ from policies.errors import StructureError
 from policies.messages import Block, Message
 from tracer.spans import names as sn
 from tracer.traffic import jsonparse
+from tracer.traffic.collector_files import is_binary_otlp
+
+# searched for in directories; .gz/.zst: a Collector file exporter's compressed (rotated) files
+IMPORTED_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".gz", ".zst")
 
 FORMATS = ("auto", "anthropic", "openai", "otlp")
 # Keys a JSONL line may carry beside the request body; they describe the session, not the request.
@@ -108,7 +112,7 @@ class _Refused(Exception):
 
 # --------------------------------------------------------------------------------------------- files
 def read_paths(paths: Sequence[str | os.PathLike[str]], fmt: str = "auto") -> Iterator[Item]:
-    """Everything in ``paths`` (files, or directories searched for .json/.jsonl/.yaml/.yml files)."""
+    """Everything in ``paths`` (files, or directories searched for :data:`IMPORTED_SUFFIXES` files)."""
     for path in expand_paths(paths):
         yield from read_file(path, fmt)
 
@@ -118,7 +122,7 @@ def expand_paths(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            out.extend(sorted(q for q in path.rglob("*") if q.is_file() and q.suffix in (".json", ".jsonl", ".yaml", ".yml")))
+            out.extend(sorted(q for q in path.rglob("*") if q.is_file() and q.suffix in IMPORTED_SUFFIXES))
         else:
             out.append(path)
     return out
@@ -138,6 +142,9 @@ def read_file(path: str | Path, fmt: str = "auto") -> Iterator[Item]:
         data = path.read_bytes()
     except OSError as exc:
         yield Refusal(name, None, f"cannot read: {exc.strerror or exc}")
+        return
+    if is_binary_otlp(data[:8], len(data)):  # an OpenTelemetry Collector file exporter's compressed/framed output
+        yield OtlpFile(path)
         return
     try:
         text = data.decode("utf-8")

@@ -4,7 +4,8 @@ The format is what the OpenTelemetry Collector's file exporter writes: one
 ``{"resourceSpans": [...]}`` object (an ExportTraceServiceRequest) per line; trace and span ids
 as hex strings; times as (string) integer nanoseconds; enums as integers (names are accepted too);
 attribute values as AnyValue objects (``{"stringValue": ...}``, ``{"intValue": "42"}``, ...).
-A file holding a single pretty-printed request is accepted as well.
+A file holding a single pretty-printed request is accepted as well, and so is the file exporter's
+compressed or framed output (:mod:`tracer.traffic.collector_files`).
 
 - :func:`read_otlp_json` yields span rows (the decoded row form of :mod:`tracer.store.rows`);
   bad input raises :class:`OtlpJsonError` naming the file, the line and the span.
@@ -25,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tracer.errors import OtlpJsonError
+from tracer.errors import CollectorFileError, OtlpJsonError
 from tracer.store.rows import SpanRow, complete_row, dumps, rows_to_table
+from tracer.traffic.collector_files import is_binary_otlp, requests
 
 KINDS = ("INTERNAL", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")  # index = OTLP enum
 STATUS_CODES = ("UNSET", "OK", "ERROR")
@@ -311,8 +313,15 @@ def read_otlp_json(path: str | os.PathLike[str]) -> Iterator[SpanRow]:
     path = Path(path)
     try:
         handle = open(path, encoding="utf-8")
+        with open(path, "rb") as raw:
+            head = raw.read(8)
+            size = os.fstat(raw.fileno()).st_size
     except OSError as exc:
         raise OtlpJsonError(path, 0, "", f"cannot open: {exc.strerror or exc}") from exc
+    if is_binary_otlp(head, size):  # a Collector file exporter's compressed or framed output
+        handle.close()
+        yield from _collector_rows(path)
+        return
     with handle:
         for lineno, text in enumerate(handle, 1):
             if not text.strip():
@@ -331,6 +340,16 @@ def read_otlp_json(path: str | os.PathLike[str]) -> Iterator[SpanRow]:
             except UnicodeDecodeError as exc:
                 raise OtlpJsonError(path, lineno, "", f"not UTF-8 text: {exc.reason}") from None
             yield from _rows(path, lineno, request)
+
+
+def _collector_rows(path: Path) -> Iterator[SpanRow]:
+    try:
+        for record, request in requests(path.read_bytes()):
+            yield from _rows(path, record, request)
+    except CollectorFileError as exc:
+        raise OtlpJsonError(path, exc.record, "", str(exc)) from None
+    except OSError as exc:
+        raise OtlpJsonError(path, 0, "", f"cannot read: {exc.strerror or exc}") from exc
 
 
 def _whole_file(path: Path) -> Any:

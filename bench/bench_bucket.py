@@ -1,0 +1,96 @@
+"""The store on an S3 stand-in (moto's server on 127.0.0.1): requests and time to answer before and after compaction.
+
+    .venv/bin/python bench/bench_bucket.py                 # τ-bench (../shared/traffic) or synthetic sessions
+    .venv/bin/python bench/bench_bucket.py --batch-spans 500
+
+Imports the sessions into a local store (one segment per ~batch-spans spans, as many writers would
+leave them), PUTs every segment to the bucket, then times count(*), the sessions view and one
+session (its day known) before and after compacting each day. Request counts are the client's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import boto3  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from tracer.store import Store  # noqa: E402
+from tracer.store.bucket import BucketStore, day_of  # noqa: E402
+from tracer.traffic.recorded import import_paths  # noqa: E402
+
+TAU = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
+
+
+def timed(bucket: BucketStore, sql: str, params=None, days=None) -> tuple[float, int, list]:
+    before, t = bucket.requests, time.perf_counter()
+    rows = bucket.query(sql, params, days=days)
+    return (time.perf_counter() - t) * 1000, bucket.requests - before, rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch-spans", type=int, default=1000)
+    args = ap.parse_args()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                              aws_access_key_id="x", aws_secret_access_key="x")
+        client.create_bucket(Bucket="bench")
+        with tempfile.TemporaryDirectory(prefix="pg-bench-bucket-") as tmp:
+            if TAU.exists():
+                src = TAU
+            else:
+                from tests.synthetic import synthetic_bodies
+
+                src = Path(tmp) / "bodies.jsonl"
+                src.write_text("\n".join(json.dumps(b) for b in synthetic_bodies(200)) + "\n")
+            local = Store(Path(tmp) / "store")
+            import_paths([src], local, batch_spans=args.batch_spans)
+            bucket = BucketStore(client, "bench")
+            for path in sorted(local.pending_segments()):
+                bucket.write_table(pq.read_table(path))
+            want = sorted(map(str, local.query("SELECT * FROM sessions")))
+            sid = local.query("SELECT session_id, min(start_time_ns) AS t FROM spans GROUP BY 1 ORDER BY 1 LIMIT 1")[0]
+            day = day_of(sid["t"])
+            for phase in ("before", "after"):
+                objects = sum(len(bucket.keys(d)) for d in bucket.days())
+                ms, n, rows = timed(bucket, "SELECT count(*) AS n FROM spans")
+                ms_s, n_s, sessions = timed(bucket, "SELECT * FROM sessions")
+                ms_1, n_1, _ = timed(bucket, "SELECT * FROM spans WHERE session_id = ?", [sid["session_id"]], [day])
+                print(f"{phase:6} compaction: {rows[0]['n']} spans in {objects} objects | count(*) {ms:6.0f} ms "
+                      f"{n:4d} requests | sessions view {ms_s:6.0f} ms {n_s:4d} requests (same as local: "
+                      f"{sorted(map(str, sessions)) == want}) | one session, day known {ms_1:5.0f} ms {n_1} requests")
+                if phase == "before":
+                    t, r = time.perf_counter(), bucket.requests
+                    done = [bucket.compact(d) for d in bucket.days()]
+                    print(f"compaction of {len(done)} day(s): {(time.perf_counter() - t) * 1000:.0f} ms, "
+                          f"{bucket.requests - r} requests")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""``prunegate serve``: an OTLP/HTTP receiver (``/v1/traces``) writing into the trace store (docs/scale.md)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any
+
+from tracer.cli import options
+from tracer.cli.checks import nonneg_int, positive_int
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "serve",
+        help="receive OTLP/HTTP spans (/v1/traces, protobuf or JSON) from any SDK or Collector into the store",
+        description="Serve OTLP/HTTP on /v1/traces (protobuf or JSON bodies, optionally gzip). Every span is "
+        "stored as it is; GenAI chat spans of other instrumentations also become sessions, as with prunegate "
+        "import. A request is answered 200 only once its spans are in a committed segment; 413 when the body "
+        "is too large, 429 (Retry-After) when too many requests are in flight, 503 (Retry-After) when the store "
+        "refuses a write. Binds 127.0.0.1 unless --host says otherwise.",
+    )
+    options.add_store(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=nonneg_int, default=4318, help="port (default 4318, the OTLP/HTTP port; 0 picks one)")
+    parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every request (401 otherwise)")
+    parser.add_argument("--max-body", type=positive_int, default=16 << 20, metavar="BYTES",
+                        help="largest request body, before and after gzip (default 16 MiB; 413 above)")
+    parser.add_argument("--max-inflight", type=positive_int, default=4, metavar="N",
+                        help="requests decoded and written at once; more get 429 with Retry-After (default 4)")
+    parser.add_argument("--compact-every", type=nonneg_int, default=64, metavar="N",
+                        help="compact the store in the background after every N requests (0: never; default 64)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tracer.traffic.receiver import PATH, Receiver, make_server
+
+    store = options.store_of(args)
+    try:
+        store.ensure()
+    except OSError as exc:
+        print(f"prunegate serve: cannot create the store {store.path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    receiver = Receiver(store, max_body=args.max_body, max_inflight=args.max_inflight, token=args.token)
+    try:
+        server = make_server(receiver, args.host, args.port)
+    except OSError as exc:
+        print(f"prunegate serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    host, port = str(server.server_address[0]), int(server.server_address[1])
+    if args.compact_every:
+        _compact_in_background(receiver, store, args.compact_every)
+
+    def stop(signum: int, frame: Any) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"prunegate serve: listening on http://{host}:{port}{PATH} -> {store.path}", flush=True)
+    server.serve_forever()
+    server.server_close()
+    s = receiver.stats
+    refused = ", ".join(f"{n} x {code}" for code, n in sorted(s.refused.items())) or "none"
+    print(f"prunegate serve: stopped; committed {s.spans} spans from {s.requests} requests "
+          f"({s.sessions} GenAI sessions); refused: {refused}", flush=True)
+    return 0
+
+
+def _compact_in_background(receiver: Any, store: Any, every: int) -> None:
+    """One daemon thread compacting after every ``every`` requests (writers never wait for it)."""
+    from tracer.store import StoreError
+
+    def loop() -> None:
+        done = 0
+        while True:
+            threading.Event().wait(2.0)
+            if receiver.stats.requests - done >= every:
+                done = receiver.stats.requests
+                try:
+                    result = store.compact(timeout=10)
+                except StoreError as exc:  # damaged or unwritable: said, and tried again later
+                    print(f"prunegate serve: compaction failed: {exc}", file=sys.stderr, flush=True)
+                    continue
+                if result.busy:
+                    print(f"prunegate serve: compaction skipped: {result.busy}", file=sys.stderr, flush=True)
+
+    threading.Thread(target=loop, name="prunegate-serve-compact", daemon=True).start()

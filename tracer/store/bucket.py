@@ -1,0 +1,175 @@
+"""The store's segments on an S3-compatible bucket: PUT-only writers, day partitions, idempotent compaction.
+
+Why: past one machine the store lives where every host can reach it. Object storage has no
+``flock`` and no atomic rename, but a PUT is atomic (an object exists whole or not at all) and
+spans have ids, which is all the local design really relies on:
+
+- **writers** PUT immutable segments (the same Parquet files as ``segments/``) under
+  ``segments/day=YYYY-MM-DD/<ns>-<host>-<pid>-<random>.parquet``: one object per day a batch
+  touches, rows sorted by session; no locks, no renames, names never clash;
+- **compaction** (:meth:`BucketStore.compact`, one job per day) reads a day's segments and earlier
+  compacted files, keeps each ``(trace_id, span_id)`` once, sorts by session and ``seq``, PUTs
+  ``compacted/day=D/<hash of its inputs>.parquet``, then deletes its inputs. Killed at any point
+  and run again, it reads what is left and writes the same rows: idempotent;
+- **readers** list only the days they are asked for (partition pruning), GET those objects and show
+  each ``(trace_id, span_id)`` once (a segment and the compacted file holding it, listed in the
+  same snapshot, are the same spans), with the same views as the local store.
+
+A reader that lists a segment which a compaction deletes before the GET retries with a fresh
+listing (the compacted file then holds those spans).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tracer.store.schema import VIEWS, empty_select, select_list
+
+SEGMENTS, COMPACTED = "segments/", "compacted/"
+
+
+def day_of(ns: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(ns // 10**9))
+
+
+@dataclass
+class BucketCompaction:
+    """What one :meth:`BucketStore.compact` call did for one day."""
+
+    day: str
+    inputs: int  # objects read
+    rows: int  # rows written (each span once)
+    written: str | None  # the compacted object's key, None when there was nothing to do
+    deleted: int
+
+
+class BucketStore:
+    """The trace store on ``bucket`` (under ``prefix``) of an S3 client (``boto3.client("s3", ...)``).
+
+    ``requests`` counts the HTTP requests this object's client has sent (for sizing)."""
+
+    def __init__(self, client: Any, bucket: str, prefix: str = "") -> None:
+        self.client, self.bucket, self.prefix = client, bucket, prefix
+        self.requests = 0
+        client.meta.events.register("before-send.s3.*", self._count)
+
+    def _count(self, **_: Any) -> None:
+        self.requests += 1
+
+    # -- writing -------------------------------------------------------------------------------
+    def write_table(self, table: pa.Table) -> list[str]:
+        """PUT ``table`` (rows in the store schema) as one segment per day it touches; the keys."""
+        if table.num_rows == 0:
+            return []
+        days = [day_of(ns) for ns in table.column("start_time_ns").to_pylist()]
+        table = table.append_column("_day", pa.array(days))
+        keys = []
+        for day in sorted(set(days)):
+            part = table.filter(pc.equal(table.column("_day"), day)).drop_columns(["_day"])
+            part = part.sort_by([("session_id", "ascending"), ("seq", "ascending"), ("start_time_ns", "ascending")])
+            key = (f"{self.prefix}{SEGMENTS}day={day}/{time.time_ns()}-{socket.gethostname()}-{os.getpid()}-"
+                   f"{secrets.token_hex(4)}.parquet")
+            self._put(key, part)
+            keys.append(key)
+        return keys
+
+    def _put(self, key: str, table: pa.Table) -> None:
+        buf = io.BytesIO()
+        pq.write_table(table, buf, compression="zstd")
+        self.client.put_object(Bucket=self.bucket, Key=key, Body=buf.getvalue())
+
+    # -- listing and reading -------------------------------------------------------------------
+    def days(self) -> list[str]:
+        """Days that have segments or compacted files (one LIST per area)."""
+        out: set[str] = set()
+        for area in (SEGMENTS, COMPACTED):
+            for page in self._pages(f"{self.prefix}{area}", delimiter="/"):
+                for p in page.get("CommonPrefixes", []):
+                    out.add(p["Prefix"].rstrip("/").rsplit("day=", 1)[1])
+        return sorted(out)
+
+    def keys(self, day: str) -> list[str]:
+        """A day's objects: compacted files first, then segments."""
+        out: list[str] = []
+        for area in (COMPACTED, SEGMENTS):
+            for page in self._pages(f"{self.prefix}{area}day={day}/"):
+                out.extend(o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(".parquet"))
+        return out
+
+    def _pages(self, prefix: str, delimiter: str | None = None) -> Iterable[dict[str, Any]]:
+        kw = {"Bucket": self.bucket, "Prefix": prefix, **({"Delimiter": delimiter} if delimiter else {})}
+        return self.client.get_paginator("list_objects_v2").paginate(**kw)
+
+    def _get(self, key: str) -> pa.Table:
+        body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return pq.read_table(io.BytesIO(body))
+
+    def read_day(self, day: str, *, attempts: int = 3) -> pa.Table | None:
+        """Every object of ``day`` as one table (duplicates not yet removed), or None."""
+        for attempt in range(attempts):
+            try:
+                tables = [self._get(k) for k in self.keys(day)]
+                break
+            except self.client.exceptions.NoSuchKey:
+                if attempt == attempts - 1:
+                    raise
+        return pa.concat_tables(tables, promote_options="default") if tables else None
+
+    def reader(self, days: Iterable[str] | None = None) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with ``spans`` and the store's views over ``days`` (all by default)."""
+        wanted = self.days() if days is None else sorted(set(days))
+        tables = [t for t in (self.read_day(d) for d in wanted) if t is not None]
+        con = duckdb.connect()
+        if tables:
+            con.register("_segment_files", pa.concat_tables(tables, promote_options="default"))
+            con.execute(f"CREATE TEMP VIEW _spans AS SELECT {select_list(cast_json=True)} FROM ("
+                        "SELECT DISTINCT ON (trace_id, span_id) * FROM _segment_files)")
+        else:
+            con.execute(f"CREATE TEMP VIEW _spans AS {empty_select()}")
+        con.execute("CREATE TEMP VIEW spans AS SELECT *, end_time_ns - start_time_ns AS duration_ns FROM _spans")
+        for name, sql in VIEWS:
+            con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+        return con
+
+    def query(self, sql: str, params: Any = None, *, days: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        con = self.reader(days)
+        try:
+            cur = con.execute(sql, params) if params is not None else con.execute(sql)
+            names = [d[0] for d in cur.description or ()]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        finally:
+            con.close()
+
+    # -- compaction ----------------------------------------------------------------------------
+    def compact(self, day: str) -> BucketCompaction:
+        """Fold ``day``'s objects into one compacted file (each span once, sorted by session)."""
+        keys = self.keys(day)
+        if not keys or (len(keys) == 1 and keys[0].startswith(f"{self.prefix}{COMPACTED}")):
+            return BucketCompaction(day, len(keys), 0, None, 0)
+        table = pa.concat_tables([self._get(k) for k in keys], promote_options="default")
+        con = duckdb.connect()
+        con.register("t", table)
+        merged = con.sql("SELECT * FROM (SELECT DISTINCT ON (trace_id, span_id) * FROM t) "
+                         "ORDER BY session_id, seq, start_time_ns, span_id").to_arrow_table()
+        con.close()
+        name = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:24]
+        out = f"{self.prefix}{COMPACTED}day={day}/{name}.parquet"
+        self._put(out, merged.cast(table.schema))  # the PUT is the commit: its inputs are now redundant
+        old = [k for k in keys if k != out]
+        for start in range(0, len(old), 1000):
+            self.client.delete_objects(Bucket=self.bucket,
+                                       Delete={"Objects": [{"Key": k} for k in old[start:start + 1000]]})
+        return BucketCompaction(day, len(keys), merged.num_rows, out, len(old))

@@ -1,0 +1,251 @@
+"""OTLP/HTTP in: ``POST /v1/traces`` (protobuf or JSON, optionally gzip) into the trace store.
+
+Why a receiver: agents on many hosts export with whatever OpenTelemetry SDK or Collector they
+already run; ``prunegate serve`` is the one place their spans become a store. What it promises:
+
+- **nothing acknowledged that is not durable**: the 200 is sent only after the request's spans are
+  in a committed segment (fsynced, renamed into ``segments/``); any failure is a 503 with
+  ``Retry-After`` and the client (SDK or Collector) sends the batch again. A retried batch is
+  harmless: readers and compaction show each ``(trace_id, span_id)`` once, and converted GenAI
+  sessions are claimed (``claims/``) so they are committed once;
+- **bounded memory**: a body over ``max_body`` bytes (before or after gzip) is refused with 413,
+  without being read; at most ``max_inflight`` requests are decoded and written at once, the next
+  ones get 429 with ``Retry-After`` instead of queueing in memory;
+- spans are stored **as they are** (prunegate's own spans are sessions already); the GenAI chat
+  spans of other instrumentations also become import sessions through the same importer as
+  ``prunegate import`` (:func:`tracer.traffic.importers.conversations_from_genai_rows`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tracer.spans import names
+from tracer.store import Store
+from tracer.store.rows import SpanRow, rows_to_table
+from tracer.traffic.otlp_json import _Bad, rows_from_request
+
+log = logging.getLogger(__name__)
+
+PATH = "/v1/traces"
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+
+class _Refused(Exception):
+    """A request answered with an error status (and a one-line reason)."""
+
+    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+@dataclass
+class ReceiverStats:
+    """Counters of what the receiver did (spans counted once they are committed)."""
+
+    requests: int = 0
+    spans: int = 0
+    sessions: int = 0  # GenAI conversations committed as import sessions
+    refused: dict[int, int] = field(default_factory=dict)  # status -> count
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count(self, **kw: int) -> None:
+        with self.lock:
+            for k, v in kw.items():
+                setattr(self, k, getattr(self, k) + v)
+
+    def refuse(self, status: int) -> None:
+        with self.lock:
+            self.refused[status] = self.refused.get(status, 0) + 1
+
+
+def decode_body(body: bytes, content_type: str, encoding: str, max_body: int) -> dict[str, Any]:
+    """An ExportTraceServiceRequest (as an OTLP JSON object) from a request body."""
+    if encoding in ("gzip", "x-gzip"):
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            body = inflater.decompress(body, max_body + 1)
+        except zlib.error as exc:
+            raise _Refused(400, f"gzip body cannot be decompressed: {exc}") from None
+        if len(body) > max_body:
+            raise _Refused(413, f"body is over {max_body} bytes once decompressed")
+    elif encoding not in ("", "identity"):
+        raise _Refused(415, f"unsupported Content-Encoding {encoding!r} (gzip or none)")
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind == PROTOBUF:
+        from google.protobuf.json_format import MessageToDict
+        from google.protobuf.message import DecodeError
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        msg = ExportTraceServiceRequest()
+        try:
+            msg.ParseFromString(body)
+        except DecodeError as exc:
+            raise _Refused(400, f"protobuf body cannot be parsed: {exc}") from None
+        return MessageToDict(msg)  # ids as base64 and enums as names: the JSON reader takes both
+    if kind == JSON:
+        try:
+            value = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise _Refused(400, f"JSON body cannot be parsed: {exc}") from None
+        if not isinstance(value, dict):
+            raise _Refused(400, f"JSON body must be an object, got {type(value).__name__}")
+        return value
+    raise _Refused(415, f"unsupported Content-Type {content_type!r} ({PROTOBUF} or {JSON})")
+
+
+def foreign_genai(rows: list[SpanRow]) -> list[SpanRow]:
+    """Spans of other instrumentations (not prunegate's own scope or attributes)."""
+    return [r for r in rows if r.get("scope_name") != names.SCOPE
+            and not any(k.startswith(names.PREFIX) for k in (r.get("attributes") or {}))]
+
+
+class Receiver:
+    """Turns one decoded request into committed segments (and import sessions)."""
+
+    def __init__(self, store: Store, *, max_body: int = 16 << 20, max_inflight: int = 4,
+                 token: str | None = None, wait_busy: float = 5.0) -> None:
+        self.store = store
+        self.max_body = max_body
+        self.token = token
+        self.wait_busy = wait_busy
+        self.slots = threading.BoundedSemaphore(max_inflight)
+        self.stats = ReceiverStats()
+
+    def authorized(self, header: str | None) -> bool:
+        if self.token is None:
+            return True
+        return hmac.compare_digest((header or "").encode(), f"Bearer {self.token}".encode())
+
+    def ingest(self, request: dict[str, Any]) -> int:
+        """Commit the request's spans; returns how many. Raises ``_Refused`` (400 or 503)."""
+        try:
+            rows = list(rows_from_request(request))
+        except _Bad as bad:
+            raise _Refused(400, f"{bad.where or 'request'}: {bad.message}") from None
+        if not rows:
+            return 0
+        try:
+            self.store.write_table(rows_to_table(rows))  # fsync + rename: the commit
+        except OSError as exc:
+            raise _Refused(503, f"the store refused the spans: {exc.strerror or exc}", retry_after=5) from None
+        self._sessions(foreign_genai(rows))
+        self.stats.count(requests=1, spans=len(rows))
+        return len(rows)
+
+    def _sessions(self, rows: list[SpanRow]) -> None:
+        """GenAI chat spans -> import sessions, committed whole (or a 503: the retry redoes it)."""
+        from tracer.traffic.committer import SessionCommitter
+        from tracer.traffic.importers import Refusal, conversations_from_genai_rows
+        from tracer.traffic.recorded import record_conversation, session_id_for
+
+        convs = []
+        for conv in conversations_from_genai_rows(rows, "otlp") if rows else []:
+            if isinstance(conv, Refusal):  # the spans are stored as they are; only the session is left out
+                log.warning("prunegate serve: GenAI spans not turned into a session: %s", conv)
+            else:
+                convs.append(conv)
+        if not convs:
+            return
+        committer = SessionCommitter(self.store, wait_busy=self.wait_busy)
+        for conv in convs:
+            sid = session_id_for(conv)
+            committer.add(sid, _recorder(record_conversation, conv, sid))
+        report = committer.finish()
+        for sid, reason in report.failed.items():
+            log.warning("prunegate serve: GenAI conversation %s could not be recorded: %s", sid, reason)
+        if report.spooled or report.lost or report.busy:
+            raise _Refused(503, f"GenAI sessions not committed ({report.store_error or 'held by another process'})",
+                          retry_after=5)
+        self.stats.count(sessions=len(report.stored))
+
+
+def _recorder(record: Callable[..., Any], conv: Any, sid: str) -> Callable[[Any], None]:
+    def run(provider: Any) -> None:
+        record(conv, provider, session_id=sid, capture_content=True)
+    return run
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    timeout = 30  # a client trickling its body loses its slot (and connection) after this many seconds
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        log.debug("prunegate serve: " + format, *args)
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        receiver = self.server.receiver
+        try:
+            self._post(receiver)
+        except _Refused as exc:
+            receiver.stats.refuse(exc.status)
+            self._reply(exc.status, json.dumps({"error": str(exc)}).encode(), JSON, exc.retry_after)
+
+    def _post(self, receiver: Receiver) -> None:
+        if self.path.split("?", 1)[0] != PATH:
+            self._drain_or_close()
+            raise _Refused(404, f"only {PATH} is served")
+        if not receiver.authorized(self.headers.get("Authorization")):
+            self._drain_or_close()
+            raise _Refused(401, "missing or wrong bearer token")
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            self.close_connection = True
+            raise _Refused(411, "Content-Length required")
+        if int(length) > receiver.max_body:
+            self.close_connection = True  # not read: the connection is dropped after the reply
+            raise _Refused(413, f"body of {length} bytes is over the limit of {receiver.max_body}")
+        if not receiver.slots.acquire(timeout=0.5):
+            self.close_connection = True
+            raise _Refused(429, "too many requests in flight", retry_after=1)
+        try:
+            body = self.rfile.read(int(length))
+            request = decode_body(body, self.headers.get("Content-Type", ""),
+                                  self.headers.get("Content-Encoding", "").lower(), receiver.max_body)
+            del body
+            receiver.ingest(request)
+        finally:
+            receiver.slots.release()
+        kind = self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        self._reply(200, b"" if kind == PROTOBUF else b"{}", kind)
+
+    def _drain_or_close(self) -> None:
+        length = self.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) <= self.server.receiver.max_body:
+            self.rfile.read(int(length))
+        else:
+            self.close_connection = True
+
+    def _reply(self, status: int, body: bytes, content_type: str, retry_after: int | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type or JSON)
+        self.send_header("Content-Length", str(len(body)))
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    receiver: Receiver
+
+
+def make_server(receiver: Receiver, host: str = "127.0.0.1", port: int = 4318) -> ThreadingHTTPServer:
+    """An HTTP server (not started) that feeds ``receiver``; ``port=0`` picks a free port."""
+    server = _Server((host, port), _Handler)
+    server.receiver = receiver
+    return server
