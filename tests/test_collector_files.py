@@ -56,7 +56,8 @@ def test_every_collector_file_shape_imports_each_span_once(tmp_path):
     sent = {format(s.context.span_id, "016x") for batch in b for s in batch}
     store = tmp_path / "store"
     for _ in range(2):  # importing the same files again adds nothing
-        assert main(["import", str(out), "--store", str(store)]) == 0
+        # the spans are stored; the files hold no model call, so no conversation: refused, exit 1 (docs/replay.md)
+        assert main(["import", str(out), "--store", str(store)]) == 1
     rows = Store(store).query("SELECT span_id, count(*) AS n FROM spans GROUP BY span_id")
     assert {r["span_id"] for r in rows} == sent and {r["n"] for r in rows} == {1}
 

@@ -40,14 +40,13 @@ def _provider(store_path: str | None) -> Any:
 
 
 def replay_chunk(convs: list[Conversation], specs: list[ReplaySpec], store_path: str | None,
-                 capture: bool) -> list[SessionResult]:
+                 capture: bool) -> list[list[SessionResult]]:
     """Replay ``convs`` under every spec, session by session (the local engine's
-    :func:`~tracer.lab.compare._replay_cells`); one result per replay, in ``Task.cells()`` order."""
-    from tracer.lab.compare import Task, _replay_cells
+    :func:`~tracer.lab.compare._replay_arms`); per session, one result per spec."""
+    from tracer.lab.compare import _replay_arms
 
     provider = _provider(store_path)
-    task = Task(arms=list(range(len(specs))), sessions=list(range(len(convs))))
-    out = list(_replay_cells(task, convs, specs, provider, capture))
+    out = [_replay_arms(conv, specs, provider, capture) for conv in convs]
     if provider is not None:
         provider.force_flush()  # the task's traces are in the store before its result is
     return out
@@ -60,8 +59,6 @@ def run_on_ray(conversations: Sequence[Conversation], specs: Sequence[ReplaySpec
 
     Connects to ``address`` (``"auto"``, ``"ray://head:10001"``), else starts a local Ray, unless
     this process has already called ``ray.init`` (then that cluster is used and left running)."""
-    from tracer.lab.compare import Task
-
     try:
         import ray
     except ModuleNotFoundError:
@@ -85,12 +82,11 @@ def run_on_ray(conversations: Sequence[Conversation], specs: Sequence[ReplaySpec
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 start = pending.pop(ref)
-                rows = ray.get(ref)
-                n = min(chunk, len(convs) - start)
-                cells = Task(arms=list(range(len(specs))), sessions=list(range(n))).cells()
-                for (arm, i), row in zip(cells, rows, strict=True):
-                    results[arm][start + i] = row
-                done += len(rows)
+                per_session = ray.get(ref)
+                for i, per_arm in enumerate(per_session):
+                    for arm, row in enumerate(per_arm):
+                        results[arm][start + i] = row
+                    done += len(per_arm)
                 if progress:
                     progress(done, total)
         return results  # type: ignore[return-value]

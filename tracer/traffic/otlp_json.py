@@ -291,6 +291,19 @@ def read_otlp_logs(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 
     Raises :class:`OtlpJsonError`; call after :func:`read_otlp_json` has accepted the file."""
     path = Path(path)
+    with open(path, "rb") as raw:
+        head = raw.read(8)
+        size = os.fstat(raw.fileno()).st_size
+    if is_binary_otlp(head, size):  # a Collector file exporter's compressed or framed output
+        try:
+            for record, request in requests(path.read_bytes()):
+                try:
+                    yield from log_records_from_request(request)
+                except _Bad as bad:
+                    raise OtlpJsonError(path, record, bad.where, bad.message) from None
+        except CollectorFileError as exc:
+            raise OtlpJsonError(path, exc.record, "", str(exc)) from None
+        return
     whole = _whole_file(path)
     if whole is not None:
         numbered: Iterable[tuple[int, str]] = [(1, "")]
