@@ -16,6 +16,7 @@ from typing import Any
 from policies.errors import PolicyError
 from tracer.cli import options
 from tracer.cli.checks import nonneg_int, positive_int
+from tracer.cli.output import format_row
 
 
 def add_common(parser: argparse.ArgumentParser, *, budgets: bool = False) -> None:
@@ -181,17 +182,6 @@ def recording(d: dict[str, Any]) -> str:
         return (f"recorded {d['recorded_sessions']} replays as new sessions (source 'replay') in {d['store']}; "
                 "--no-trace measures without recording")
     return "replays not recorded (--no-trace)"
-
-
-def format_row(row: dict[str, Any]) -> str:
-    ret = "n/a" if row["retention"] is None else f"{row['retention']:.1%}"
-    return (f"{row['policy']} ({'gated' if row['gated'] else 'ungated'}): {row['sessions']} sessions, "
-            f"{row['model_calls']} model calls, {row['invalid_requests']} invalid requests, "
-            f"{row['orphan_results']} orphan results, {row['dangling_calls']} dangling calls, "
-            f"{row['duplicated_side_effects']} duplicated side effects, {row['tokens_sent']} tokens sent, "
-            f"peak {row['peak_tokens']}, {row['prunes']} prunes, {row['deferrals']} deferrals, "
-            f"{row['spills']} spills, {row['reinjects']} re-injections, {row['failures']} failures, "
-            f"retention {ret}")
 
 
 def _budgets(text: str) -> list[int | None]:
