@@ -21,7 +21,8 @@ pytestmark = pytest.mark.slow
 def convs() -> list[Conversation]:
     """Held-out recorded traffic (τ-bench) when present, else synthetic sessions."""
     if TAU.exists():
-        return [c for c in read_file(TAU) if isinstance(c, Conversation)][20:32]
+        recorded = [c for c in read_file(TAU) if isinstance(c, Conversation)]
+        return recorded[20:32] if len(recorded) >= 32 else recorded  # the whole sample without ../shared
     return [conversation_from_body(b, "openai", name=f"s{k}", file="synthetic") for k, b in enumerate(synthetic_bodies(10))]
 
 
