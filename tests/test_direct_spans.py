@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tracer.lab.replay import ReplaySpec, replay_session
-from tracer.spans.direct import DirectSpan
+from tracer.spans.direct import DirectSpan, EndedSpan
 from tracer.spans.pipeline import ReliableSpanProcessor
 from tracer.spans.session import SessionConfig, TracedSession
 from tracer.spans.setup import setup_tracing
@@ -76,7 +76,9 @@ def test_direct_spans_only_on_prunegates_own_pipeline(tmp_path):
     tracing = setup_tracing(tmp_path / "s", otlp_endpoint=False)
     session = TracedSession(tracing.provider, SessionConfig(source="synthetic"))
     span = session.emit("prunegate.message", {"prunegate.event": "append"}, seq=1)
-    assert isinstance(span, DirectSpan)
+    assert isinstance(span, EndedSpan) and not span.is_recording()  # written as a record at once
+    assert span.get_span_context().trace_id == session.root.get_span_context().trace_id
+    assert isinstance(session.root, DirectSpan)
     session.end()
 
     # a user's processor on the same provider must see the SDK's span life cycle (on_start too)
@@ -85,7 +87,7 @@ def test_direct_spans_only_on_prunegates_own_pipeline(tmp_path):
     session = TracedSession(tracing.provider, SessionConfig(source="synthetic"))
     span = session.emit("prunegate.message", {"prunegate.event": "append", "prunegate.message.call_ids": ["a"]},
                         seq=1)
-    assert not isinstance(span, DirectSpan)
+    assert not isinstance(span, (DirectSpan, EndedSpan))
     session.end()
     got = {s.name: s for s in exporter.get_finished_spans()}
     assert got["prunegate.message"].attributes["prunegate.message.call_ids"] == ("a",)
@@ -95,7 +97,7 @@ def test_direct_spans_only_on_prunegates_own_pipeline(tmp_path):
     own = TracerProvider(shutdown_on_exit=False)
     own.add_span_processor(ReliableSpanProcessor(StoreSink(Store(tmp_path / "own"))))
     session = TracedSession(own, SessionConfig(source="synthetic"))
-    assert not isinstance(session.emit("prunegate.message", {}, seq=1), DirectSpan)
+    assert not isinstance(session.emit("prunegate.message", {}, seq=1), (DirectSpan, EndedSpan))
     session.end()
     own.shutdown()
 
@@ -133,3 +135,39 @@ def test_direct_span_follows_the_sdk_status_and_attribute_rules(tmp_path):
     assert rows["prunegate.prune"]["parent_span_id"] == check["span_id"]
     assert check["parent_span_id"] == rows["prunegate.session"]["span_id"]
     assert len({row["trace_id"] for row in rows.values()}) == 1
+
+
+def test_exporters_behind_prunegates_pipeline_get_standard_sdk_spans(tmp_path):
+    """Span records reach a sink that takes SDK spans (OTLP) as ordinary ReadableSpans."""
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from tracer.spans.pipeline import ExporterSink
+
+    tracing = setup_tracing(tmp_path / "s", otlp_endpoint=False)
+    exporter = InMemorySpanExporter()
+    tracing.provider.add_span_processor(ReliableSpanProcessor(ExporterSink(exporter)))
+    session = TracedSession(tracing.provider, SessionConfig(source="synthetic"))
+    check = session.start_span("prunegate.budget_check", {"prunegate.check": 1, "x": None}, seq=2)
+    assert isinstance(check, DirectSpan)  # still records: every processor is prunegate's
+    decision = session.start_span("prunegate.prune", {"prunegate.pruned.ids": ["m1", 2]}, seq=2, parent=check)
+    session.end_span(decision, {"prunegate.references.lost": 3})
+    session.end_span(check)
+    session.emit("prunegate.message", {"prunegate.message.call_ids": ["c1"]}, seq=3, error="boom")
+    session.end()
+    tracing.force_flush()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    tracing.shutdown()
+    assert set(spans) == {"prunegate.session", "prunegate.budget_check", "prunegate.prune", "prunegate.message"}
+    assert all(type(s) is ReadableSpan for s in spans.values())
+    root = spans["prunegate.session"]
+    assert root.parent is None
+    assert {s.context.trace_id for s in spans.values()} == {root.context.trace_id}
+    assert spans["prunegate.budget_check"].parent.span_id == root.context.span_id
+    assert spans["prunegate.prune"].parent.span_id == spans["prunegate.budget_check"].context.span_id
+    assert spans["prunegate.prune"].attributes["prunegate.pruned.ids"] == ("m1", "2")
+    assert spans["prunegate.prune"].attributes["prunegate.references.lost"] == 3
+    assert "x" not in spans["prunegate.budget_check"].attributes
+    assert spans["prunegate.message"].status.status_code.name == "ERROR"
+    assert spans["prunegate.message"].status.description == "boom"
+    assert spans["prunegate.message"].end_time > spans["prunegate.message"].start_time
+    assert root.resource is tracing.provider.resource

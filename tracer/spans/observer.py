@@ -101,7 +101,7 @@ class SpanObserver(Observer):
             attrs[sn.MESSAGE_SUMMARY_OF] = list(info["summary_of"])
         if "tokens_before" in info:
             attrs[sn.MESSAGE_TOKENS_BEFORE] = info["tokens_before"]
-        if event in ("append", "open") and "summary_of" not in info:
+        if s.capture and event in ("append", "open") and "summary_of" not in info:
             s.note_arrival(message.role, " ".join(b.text or "" for b in message.blocks if b.type == "text").strip())
         if event == REMOVE:
             self._removed[mid] = call_ids + answers

@@ -42,6 +42,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from tracer.errors import ExportFailed
+from tracer.spans.direct import as_spans
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class Sink(Protocol):
     ``write(prepared_chunks)`` persists several prepared chunks as one batch, raising on failure.
     Optional, duck-typed: ``spill(prepared_chunks) -> bool`` (persist locally for a retry),
     ``has_spilled() -> bool``, ``recover() -> int``, ``write_stats(stats, resource)``.
+    ``accepts_records = True``: ``prepare`` also takes span records (tuples, tracer.spans.direct)
+    mixed with the spans; without it, records reach ``prepare`` as SDK ``ReadableSpan`` objects.
     """
 
     name: str
@@ -144,6 +147,7 @@ class ReliableSpanProcessor(SpanProcessor):
         self.overflow_size = overflow_size or max_queue_size
         self.recover_interval = recover_interval
         self.shutdown_timeout = shutdown_timeout
+        self._records_ok = bool(getattr(sink, "accepts_records", False))  # else records become SDK spans
         self._init_state()
         if hasattr(os, "register_at_fork"):
             ref = weakref.WeakMethod(self._after_fork)
@@ -223,6 +227,20 @@ class ReliableSpanProcessor(SpanProcessor):
             finally:
                 self._convert_lock.release()
 
+    def on_end_record(self, record: tuple) -> None:
+        """Buffer a finished span given as a span record (tracer.spans.direct; its session checked
+        sampling); otherwise the same as :meth:`on_end`. Never raises."""
+        if self._shutdown:
+            self._drop_direct("after-shutdown", "span ended after the tracer shut down; dropped")
+            return
+        raw = self._raw
+        raw.append(record)  # type: ignore[arg-type]  # records and SDK spans share the buffer
+        if len(raw) >= self.chunk_size and self._convert_lock.acquire(blocking=False):
+            try:
+                self._convert(self.chunk_size, wait=True)
+            finally:
+                self._convert_lock.release()
+
     def _drop_direct(self, kind: str, message: str) -> None:
         with self._lock:
             self._direct_in += 1
@@ -241,11 +259,17 @@ class ReliableSpanProcessor(SpanProcessor):
             self._taken += k
             self._converting += k
         if self._resource is None:
-            self._resource = getattr(chunk[0], "resource", None)
+            first: Any = chunk[0]
+            self._resource = first[-1].resource if type(first) is tuple else getattr(first, "resource", None)
         for prepared, n in self._prepare(chunk):
             self._enqueue(prepared, n, wait=wait)
 
     def _prepare(self, chunk: list[ReadableSpan]) -> list[tuple[Any, int]]:
+        if not self._records_ok:  # a sink that takes SDK spans only: build them from the records
+            try:
+                chunk = as_spans(chunk)
+            except Exception as exc:
+                self._note_error("prepare", exc)
         try:
             return [(self.sink.prepare(chunk), len(chunk))]
         except Exception as exc:

@@ -30,7 +30,8 @@ from tracer.errors import RedactionFailed
 from tracer.spans import names as sn
 from tracer.spans import openinference as _oi
 from tracer.spans import redact as _redact
-from tracer.spans.direct import DirectSpan, direct_writer, put_clean
+from tracer.spans.direct import UNSET as _UNSET
+from tracer.spans.direct import DirectSpan, EndedSpan, direct_writer, put_clean, start_root
 from tracer.spans.genai import ChatCall, ToolCall
 
 SCOPE = sn.SCOPE
@@ -90,6 +91,20 @@ class SessionConfig:
             raise ValueError(f"session source must be one of {', '.join(SOURCES)}; got {self.source!r}")
 
 
+_TRACERS: weakref.WeakKeyDictionary[Any, trace.Tracer] = weakref.WeakKeyDictionary()
+
+
+def _tracer_of(provider: trace.TracerProvider) -> trace.Tracer:
+    """prunegate's tracer of ``provider``, made once per provider (the SDK makes a new one per call)."""
+    try:
+        tracer = _TRACERS.get(provider)
+        if tracer is None:
+            tracer = _TRACERS[provider] = provider.get_tracer(SCOPE)
+        return tracer
+    except TypeError:  # a provider that cannot be weakly referenced
+        return provider.get_tracer(SCOPE)
+
+
 class TracedSession:
     """The root span of one session and the helpers every prunegate span goes through.
 
@@ -102,7 +117,7 @@ class TracedSession:
         config = config or SessionConfig()
         self.config = config
         provider_obj = tracer_provider or trace.get_tracer_provider()
-        self.tracer = provider_obj.get_tracer(SCOPE)
+        self.tracer = _tracer_of(provider_obj)
         self.session_id = config.session_id or uuid.uuid4().hex
         self.source = config.source
         self.provider = config.provider
@@ -141,14 +156,18 @@ class TracedSession:
             sn.CONTENT_CAPTURED: self.capture,
             **(config.attributes or {}),
         }
-        self.root = self.tracer.start_span(
-            sn.SESSION, context=trace.set_span_in_context(trace.INVALID_SPAN),
-            attributes=clean(root_attrs), start_time=self.clock(config.start_time),
-        )
+        # spans written as records straight to prunegate's own pipeline (tracer.spans.direct), else SDK spans
+        self._direct = direct_writer(provider_obj, self.tracer)
+        if self._direct is not None:
+            self.root: trace.Span = start_root(self._direct, provider_obj, sn.SESSION,  # type: ignore[arg-type]
+                                               clean(root_attrs), self.clock(config.start_time))
+        else:
+            self.root = self.tracer.start_span(
+                sn.SESSION, context=trace.set_span_in_context(trace.INVALID_SPAN),
+                attributes=clean(root_attrs), start_time=self.clock(config.start_time),
+            )
         self.root_context = trace.set_span_in_context(self.root)
         self._root_span_context = self.root.get_span_context()
-        # children written straight to prunegate's own pipeline (tracer.spans.direct), else SDK spans
-        self._direct = direct_writer(provider_obj, self.tracer, self.root)
         self.ended = False
         ref = weakref.ref(self)
 
@@ -169,6 +188,18 @@ class TracedSession:
             self._last_ns = now
         return now
 
+    def _clock_pair(self, start: int | None) -> tuple[int, int]:
+        """(start, end) of an instant span as two :meth:`clock` calls would give them (``start``
+        given: used as is), under one lock."""
+        now = time.time_ns()
+        with self._lock:
+            last = self._last_ns
+            if start is None:
+                start = last = now if now > last else last + 1
+            end = now if now > last else last + 1
+            self._last_ns = end
+        return start, end
+
     def common(self, seq: int | None) -> dict[str, Any]:
         if seq is not None and seq > self.seq:
             self.seq = seq
@@ -178,21 +209,23 @@ class TracedSession:
                    parent: trace.Span | None = None, kind: SpanKind = SpanKind.INTERNAL,
                    links: Sequence[Link] = (), start_time: int | None = None) -> trace.Span:
         """Open a child span of the root (or of ``parent``) with the common attributes."""
-        attrs = self.common(seq)
         direct = self._direct
         if direct is not None:
-            parent_ctx = self._root_span_context if parent is None else parent.get_span_context()
-            if parent_ctx.is_valid:
-                put_clean(attrs, attributes)
-                oi_kind = _oi.span_kind(name, attrs)
-                if oi_kind is not None:
-                    attrs.setdefault(_oi.SPAN_KIND, oi_kind)
+            if parent is None:
+                root, parent_id = self._root_span_context, self._root_span_context.span_id
+            elif type(parent) is DirectSpan:
+                root, parent_id = parent._root, parent._span_id
+            else:
+                root = parent.get_span_context()
+                parent_id = root.span_id
+            if root.is_valid:
                 try:
-                    return DirectSpan(direct, name, parent_ctx, kind, attrs, links,
-                                      start_time if start_time is not None else self.clock())
+                    return DirectSpan(direct, name, root, parent_id, kind, self._direct_attrs(name, attributes, seq),
+                                      links, start_time if start_time is not None else self.clock())
                 except Exception as exc:  # noqa: BLE001 - never reaches the agent
                     self._tracer_failed(exc)
                     return trace.INVALID_SPAN
+        attrs = self.common(seq)
         ctx = self.root_context if parent is None else trace.set_span_in_context(parent)
         attrs.update(clean(attributes))
         oi_kind = _oi.span_kind(name, attrs)
@@ -205,12 +238,30 @@ class TracedSession:
             self._tracer_failed(exc)
             return trace.INVALID_SPAN
 
+    def _direct_attrs(self, name: str, attributes: Mapping[str, Any], seq: int | None) -> dict[str, Any]:
+        """The common attributes and ``attributes``, left for the record's later cleaning when that
+        gives what cleaning them now would (the usual case), else cleaned now."""
+        if seq is not None and seq > self.seq:
+            self.seq = seq
+        sid_seq = (sn.SESSION_ID, self.session_id, sn.SEQ, self.seq if seq is None else seq)
+        if sn.SEQ in attributes or sn.SESSION_ID in attributes or _oi.SPAN_KIND in attributes:
+            attrs = put_clean({sid_seq[0]: sid_seq[1], sid_seq[2]: sid_seq[3]}, attributes)
+        else:
+            attrs = {sid_seq[0]: sid_seq[1], sid_seq[2]: sid_seq[3], **attributes}
+        oi_kind = _oi.span_kind(name, attrs)
+        if oi_kind is not None and _oi.SPAN_KIND not in attrs:
+            attrs[_oi.SPAN_KIND] = oi_kind
+        return attrs
+
     def end_span(self, span: trace.Span, attributes: Mapping[str, Any] | None = None, *,
                  end_time: int | None = None) -> None:
         """End a span now (or at ``end_time``, taken earlier from :meth:`clock`); a failing span
         processor is counted (:attr:`tracer_errors`), never raised."""
         try:
-            if attributes:
+            if type(span) is DirectSpan:
+                if attributes:
+                    span.add_cleaned(attributes)
+            elif attributes:
                 span.set_attributes(clean(attributes))
             span.end(end_time=self.clock() if end_time is None else end_time)
         except Exception as exc:  # noqa: BLE001
@@ -224,7 +275,23 @@ class TracedSession:
     def emit(self, name: str, attributes: Mapping[str, Any], *, seq: int | None,
              parent: trace.Span | None = None, links: Sequence[Link] = (),
              start_time: int | None = None, error: str | None = None) -> trace.Span:
-        """A span for an instant event: started and ended at once. Returns the ended span."""
+        """A span for an instant event: started and ended at once. Returns the ended span.
+
+        On prunegate's own pipeline this is one span record (tracer.spans.direct), no span object."""
+        direct = self._direct
+        if direct is not None and parent is None:
+            try:
+                attrs = self._direct_attrs(name, attributes, seq)
+                start, end = self._clock_pair(start_time)
+                span_id = direct.generate_span_id()
+                root = self._root_span_context
+                direct.emit((name, span_id, root.span_id, SpanKind.INTERNAL, attrs, False, start, end,
+                             _UNSET if error is None else Status(StatusCode.ERROR, error), tuple(links), (),
+                             root, direct))
+                return EndedSpan(root, span_id)
+            except Exception as exc:  # noqa: BLE001 - never reaches the agent
+                self._tracer_failed(exc)
+                return trace.INVALID_SPAN
         span = self.start_span(name, attributes, seq=seq, parent=parent, links=links, start_time=start_time)
         if error is not None:
             span.set_status(Status(StatusCode.ERROR, error))

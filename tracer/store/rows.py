@@ -1,6 +1,10 @@
 """Conversion between spans and store rows.
 
-Two directions, both columnar:
+Three directions, all columnar:
+- ``records_to_table``: span *records* (plain tuples, :data:`RECORD_FIELDS`) -> an Arrow table. Spans
+  written by prunegate's own sessions on its own pipeline travel as records, not span objects
+  (tracer.spans.direct): the agent's thread appends a tuple, and cleaning the attributes, encoding
+  them as JSON and building the columns happen here, in bulk, once per chunk.
 - ``spans_to_table``: finished SDK spans (``ReadableSpan``) -> an Arrow table in the store schema.
   The pipeline runs it once per chunk of spans (256 by default) on the thread that ended the
   chunk's last span, while the spans are still in that CPU's cache (see tracer.spans.pipeline).
@@ -20,6 +24,7 @@ from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.trace import SpanKind, StatusCode
 
 from tracer.store.arrow import column, same_string, utf8_array
@@ -326,6 +331,132 @@ _DESCRIPTION = operator.attrgetter("description")
 # Enum.name is a Python-level descriptor; looking members up by id() keeps it in C.
 _KIND_NAMES = {id(k): k.name for k in SpanKind}
 _STATUS_NAMES = {id(c): c.name for c in StatusCode}
+
+
+# ------------------------------------------------------------------------------ span records
+# A span record is a plain tuple (cheap to make on the agent's thread, nothing to copy later):
+RECORD_FIELDS = (
+    "name", "span_id", "parent_id", "kind", "attributes", "clean", "start", "end", "status", "links",
+    "events", "context", "meta",
+)  # fmt: skip
+# span_id, parent_id: ints (parent_id None for a root); kind: SpanKind; attributes: a dict, already
+# cleaned when ``clean`` is True, else as the caller gave it (see clean_attributes); status: an OTel
+# Status; links, events: tuples of OTel Link/Event; context: a SpanContext giving the trace id,
+# trace flags and trace state (the session's root); meta: any object with ``resource`` and
+# ``scope`` (an InstrumentationScope), shared by every record of a provider.
+R_NAME, R_SPAN, R_PARENT, R_KIND, R_ATTRS, R_CLEAN, R_START, R_END, R_STATUS, R_LINKS, R_EVENTS, R_CTX, R_META = \
+    range(len(RECORD_FIELDS))
+_SCALARS = (str, int, bool, float)
+_SEQUENCES = (list, tuple, set, frozenset)
+
+
+def clean_attributes(attributes: Mapping[str, Any], out: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Attributes as the SDK stores them after ``tracer.spans.session.clean``: ``None`` left out,
+    sequences as tuples of str, other non-scalar values by the SDK's own rule (added to ``out``)."""
+    out = {} if out is None else out
+    for key, value in attributes.items():
+        if value is None:
+            continue
+        t = type(value)
+        if t in _SCALARS:
+            out[key] = value
+        elif t in _SEQUENCES:
+            out[key] = tuple(map(str, value))
+        else:
+            checked = BoundedAttributes(attributes={key: value})  # the SDK's own rule (rare values)
+            if key in checked:
+                out[key] = checked[key]
+    return out
+
+
+_PLAIN = frozenset((str, int, bool, float))
+_PLAIN_OR_LIST = _PLAIN | {list}
+_join = "".join
+
+
+def json_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """Attributes whose JSON is that of :func:`clean_attributes` (lists may stay lists of str).
+
+    The usual attribute dict (scalars, ``None`` and lists of str) is checked with C-level calls
+    only; anything else goes through :func:`clean_attributes`."""
+    values = attributes.values()
+    if None in values:
+        attributes = {k: v for k, v in attributes.items() if v is not None}
+        values = attributes.values()
+    kinds = set(map(type, values))
+    if kinds <= _PLAIN:
+        return attributes
+    if kinds <= _PLAIN_OR_LIST:
+        try:  # every list holds str only: str.join refuses anything else
+            list(map(_join, [v for v in values if type(v) is list]))
+            return attributes
+        except TypeError:
+            pass
+    return clean_attributes(attributes)
+
+
+def record_attributes(record: tuple) -> dict[str, Any]:
+    """A record's attributes, cleaned."""
+    attrs = record[R_ATTRS]
+    return attrs if record[R_CLEAN] else clean_attributes(attrs)
+
+
+_G = [operator.itemgetter(i) for i in range(len(RECORD_FIELDS))]
+
+
+def records_to_table(records: Sequence[Any]) -> pa.Table:
+    """Span records (and any SDK ``ReadableSpan`` among them) -> one Arrow table in the store schema."""
+    spans = [r for r in records if type(r) is not tuple]
+    if spans:
+        recs = [r for r in records if type(r) is tuple]
+        tables = [spans_to_table(spans)] + ([_records_table(recs)] if recs else [])
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    return _records_table(records) if records else empty_table()
+
+
+def _records_table(recs: Sequence[tuple]) -> pa.Table:
+    n = len(recs)
+    name, span, parent, kind, attrs, clean, start, end, status, links, events, ctx, meta = (
+        list(map(g, recs)) for g in _G)
+    per_ctx: dict[int, tuple[str, str | None]] = {}
+    for c in ctx:  # one root context per session: format its trace id and state once
+        if id(c) not in per_ctx:
+            state = c.trace_state.to_header() if c.trace_state else None
+            per_ctx[id(c)] = ("%032x" % c.trace_id, state or None)  # noqa: UP031
+    tids = [per_ctx[i] for i in map(id, ctx)]
+    trace_ids = [t[0] for t in tids]
+    states = [t[1] for t in tids]
+    span_ids = ["%016x" % s for s in span]  # noqa: UP031
+    parents = [None if p is None else "%016x" % p for p in parent]  # noqa: UP031
+    kinds = list(map(_KIND_NAMES.__getitem__, map(id, kind)))
+    code_objs = list(map(_STATUS_CODE, status))
+    codes = list(map(_STATUS_NAMES.__getitem__, map(id, code_objs)))
+    messages = list(map(_DESCRIPTION, status))
+    dicts = attrs if all(clean) else [a if c else json_attributes(a) for a, c in zip(attrs, clean, strict=True)]
+    attrs_json = _attributes_json(dicts)
+    k1, k2 = SESSION_ATTRIBUTES
+    sessions = [
+        a if a is not None else b
+        for a, b in zip(map(methodcaller("get", k1), dicts), map(methodcaller("get", k2), dicts), strict=True)
+    ]
+    if not all(v is None or type(v) is str for v in sessions):
+        sessions = [v if v is None or type(v) is str else str(v) for v in sessions]
+    seqs = [v if type(v) is int else None for v in map(methodcaller("get", SEQ_ATTRIBUTE), dicts)]
+    events_json = _json_lists(events, _event_dict)
+    links_json = _json_lists(links, _link_dict)
+    res_col = _same_or_each([m.resource for m in meta], n, _resource_json)
+    scopes = [m.scope for m in meta]
+    scope_names = _same_or_each(scopes, n, lambda sc: sc.name if sc is not None else None)
+    scope_versions = _same_or_each(scopes, n, lambda sc: sc.version if sc is not None else None)
+    columns = (
+        trace_ids, span_ids, parents, states, name, kinds, start, end, codes, messages,
+        attrs_json, events_json, links_json, res_col, scope_names, scope_versions, sessions, seqs,
+    )  # fmt: skip
+    arrays = [
+        _array(col, field.type, n, nullable)
+        for col, field, nullable in zip(columns, ARROW_SCHEMA, _NULLABLE_FROM_SDK, strict=True)
+    ]
+    return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
 def empty_table() -> pa.Table:

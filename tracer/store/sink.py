@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from tracer.spans import names as sn
 from tracer.store import Store
-from tracer.store.rows import rows_to_table, spans_to_table
+from tracer.store.rows import records_to_table, rows_to_table
 from tracer.store.schema import TRACER_STATS
 from tracer.store.segments import list_segments
 from tracer.store.spool import Spool, spooled_line
@@ -35,6 +35,7 @@ class StoreSink:
     """Writes span batches into a :class:`Store`; spills to a :class:`Spool` when it cannot."""
 
     name = "store"
+    accepts_records = True  # span records (tracer.spans.direct) are converted in bulk by prepare
 
     def __init__(
         self,
@@ -55,8 +56,9 @@ class StoreSink:
 
     # -- Sink protocol -----------------------------------------------------------------------------
     def prepare(self, spans: Sequence[Any]) -> pa.Table:
-        """A chunk of spans -> Arrow (pure, no I/O; runs on the thread that ended the chunk)."""
-        return spans_to_table(spans)
+        """A chunk of spans and span records -> Arrow (pure, no I/O; runs on the thread that ended
+        the chunk)."""
+        return records_to_table(spans)
 
     def write(self, prepared: list[pa.Table]) -> None:
         """Append prepared chunks as ONE segment. Raises on any failure."""
