@@ -372,6 +372,7 @@ def clean_attributes(attributes: Mapping[str, Any], out: dict[str, Any] | None =
 _PLAIN = frozenset((str, int, bool, float))
 _PLAIN_OR_LIST = _PLAIN | {list}
 _join = "".join
+_NONE = type(None)
 
 
 def json_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
@@ -379,16 +380,15 @@ def json_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
 
     The usual attribute dict (scalars, ``None`` and lists of str) is checked with C-level calls
     only; anything else goes through :func:`clean_attributes`."""
-    values = attributes.values()
-    if None in values:
-        attributes = {k: v for k, v in attributes.items() if v is not None}
-        values = attributes.values()
-    kinds = set(map(type, values))
+    kinds = set(map(type, attributes.values()))
     if kinds <= _PLAIN:
         return attributes
+    if _NONE in kinds:
+        attributes = {k: v for k, v in attributes.items() if v is not None}
+        kinds.discard(_NONE)
     if kinds <= _PLAIN_OR_LIST:
         try:  # every list holds str only: str.join refuses anything else
-            list(map(_join, [v for v in values if type(v) is list]))
+            list(map(_join, [v for v in attributes.values() if type(v) is list]))
             return attributes
         except TypeError:
             pass
@@ -399,9 +399,6 @@ def record_attributes(record: tuple) -> dict[str, Any]:
     """A record's attributes, cleaned."""
     attrs = record[R_ATTRS]
     return attrs if record[R_CLEAN] else clean_attributes(attrs)
-
-
-_G = [operator.itemgetter(i) for i in range(len(RECORD_FIELDS))]
 
 
 def records_to_table(records: Sequence[Any]) -> pa.Table:
@@ -416,8 +413,7 @@ def records_to_table(records: Sequence[Any]) -> pa.Table:
 
 def _records_table(recs: Sequence[tuple]) -> pa.Table:
     n = len(recs)
-    name, span, parent, kind, attrs, clean, start, end, status, links, events, ctx, meta = (
-        list(map(g, recs)) for g in _G)
+    name, span, parent, kind, attrs, clean, start, end, status, links, events, ctx, meta = map(list, zip(*recs))
     per_ctx: dict[int, tuple[str, str | None]] = {}
     for c in ctx:  # one root context per session: format its trace id and state once
         if id(c) not in per_ctx:
