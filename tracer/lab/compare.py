@@ -20,13 +20,14 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from policies.registry import parse_params
 from tracer.lab import metrics as _metrics
 from tracer.lab.cost import PriceTable, price_results
 from tracer.lab.replay import ReplaySpec, SessionResult, events_for, replay_session
+from tracer.lab.results_arrow import results_from_ipc, results_to_ipc
 from tracer.traffic.importers import Conversation
 
 Progress = Callable[[int, int], None]
@@ -100,11 +101,11 @@ def arms(policies: Sequence[tuple[str, tuple[tuple[str, Any], ...]]], gated: str
 # Work is split by session, not by arm: a task is a few consecutive sessions replayed under every
 # arm, so each session's event stream is built once, by one worker, and dropped when the task is
 # done (nothing per session outlives its task: memory stays flat however many sessions stream in).
-# Results come back as plain tuples (SessionResult's fields), the parent only files them by index.
+# Results come back as one Arrow IPC stream per task (tracer.lab.results_arrow), decoded by the parent
+# in one call; spans never pass through the parent: each worker writes its own store segments.
 # Replays record without auto-compaction: compacting holds the store's key index in memory, which
 # grows with the store (a worker compacting a large store went from 80 to 570 MiB); the segments
 # stay readable and the next compaction (``prunegate compact``, a long-running writer) absorbs them.
-_RESULT_FIELDS = tuple(f.name for f in fields(SessionResult))
 _WORKER: dict[str, Any] = {}
 
 
@@ -122,10 +123,6 @@ def _replay_arms(conv: Conversation, specs: Sequence[ReplaySpec], provider: Any,
     return out
 
 
-def _pack(r: SessionResult) -> tuple[Any, ...]:
-    return tuple(getattr(r, f) for f in _RESULT_FIELDS)
-
-
 def _worker_init(specs: list[ReplaySpec], store_path: str | None, capture: bool) -> None:
     _WORKER.update(specs=specs, capture=capture, provider=None)
     if store_path is not None:
@@ -135,12 +132,12 @@ def _worker_init(specs: list[ReplaySpec], store_path: str | None, capture: bool)
         multiprocessing.util.Finalize(None, _worker_close, exitpriority=10)
 
 
-def _worker_run(task: tuple[int, list[Conversation]]) -> tuple[int, list[list[tuple[Any, ...]]]]:
-    """(first index, per session: per arm: the result's fields). Spans reach the store through the
+def _worker_run(task: tuple[int, list[Conversation]]) -> tuple[int, bytes]:
+    """(sessions in the task, their results as Arrow IPC bytes). Spans reach the store through the
     worker's own pipeline (a segment per batch, within a second or two) and at its exit."""
     first, convs = task
     specs, provider, capture = _WORKER["specs"], _WORKER["provider"], _WORKER["capture"]
-    return first, [[_pack(r) for r in _replay_arms(c, specs, provider, capture)] for c in convs]
+    return len(convs), results_to_ipc(first, [_replay_arms(c, specs, provider, capture) for c in convs])
 
 
 def _worker_close() -> None:
@@ -233,10 +230,9 @@ def run_replays(
     pool = ctx.Pool(procs, initializer=_worker_init,
                     initargs=(specs, str(store_path) if store_path is not None else None, capture_content))
     try:
-        for first, packed in pool.imap_unordered(_worker_run, _tasks(conversations, chunk)):
-            for k, per_arm in enumerate(packed):
-                by_index[first + k] = [SessionResult(*t) for t in per_arm]
-            done += len(packed) * len(specs)
+        for n, data in pool.imap_unordered(_worker_run, _tasks(conversations, chunk)):
+            by_index.update(results_from_ipc(data))
+            done += n * len(specs)
             if progress:
                 progress(done, max(total, done))
         pool.close()  # workers exit normally: their finalizer flushes and closes their writer
