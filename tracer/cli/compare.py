@@ -17,7 +17,8 @@ from typing import Any
 
 from policies.errors import PolicyError
 from tracer.cli.export import send_after
-from tracer.cli.replay import add_common, depends_on, describe, load_sessions, recorded_outcome, recording
+from tracer.cli.options import add_replay_options, load_sessions, recorded_outcome
+from tracer.cli.replay import depends_on, describe, recording
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="with --engine ray: the cluster to use ('auto', 'ray://head:10001'); "
                              "default: start a local Ray on this machine")
     add_prices(parser)
-    add_common(parser, budgets=True)
+    add_replay_options(parser, budgets=True)
     parser.set_defaults(func=run)
 
 
@@ -113,10 +114,7 @@ def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], P
         if importlib.util.find_spec("ray") is None:
             print(f"prunegate {command}: --engine ray needs Ray: pip install 'prunegate[ray]'", file=sys.stderr)
             raise SystemExit(2)
-    loaded = load_sessions(args, command)
-    if isinstance(loaded, int):
-        raise SystemExit(loaded)
-    store, convs = loaded
+    store, convs = load_sessions(args)
     budgets = args.budget or [None]
     result = compare(convs, policies, gated=args.gated, budget=budgets, hard_ceiling=args.hard_ceiling,
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,

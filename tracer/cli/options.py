@@ -1,7 +1,8 @@
 """The options several commands share, each defined once, and what they select.
 
 ``--store`` and ``--json`` are added by every command that takes them through :func:`add_store`
-and :func:`add_json`; ``replay`` and ``compare`` share :func:`add_replay_options`. The store path
+and :func:`add_json`; ``replay``, ``compare`` and ``recommend`` share :func:`add_replay_options` and
+read their sessions through :func:`load_sessions`. The store path
 is resolved in one place, :func:`tracer.store.settings.resolve_store`.
 """
 
@@ -18,7 +19,7 @@ from tracer.store.settings import STORE_HELP, resolve_store
 
 if TYPE_CHECKING:
     from tracer.store import Store
-    from tracer.traffic.importers import Conversation
+    from tracer.traffic.recorded import StoredSessions
 
 __all__ = [
     "add_json", "add_replay_options", "add_store", "load_sessions", "nonnegative", "port", "positive",
@@ -36,9 +37,15 @@ def add_json(parser: argparse.ArgumentParser, help: str = "print JSON instead of
     parser.add_argument("--json", action="store_true", help=help)
 
 
-def add_replay_options(parser: argparse.ArgumentParser) -> None:
-    """What ``replay`` and ``compare`` share: budget, sessions, streaming, seed, workers, store, tracing."""
-    parser.add_argument("--budget", type=positive, help="token budget (default: 60%% of each session's full size)")
+def add_replay_options(parser: argparse.ArgumentParser, *, budgets: bool = False) -> None:
+    """What ``replay``, ``compare`` and ``recommend`` share: budget, sessions, streaming, seed, workers,
+    store, tracing, OTLP. ``budgets``: ``--budget`` takes a list (a sweep over every arm)."""
+    if budgets:
+        parser.add_argument("--budget", type=_budgets, metavar="N[,N...]",
+                            help="token budget, or a comma-separated list to sweep every arm over "
+                                 "(default: 60%% of each session's full size; 'auto' in a list means that)")
+    else:
+        parser.add_argument("--budget", type=positive, help="token budget (default: 60%% of each session's full size)")
     parser.add_argument("--hard-ceiling", type=positive, help="hard ceiling: spill, then fail loudly, above it (gated)")
     parser.add_argument("--session", nargs="+", action="extend", metavar="ID",
                         help="replay only these sessions (id or name); default: every non-replay session")
@@ -51,6 +58,18 @@ def add_replay_options(parser: argparse.ArgumentParser) -> None:
                         help="do not record the replays (measure only; for benchmarks)")
     parser.add_argument("--capture-content", action="store_true", help="record message content in the replay traces")
     add_json(parser)
+    from tracer.cli.export import add_otlp_options
+
+    add_otlp_options(parser)
+
+
+def _budgets(text: str) -> list[int | None]:
+    from tracer.lab.sweep import parse_budgets
+
+    try:
+        return parse_budgets(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--budget: ")) from None
 
 
 def store_of(args: argparse.Namespace) -> Store:
@@ -60,20 +79,22 @@ def store_of(args: argparse.Namespace) -> Store:
     return Store(resolve_store(getattr(args, "store", None)))
 
 
-def load_sessions(args: argparse.Namespace) -> tuple[Store, list[Conversation]]:
-    """(store, conversations) that ``--store`` and ``--session`` select; :class:`CommandError` says what is wrong."""
-    from tracer.traffic.recorded import load_conversations
+def load_sessions(args: argparse.Namespace) -> tuple[Store, StoredSessions]:
+    """(store, sessions) that ``--store`` and ``--session`` select, read from the store a batch at a
+    time as they are iterated (memory stays flat however many there are); :class:`CommandError` says
+    what is wrong, a :class:`~tracer.store.StoreError` that the store cannot be read."""
+    from tracer.traffic.recorded import StoredSessions, select_sessions
 
     store = store_of(args)
     if not store.path.exists():
         raise CommandError(f"no store at {store.path} (import sessions first: prunegate import PATH)")
-    convs = load_conversations(store, args.session)  # StoreError: main() prints it
+    convs = StoredSessions(store, select_sessions(store, args.session))
     if args.session:
-        found = {c.session_id for c in convs} | {c.name for c in convs}
+        found = convs.names()
         missing = [s for s in args.session if s not in found]
         if missing:
             raise CommandError(f"no session {', '.join(map(repr, missing))} in {store.path}")
-    if not convs:
+    if not len(convs):
         raise CommandError(f"no sessions to replay in {store.path}")
     return store, convs
 

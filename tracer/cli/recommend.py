@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from tracer.cli.compare import add_prices, run_sweep
-from tracer.cli.replay import add_common
+from tracer.cli.options import add_replay_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policies", metavar="A,B,...",
                         help="run a sweep of these policies first (same syntax as prunegate compare), then pick")
     add_prices(parser)
-    add_common(parser, budgets=True)
+    add_replay_options(parser, budgets=True)
     parser.set_defaults(func=run)
 
 

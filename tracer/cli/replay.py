@@ -15,33 +15,7 @@ from typing import Any
 
 from policies.errors import PolicyError
 from tracer.cli import options
-from tracer.cli.checks import nonneg_int, positive_int
 from tracer.cli.output import format_row
-
-
-def add_common(parser: argparse.ArgumentParser, *, budgets: bool = False) -> None:
-    """Options ``replay`` and ``compare`` share; ``budgets``: ``--budget`` takes a list (a sweep)."""
-    if budgets:
-        parser.add_argument("--budget", type=_budgets, metavar="N[,N...]",
-                            help="token budget, or a comma-separated list to sweep every arm over "
-                                 "(default: 60%% of each session's full size; 'auto' in a list means that)")
-    else:
-        parser.add_argument("--budget", type=positive_int, help="token budget (default: 60%% of each session's full size)")
-    parser.add_argument("--hard-ceiling", type=positive_int, help="hard ceiling: spill, then fail loudly, above it (gated)")
-    parser.add_argument("--session", nargs="+", action="extend", metavar="ID",
-                        help="replay only these sessions (id or name); default: every non-replay session")
-    parser.add_argument("--stream-results", type=nonneg_int, default=0, metavar="N",
-                        help="deliver every tool result as a stream of N chunks (default: only recorded streams)")
-    parser.add_argument("--seed", type=int, help="shuffle each batch's result order with this seed")
-    parser.add_argument("--workers", type=positive_int, default=1, help="processes to replay in (default 1)")
-    options.add_store(parser)
-    parser.add_argument("--no-trace", dest="trace", action="store_false",
-                        help="do not record the replays (measure only; for benchmarks)")
-    parser.add_argument("--capture-content", action="store_true", help="record message content in the replay traces")
-    options.add_json(parser)
-    from tracer.cli.export import add_otlp_options
-
-    add_otlp_options(parser)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", required=True, help="policy name (see the policies in docs/policies.md)")
     parser.add_argument("--param", action="append", default=[], metavar="K=V", help="policy parameter (repeatable)")
     parser.add_argument("--ungated", action="store_true", help="no gate: what naive runtimes do")
-    add_common(parser)
+    options.add_replay_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -81,10 +55,7 @@ def run(args: argparse.Namespace) -> int:
         print("prunegate replay: --otlp-endpoint sends the recorded replays; it cannot go with --no-trace",
               file=sys.stderr)
         return 2
-    loaded = load_sessions(args, "replay")
-    if isinstance(loaded, int):
-        return loaded
-    store, convs = loaded
+    store, convs = options.load_sessions(args)
     results = run_replays(convs, [spec], workers=args.workers, store_path=store.path if args.trace else None,
                           capture_content=args.capture_content, progress=progress_bar())[0]
     row = aggregate([spec], [results])[0]
@@ -95,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         if sent is not None:
             out["otlp"] = sent.to_dict()
         print(json.dumps(out, indent=2))
-        return recorded_outcome(args, store, [r.replay_id for r in results]) or sent_status
+        return options.recorded_outcome(args, store, [r.replay_id for r in results]) or sent_status
     print(describe(depends))
     for r in results:
         line = (f"{r.name}: {r.model_calls} model calls, {r.invalid_requests} invalid, {r.orphan_results} orphan results, "
@@ -105,48 +76,12 @@ def run(args: argparse.Namespace) -> int:
             line += f"; FAILED: {r.error}"
         print(line + (f" -> {r.replay_id}" if args.trace else ""))
     print(format_row(row))
-    rc = recorded_outcome(args, store, [r.replay_id for r in results])
+    rc = options.recorded_outcome(args, store, [r.replay_id for r in results])
     if rc == 0:
         print(recording(depends))
     if sent is not None:
         print(sent.summary())
     return rc or sent_status
-
-
-def recorded_outcome(args: argparse.Namespace, store: Any, replay_ids: list[str | None]) -> int:
-    """0 when the recorded replays are in the store (read back), else say what is not (exit 3)."""
-    if not args.trace:
-        return 0
-    from tracer.cli.outcome import check_recorded
-
-    return check_recorded(args.command, store, replay_ids)
-
-
-def load_sessions(args: argparse.Namespace, command: str) -> Any:
-    """(store, conversations) for ``--store``/``--session``, or an exit code after saying what is wrong."""
-    from tracer.store import StoreError
-    from tracer.traffic.recorded import StoredSessions, select_sessions, store_path_arg
-
-    store = store_path_arg(args.store)
-    if not store.path.exists():
-        print(f"prunegate {command}: no store at {store.path} (import sessions first: prunegate import PATH)",
-              file=sys.stderr)
-        return 2
-    try:
-        convs = StoredSessions(store, select_sessions(store, args.session))  # read a batch at a time
-    except StoreError as exc:
-        print(f"prunegate {command}: {exc}", file=sys.stderr)
-        return 2
-    if args.session:
-        found = convs.names()
-        missing = [s for s in args.session if s not in found]
-        if missing:
-            print(f"prunegate {command}: no session {', '.join(map(repr, missing))} in {store.path}", file=sys.stderr)
-            return 2
-    if not len(convs):
-        print(f"prunegate {command}: no sessions to replay in {store.path}", file=sys.stderr)
-        return 2
-    return store, convs
 
 
 def depends_on(args: argparse.Namespace, store: Any, recorded: int) -> dict[str, Any]:
@@ -182,12 +117,3 @@ def recording(d: dict[str, Any]) -> str:
         return (f"recorded {d['recorded_sessions']} replays as new sessions (source 'replay') in {d['store']}; "
                 "--no-trace measures without recording")
     return "replays not recorded (--no-trace)"
-
-
-def _budgets(text: str) -> list[int | None]:
-    from tracer.lab.sweep import parse_budgets
-
-    try:
-        return parse_budgets(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--budget: ")) from None

@@ -20,7 +20,7 @@ import shlex
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +151,7 @@ def arm_command(options: dict[str, Any], spec: ReplaySpec) -> str:
                            gated="on" if spec.gated else "off")
 
 
-def record(cmp: Comparison, *, options: dict[str, Any], sessions: Sequence[Any], prices: dict[str, Any],
+def record(cmp: Comparison, *, options: dict[str, Any], sessions: Iterable[Any], prices: dict[str, Any],
            models: dict[str, int], policies: str, budgets: Sequence[int | None], gated: str) -> dict[str, Any]:
     """Everything a sweep found and what reproduces it, as JSON-ready data."""
     arms_ = [summarize(spec, rs) for spec, rs in zip(cmp.specs, cmp.results, strict=True)]

@@ -413,7 +413,7 @@ def records_to_table(records: Sequence[Any]) -> pa.Table:
 
 def _records_table(recs: Sequence[tuple]) -> pa.Table:
     n = len(recs)
-    name, span, parent, kind, attrs, clean, start, end, status, links, events, ctx, meta = map(list, zip(*recs))
+    name, span, parent, kind, attrs, clean, start, end, status, links, events, ctx, meta = map(list, zip(*recs, strict=True))
     per_ctx: dict[int, tuple[str, str | None]] = {}
     for c in ctx:  # one root context per session: format its trace id and state once
         if id(c) not in per_ctx:
