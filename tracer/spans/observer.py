@@ -136,7 +136,7 @@ class SpanObserver(Observer):
         self.checks += 1
         t_check, t_decision = self._reserved or (s.clock(), s.clock())
         self._reserved = None
-        check = s.start_span(sn.BUDGET_CHECK, {
+        check_attrs = {
             sn.CHECK: d.check,
             sn.DECISION: str(d.kind),
             sn.REASON: d.reason,
@@ -144,12 +144,14 @@ class SpanObserver(Observer):
             sn.TOKENS_BEFORE: d.tokens_before,
             sn.TOKENS_AFTER: d.tokens_after,
             sn.BUDGET: d.budget,
-            sn.HARD_CEILING: d.hard_ceiling,
+            # a None value is left out when the span is stored; leaving it out here is cheaper
+            **({sn.HARD_CEILING: d.hard_ceiling} if d.hard_ceiling is not None else {}),
             sn.TOKENS_OVERHEAD: d.overhead_tokens,
             sn.PENDING_CALLS: len(ctx.pending),
             sn.OPEN_MESSAGES: len(ctx.open_ids),
             sn.GATED: gated,
-        }, seq=d.seq, start_time=t_check)
+        }
+        check = s.start_span(sn.BUDGET_CHECK, check_attrs, seq=d.seq, start_time=t_check)
         span = None
         name = DECISION_SPANS.get(d.kind)
         if name is not None:

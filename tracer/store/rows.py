@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import operator
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from operator import methodcaller
 from types import ModuleType
@@ -270,32 +269,6 @@ def _attributes_json(dicts: list[dict[str, Any]]) -> Any:
     return [dumps(d) if d else _EMPTY_OBJ for d in dicts]
 
 
-# In orjson's text of a raw attribute dict, anything that cleaning could change: a null (a None value
-# to leave out), an object after the first byte (a dict value), a list or a list item that is not a
-# string. A match inside a string value only sends that dict the slow way.
-_SUSPECT = re.compile(rb'null|.\{|\[[^"\]]|,[^"]')
-
-
-def _raw_attributes_json(dicts: list[dict[str, Any]], clean: list[bool]) -> Any:
-    """Attribute dicts of span records -> JSON in one buffer; a dict not yet cleaned (``clean`` False)
-    is encoded as is when its text shows that cleaning would not change it (the usual case, one C
-    regex search), else cleaned first (:func:`clean_attributes`)."""
-    if _orjson is None:
-        return _attributes_json([a if c else clean_attributes(a) for a, c in zip(dicts, clean, strict=True)])
-    data, ends = bytearray(), list[int]()
-    dump, end, suspect = _orjson.dumps, ends.append, _SUSPECT.search
-    for d, c in zip(dicts, clean, strict=True):
-        try:
-            text = dump(d)
-            if not c and suspect(text):
-                text = dump(clean_attributes(d))
-        except (TypeError, _orjson.JSONEncodeError):
-            text = dumps(d if c else clean_attributes(d)).encode()
-        data += text
-        end(len(data))
-    return _Utf8(data, ends)
-
-
 class _Same:
     """A column whose every value is ``value`` (built by Arrow in C, not from a Python list)."""
 
@@ -431,16 +404,16 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     code_objs = list(map(_STATUS_CODE, status))
     codes = list(map(_STATUS_NAMES.__getitem__, map(id, code_objs)))
     messages = list(map(_DESCRIPTION, status))
-    attrs_json = _raw_attributes_json(attrs, clean)
+    dicts = attrs if all(clean) else [a if c else clean_attributes(a) for a, c in zip(attrs, clean, strict=True)]
+    attrs_json = _attributes_json(dicts)
     k1, k2 = SESSION_ATTRIBUTES
     sessions = [
         a if a is not None else b
-        for a, b in zip(map(methodcaller("get", k1), attrs), map(methodcaller("get", k2), attrs), strict=True)
+        for a, b in zip(map(methodcaller("get", k1), dicts), map(methodcaller("get", k2), dicts), strict=True)
     ]
-    if not all(v is None or type(v) is str for v in sessions):  # (rare) as session_of reads cleaned attributes
-        sessions = [v if v is None or type(v) is str else session_of(clean_attributes(a))
-                    for v, a in zip(sessions, attrs, strict=True)]
-    seqs = [v if type(v) is int else None for v in map(methodcaller("get", SEQ_ATTRIBUTE), attrs)]
+    if not all(v is None or type(v) is str for v in sessions):
+        sessions = [v if v is None or type(v) is str else str(v) for v in sessions]
+    seqs = [v if type(v) is int else None for v in map(methodcaller("get", SEQ_ATTRIBUTE), dicts)]
     events_json = _json_lists(events, _event_dict)
     links_json = _json_lists(links, _link_dict)
     res_col = _same_or_each([m.resource for m in meta], n, _resource_json)
