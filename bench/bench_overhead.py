@@ -1,14 +1,17 @@
 """What tracing and parallel replay cost, as ratios measured side by side in one run.
 
     .venv/bin/python bench/bench_overhead.py              # ../shared/traffic, else data/sessions
-    .venv/bin/python bench/bench_overhead.py --quick      # smaller, for a loaded machine
+    .venv/bin/python bench/bench_overhead.py --quick      # smaller, for a loaded machine (a few minutes)
+    .venv/bin/python bench/bench_overhead.py --profile check    # cProfile top of a traced budget check
+    .venv/bin/python bench/bench_overhead.py --profile replay   # ... of a traced one-worker replay
 
 Every pair is measured in interleaved rounds (a, b, a, b, ...) and the median of the same-round
 ratios is printed, with the load average next to it:
 
 1. a budget check, traced (SpanObserver -> setup_tracing's store pipeline) / untraced, on the
-   agent's thread (bench/bench_tracer_overhead.py's workload: τ-bench conversations, one append and
-   one check per message). Floor: <= 3x.
+   agent's thread (τ-bench airline conversations driven as a live agent drives the gate: append one
+   message, run one budget check with the recency policy at 60% of the conversation's size). Floor:
+   <= 3x. Next to it the agent thread's CPU time per append+check, traced / untraced.
 2. replay rate (events/s), traced into a fresh store / untraced, one process. Floor: >= 0.8x.
 3. ``compare`` (3 policies x gated/ungated), traced / untraced with one worker (floor >= 0.8x),
    and two workers / one worker, traced and untraced (floor >= 1.8x: needs two idle CPUs).
@@ -39,17 +42,22 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_tracer  # noqa: E402
-import bench_tracer_overhead as check_bench  # noqa: E402
 
+from policies import Context, Gate, convert, get_policy  # noqa: E402
+from policies.messages import Message  # noqa: E402
 from tracer.lab.compare import arms, parse_policies, run_replays  # noqa: E402
 from tracer.lab.replay import ReplaySpec  # noqa: E402
+from tracer.spans.observer import SpanObserver  # noqa: E402
 from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor  # noqa: E402
+from tracer.spans.session import SessionConfig, TracedSession  # noqa: E402
+from tracer.spans.setup import setup_tracing  # noqa: E402
 from tracer.store import Store  # noqa: E402
 from tracer.traffic.importers import Conversation, read_paths  # noqa: E402
 
 TRAFFIC = ROOT.parent / "shared" / "traffic"
 SOURCE = TRAFFIC if TRAFFIC.is_dir() else ROOT / "data" / "sessions"
 POLICIES = "recency,salience,head_tail"
+TAU_JSON = TRAFFIC / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
 
 
 def load() -> Iterator[Conversation]:
@@ -81,34 +89,77 @@ def verdict(ok: bool) -> str:
 
 
 # ------------------------------------------------------------------------------ 1. budget checks
-def checks(n_convs: int, rounds: int) -> tuple[float, str]:
-    convs = check_bench.conversations(n_convs) if check_bench.TAU.is_file() else None
-    if convs is None:
-        return float("nan"), "no τ-bench traffic: skipped"
-    root = Path(tempfile.mkdtemp(prefix="pg-ovh-"))
-    makers = {"untraced": check_bench.variant_untraced, "traced": check_bench.variant_store(root, capture=False)}
+def check_conversations(n: int) -> list[list[Message]]:
+    """The first ``n`` τ-bench airline conversations as messages."""
+    data = json.loads(TAU_JSON.read_text())
+    return [convert.from_openai({"messages": conv["traj"]})[0] for conv in data[:n]]
 
-    def cell(make: Callable) -> Callable[[], float]:
+
+Observer = Callable[[int], SpanObserver | None]
+
+
+def drive(messages: list[Message], make_observer: Observer) -> tuple[int, int]:
+    """(ns spent in budget checks, checks) for one conversation: append one message, check, repeat."""
+    total = sum(len(m.plain_text()) for m in messages) // 4 + 4 * len(messages)
+    budget = max(50, int(total * 0.6))
+    observer = make_observer(budget)
+    ctx = Context(observer=observer, strict=False, provider="openai")
+    gate = Gate(get_policy("recency"), budget)
+    check_ns = 0
+    clock = time.perf_counter_ns
+    for m in [m.copy() for m in messages]:  # fresh messages, copied outside the timed region
+        ctx.append(m)
+        t0 = clock()
+        gate.check(ctx)
+        check_ns += clock() - t0
+    if observer is not None:
+        observer.session.end()
+    return check_ns, gate.checks
+
+
+def traced_observers(root: Path) -> tuple[Observer, Callable[[], None]]:
+    """Observers writing into a fresh store through setup_tracing's pipeline, and what flushes it."""
+    tracing = setup_tracing(Path(tempfile.mkdtemp(dir=root)), otlp_endpoint=False)
+
+    def observer(budget: int) -> SpanObserver:
+        return SpanObserver(TracedSession(tracing.provider, SessionConfig(source="synthetic", budget=budget,
+                                                                          capture_content=False)))
+
+    def finish() -> None:
+        tracing.force_flush(600_000)
+        tracing.shutdown()
+
+    return observer, finish
+
+
+def untraced_observers(root: Path) -> tuple[Observer, Callable[[], None]]:
+    return (lambda budget: None), (lambda: None)
+
+
+def checks(n_convs: int, rounds: int) -> tuple[float, str]:
+    if not TAU_JSON.is_file():
+        return float("nan"), "budget check: no τ-bench traffic at ../shared/traffic: skipped"
+    convs = check_conversations(n_convs)
+    root = Path(tempfile.mkdtemp(prefix="pg-ovh-"))
+    cpus: dict[str, list[float]] = {"untraced": [], "traced": []}
+
+    def cell(name: str, make: Callable[[Path], tuple[Observer, Callable[[], None]]]) -> Callable[[], float]:
         def run() -> float:
-            obs, finish = make()
+            obs, finish = make(root)
             c_ns = n = 0
             cpu = time.thread_time()
             for conv in convs:
-                c, _, k = check_bench.drive(conv, obs)
+                c, k = drive(conv, obs)
                 c_ns, n = c_ns + c, n + k
-            cpus[name(make)].append((time.thread_time() - cpu) / n)
+            cpus[name].append((time.thread_time() - cpu) / n)
             finish()
             return c_ns / n / 1000
 
         return run
 
-    cpus: dict[str, list[float]] = {k: [] for k in makers}
-
-    def name(make: Callable) -> str:
-        return next(k for k, m in makers.items() if m is make)
-
     try:
-        got = interleave({k: cell(m) for k, m in makers.items()}, rounds)
+        got = interleave({"untraced": cell("untraced", untraced_observers),
+                          "traced": cell("traced", traced_observers)}, rounds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     r = ratio(got["traced"], got["untraced"])
@@ -261,6 +312,37 @@ def rss(limit: int, workers: int) -> tuple[float, list[str]]:
     return worst, lines
 
 
+# ------------------------------------------------------------------------------ profiles
+def profile(what: str, n: int, top: int) -> None:
+    """cProfile of a traced path, top functions by own time (docs/performance.md)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    root = Path(tempfile.mkdtemp(prefix="pg-prof-"))
+    try:
+        if what == "check":
+            convs = check_conversations(n)
+            obs, finish = traced_observers(root)
+            for c in convs[:3]:  # warm-up
+                drive(c, obs)
+            prof.enable()
+            for c in convs:
+                drive(c, obs)
+            prof.disable()
+            finish()
+        else:
+            convs_r = list(load())[:n]
+            spec = ReplaySpec("recency", gated=True, budget=3000)
+            run_replays(convs_r[:5], [spec], store_path=root / "warm")
+            prof.enable()
+            run_replays(convs_r, [spec], store_path=root / "s")
+            prof.disable()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sessions and rounds")
@@ -271,7 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="sessions per pass for the RSS runs (0: all)")
     parser.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: checks,replay,compare,store,burst,rss")
+    parser.add_argument("--profile", choices=("check", "replay"), help="print a cProfile of a traced path instead")
+    parser.add_argument("--top", type=int, default=20, help="functions shown by --profile")
     args = parser.parse_args(argv)
+    if args.profile:
+        profile(args.profile, args.sessions or (40 if args.profile == "check" else 60), args.top)
+        return 0
     limit = args.limit or 10**9
     if args.rss_child:
         rss_child(args.rss_child, limit, args.workers)
