@@ -64,16 +64,48 @@ def _from_parts(data: bytes, lengths: object, n: int, validity: pa.Buffer | None
     return pa.Array.from_buffers(pa.string(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], nulls)
 
 
+_SAME: dict[tuple[str, int], pa.Array] = {}  # (value, n) -> array: the same few every chunk (arrays are immutable)
+
+
 def same_string(value: str | None, n: int) -> pa.Array:
     """``n`` copies of one string (or ``n`` nulls)."""
     if value is None:
         return pa.nulls(n, pa.string())
+    cached = _SAME.get((value, n))
+    if cached is not None:
+        return cached
     raw = value.encode("utf-8", "replace")
     width = len(raw)
     if width * n > _MAX_OFFSET:
         raise ValueError(f"{width * n} bytes of text in one column chunk; the limit is 2 GiB")
     offsets = array.array("i", range(0, width * n + 1, width)) if width else array.array("i", [0] * (n + 1))
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)], 0)
+    out = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)], 0)
+    if len(_SAME) < 64 and width <= 4096:
+        _SAME[(value, n)] = out
+    return out
+
+
+_FIXED: dict[tuple[int, int], pa.Buffer] = {}  # (width, n) -> offsets 0, width, 2 * width, ...
+
+
+def fixed_width_array(values: list, width: int) -> pa.Array:
+    """A ``pa.string()`` array of ASCII strings that are all ``width`` characters long (or None),
+    such as hex ids: the offsets are the same for every chunk of the same size."""
+    n = len(values)
+    validity, nulls = _validity(values)
+    if nulls == n:
+        return pa.nulls(n, pa.string())
+    present = values if not nulls else ["0" * width if v is None else v for v in values]
+    text = "".join(present)
+    if len(text) != width * n or not text.isascii():  # not what the caller said: the general way
+        return string_array(values)
+    offsets = _FIXED.get((width, n))
+    if offsets is None:
+        offsets = pa.py_buffer(array.array("i", range(0, width * n + 1, width)))
+        if len(_FIXED) < 64:
+            _FIXED[(width, n)] = offsets
+    # a null's bytes stay in the data (its validity bit says null), as Arrow allows
+    return pa.Array.from_buffers(pa.string(), n, [validity, offsets, pa.py_buffer(text.encode("ascii"))], nulls)
 
 
 def int64_array(values: list, *, nullable: bool = True) -> pa.Array:

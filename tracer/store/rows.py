@@ -27,7 +27,7 @@ import pyarrow as pa
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.trace import SpanKind, StatusCode
 
-from tracer.store.arrow import column, same_string, utf8_array
+from tracer.store.arrow import column, fixed_width_array, same_string, utf8_array
 from tracer.store.schema import (
     ARROW_SCHEMA,
     COLUMN_NAMES,
@@ -283,6 +283,8 @@ def _array(col: Any, typ: pa.DataType, n: int, nullable: bool) -> pa.Array:
         return same_string(col.value, n)
     if isinstance(col, _Utf8):
         return utf8_array(col.data, col.ends)
+    if isinstance(col, _Fixed):
+        return fixed_width_array(col.values, col.width)
     return column(col, typ, nullable=nullable)
 
 
@@ -421,14 +423,24 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     scope_names = _same_or_each(scopes, n, lambda sc: sc.name if sc is not None else None)
     scope_versions = _same_or_each(scopes, n, lambda sc: sc.version if sc is not None else None)
     columns = (
-        trace_ids, span_ids, parents, states, name, kinds, start, end, codes, messages,
-        attrs_json, events_json, links_json, res_col, scope_names, scope_versions, sessions, seqs,
+        _Fixed(trace_ids, 32), _Fixed(span_ids, 16), _Fixed(parents, 16), states, name, kinds, start, end, codes,
+        messages, attrs_json, events_json, links_json, res_col, scope_names, scope_versions, sessions, seqs,
     )  # fmt: skip
     arrays = [
         _array(col, field.type, n, nullable)
         for col, field, nullable in zip(columns, ARROW_SCHEMA, _NULLABLE_FROM_SDK, strict=True)
     ]
     return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+class _Fixed:
+    """A column of ASCII strings of one width (hex ids), or None."""
+
+    __slots__ = ("values", "width")
+
+    def __init__(self, values: list[Any], width: int) -> None:
+        self.values = values
+        self.width = width
 
 
 def empty_table() -> pa.Table:
