@@ -332,7 +332,9 @@ def profile(what: str, n: int, top: int) -> None:
             prof.disable()
             finish()
         else:
-            convs_r = list(load())[:n]
+            tau = TRAFFIC / "tau-bench-gpt4o-airline"
+            source = [tau] if tau.is_dir() else [SOURCE]
+            convs_r = [c for c in read_paths(source) if isinstance(c, Conversation)][:n]
             spec = ReplaySpec("recency", gated=True, budget=3000)
             run_replays(convs_r[:5], [spec], store_path=root / "warm")
             prof.enable()

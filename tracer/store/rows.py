@@ -403,9 +403,17 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     span_ids = ["%016x" % s for s in span]  # noqa: UP031
     parents = [None if p is None else "%016x" % p for p in parent]  # noqa: UP031
     kinds = list(map(_KIND_NAMES.__getitem__, map(id, kind)))
-    code_objs = list(map(_STATUS_CODE, status))
-    codes = list(map(_STATUS_NAMES.__getitem__, map(id, code_objs)))
-    messages = list(map(_DESCRIPTION, status))
+    per_status: dict[int, tuple[str, str | None]] = {}
+    for st in status:  # a few Status objects (mostly the one UNSET): read their properties once each
+        if id(st) not in per_status:
+            per_status[id(st)] = (st.status_code.name, st.description)
+    if len(per_status) == 1:
+        code, message = next(iter(per_status.values()))
+        codes: Any = _Same(code)
+        messages: Any = _Same(message)
+    else:
+        pairs = [per_status[i] for i in map(id, status)]
+        codes, messages = [p[0] for p in pairs], [p[1] for p in pairs]
     dicts = attrs if all(clean) else [a if c else clean_attributes(a) for a, c in zip(attrs, clean, strict=True)]
     attrs_json = _attributes_json(dicts)
     k1, k2 = SESSION_ATTRIBUTES
