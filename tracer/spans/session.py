@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
@@ -91,6 +92,9 @@ class SessionConfig:
             raise ValueError(f"session source must be one of {', '.join(SOURCES)}; got {self.source!r}")
 
 
+# (span name, gen_ai.operation.name) -> OpenInference span kind (what _oi.span_kind reads)
+_OI_KINDS: dict[tuple[str, str | None], Any] = {}
+_MISSING = object()
 _TRACERS: weakref.WeakKeyDictionary[Any, trace.Tracer] = weakref.WeakKeyDictionary()
 
 
@@ -103,6 +107,14 @@ def _tracer_of(provider: trace.TracerProvider) -> trace.Tracer:
         return tracer
     except TypeError:  # a provider that cannot be weakly referenced
         return provider.get_tracer(SCOPE)
+
+
+def _arguments_key(arguments: Any) -> Any:
+    """Tool arguments as a value that is equal for equal arguments (never stored: retry detection)."""
+    try:
+        return orjson.dumps(arguments)
+    except (TypeError, orjson.JSONEncodeError):
+        return _redact.dumps(arguments)
 
 
 class TracedSession:
@@ -248,7 +260,16 @@ class TracedSession:
             attrs = put_clean({sid_seq[0]: sid_seq[1], sid_seq[2]: sid_seq[3]}, attributes)
         else:
             attrs = {sid_seq[0]: sid_seq[1], sid_seq[2]: sid_seq[3], **attributes}
-        oi_kind = _oi.span_kind(name, attrs)
+        op = attrs.get(sn.GEN_AI_OPERATION_NAME)
+        if op is None or type(op) is str:
+            key = (name, op)
+            oi_kind = _OI_KINDS.get(key, _MISSING)
+            if oi_kind is _MISSING:
+                oi_kind = _oi.span_kind(name, attrs)
+                if len(_OI_KINDS) < 4096:
+                    _OI_KINDS[key] = oi_kind
+        else:
+            oi_kind = _oi.span_kind(name, attrs)
         if oi_kind is not None and _oi.SPAN_KIND not in attrs:
             attrs[_oi.SPAN_KIND] = oi_kind
         return attrs
@@ -392,7 +413,7 @@ class TracedSession:
         return call
 
     def _is_retry(self, name: str, call_id: str, arguments: Any) -> tuple[bool, str]:
-        key = (name, _redact.dumps(arguments))
+        key = (name, _arguments_key(arguments))
         with self._lock:
             if call_id in self._ran_calls:
                 return True, call_id

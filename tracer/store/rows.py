@@ -313,7 +313,7 @@ def _resource_json(resource: Any) -> str:
 def _same_or_each(objs: list[Any], n: int, convert: Any) -> Any:
     """``convert`` applied per element, once when every element is the same object (the usual)."""
     first = objs[0]
-    if objs.count(first) == n and all(o is first for o in objs):
+    if len(set(map(id, objs))) == 1:
         return _Same(convert(first))
     cache: dict[int, Any] = {}
     out = []
