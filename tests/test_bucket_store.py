@@ -4,11 +4,6 @@ each span once (retried PUTs, compaction run twice), fewer requests after compac
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -18,34 +13,6 @@ from tests.traffic import TAU
 from tracer.store import Store
 from tracer.store.bucket import BucketStore, day_of
 from tracer.traffic.recorded import import_paths
-
-boto3 = pytest.importorskip("boto3", reason="boto3 and moto[server] are in the test extra")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3():
-    port = _free_port()
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.time() < deadline and proc.poll() is None, "moto_server did not start"
-            time.sleep(0.2)
-    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                          aws_access_key_id="test", aws_secret_access_key="test")
-    yield client
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

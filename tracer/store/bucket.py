@@ -36,13 +36,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tracer.store.schema import VIEWS, empty_select, select_list
+from tracer.store.schema import ARROW_SCHEMA, PROMOTED_NAMES, VIEWS, empty_select, select_list
 
 SEGMENTS, COMPACTED = "segments/", "compacted/"
 
 
 def day_of(ns: int) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(ns // 10**9))
+
+
+def current_table(table: pa.Table) -> pa.Table:
+    """``table`` in the current schema: an object written before schema 2 gets its promoted columns
+    from its attributes (schema.derived); compaction PUTs the result, so the day is upgraded once."""
+    if set(PROMOTED_NAMES) <= set(table.column_names):
+        return table
+    con = duckdb.connect()
+    try:
+        con.register("t", table)
+        return con.sql(f"SELECT {select_list(derive=True)} FROM t").to_arrow_table().cast(ARROW_SCHEMA)
+    finally:
+        con.close()
 
 
 @dataclass
@@ -54,6 +67,8 @@ class BucketCompaction:
     rows: int  # rows written (each span once)
     written: str | None  # the compacted object's key, None when there was nothing to do
     deleted: int
+    new_rows: int = 0  # rows read from segments (not from earlier compacted files)
+    duplicates: int = 0  # rows of the inputs dropped as copies of a span already kept
 
 
 class BucketStore:
@@ -115,7 +130,7 @@ class BucketStore:
 
     def _get(self, key: str) -> pa.Table:
         body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        return pq.read_table(io.BytesIO(body))
+        return current_table(pq.read_table(io.BytesIO(body)))
 
     def read_day(self, day: str, *, attempts: int = 3) -> pa.Table | None:
         """Every object of ``day`` as one table (duplicates not yet removed), or None."""
@@ -159,7 +174,10 @@ class BucketStore:
         keys = self.keys(day)
         if not keys or (len(keys) == 1 and keys[0].startswith(f"{self.prefix}{COMPACTED}")):
             return BucketCompaction(day, len(keys), 0, None, 0)
-        table = pa.concat_tables([self._get(k) for k in keys], promote_options="default")
+        tables = [self._get(k) for k in keys]
+        table = pa.concat_tables(tables, promote_options="default")
+        new_rows = sum(t.num_rows for k, t in zip(keys, tables, strict=True)
+                       if not k.startswith(f"{self.prefix}{COMPACTED}"))
         con = duckdb.connect()
         con.register("t", table)
         merged = con.sql("SELECT * FROM (SELECT DISTINCT ON (trace_id, span_id) * FROM t) "
@@ -167,9 +185,10 @@ class BucketStore:
         con.close()
         name = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:24]
         out = f"{self.prefix}{COMPACTED}day={day}/{name}.parquet"
-        self._put(out, merged.cast(table.schema))  # the PUT is the commit: its inputs are now redundant
+        self._put(out, merged.cast(ARROW_SCHEMA))  # the PUT is the commit: its inputs are now redundant
         old = [k for k in keys if k != out]
         for start in range(0, len(old), 1000):
             self.client.delete_objects(Bucket=self.bucket,
                                        Delete={"Objects": [{"Key": k} for k in old[start:start + 1000]]})
-        return BucketCompaction(day, len(keys), merged.num_rows, out, len(old))
+        return BucketCompaction(day, len(keys), merged.num_rows, out, len(old), new_rows,
+                                table.num_rows - merged.num_rows)
