@@ -88,3 +88,25 @@ def test_a_bad_bucket_url_is_one_line(s3_env):
     assert bad.returncode == 2 and "no bucket name" in bad.stderr and "Traceback" not in bad.stderr
     missing = cli(env, "sessions", "--store", "s3://no-such-bucket-here/x")
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
+
+
+def test_serve_into_a_bucket(s3_env, tmp_path):
+    from tests.test_serve import _export_turns
+
+    bucket, env = s3_env
+    url = f"s3://{bucket}/served"
+    proc = subprocess.Popen([*PRUNEGATE, "serve", "--store", url, "--port", "0", "--compact-every", "0",
+                             "--conversation-idle", "0.5"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert f"-> {url}/" in line, (line, proc.stderr.read() if proc.stderr else "")
+        _export_turns(line.split(" on ", 1)[1].split(" ", 1)[0], "trip-s3", turns=3)
+    finally:
+        proc.send_signal(15)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "committed 3 spans from 3 requests (1 GenAI sessions)" in out
+    store = Store(url)
+    assert store.query("SELECT count(*) AS n FROM spans WHERE scope_name = 'some.genai.lib'")[0]["n"] == 3
+    assert [r["source"] for r in store.sessions() if r["source"]] == ["import"]  # (and the raw spans, keyed "trip-s3")

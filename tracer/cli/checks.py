@@ -80,6 +80,17 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def nonneg_seconds(text: str) -> float:
+    """A finite, non-negative number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite, non-negative number of seconds, got {text!r}")
+    return value
+
+
 def _int(text: str) -> int:
     try:
         return int(text.replace("_", ""))
