@@ -163,15 +163,27 @@ class S3Store(Store):
         return hashlib.sha1("\n".join(sorted(names)).encode()).hexdigest()
 
     # -- reading ---------------------------------------------------------------------------------
-    def reader(self, *, attach_timeout: float = 2.0, days: list[str] | None = None) -> StoreReader:
-        """A snapshot: the listed objects of ``days`` (all by default), each span once."""
-        return BucketReader(self, days)
+    def reader(self, *, attach_timeout: float = 2.0, days: list[str] | None = None,
+               sessions: list[str] | None = None) -> StoreReader:
+        """A snapshot: the listed objects of ``days`` (all by default), each span once; with
+        ``sessions``, only the row groups that may hold them (ranged GETs; filter on session_id)."""
+        return BucketReader(self, days, sessions)
+
+    def spans(self, session_id: str) -> list[dict[str, Any]]:
+        """A session's spans in event order, read by ranged GETs of the row groups that may hold it."""
+        from tracer.store.rows import decode_row
+
+        with self.reader(sessions=[session_id]) as r:
+            rows = r.query("SELECT * FROM spans WHERE session_id = ? ORDER BY seq NULLS LAST, start_time_ns, span_id",
+                           [session_id])
+        return [decode_row(row) for row in rows]
 
 
 class BucketReader(StoreReader):
     """:class:`StoreReader`'s interface over a bucket's objects (no locks: a listing is the snapshot)."""
 
-    def __init__(self, store: S3Store, days: list[str] | None = None) -> None:  # noqa: D107 - no super(): no lock file
+    def __init__(self, store: S3Store, days: list[str] | None = None,  # no super(): no lock file, no database
+                 sessions: list[str] | None = None) -> None:
         self.layout = SimpleNamespace(root=store.path)  # type: ignore[assignment]
         self.complete = True
         self.main_attached = False
@@ -180,7 +192,7 @@ class BucketReader(StoreReader):
         self.damaged_segments: list[Path] = []
         self.legacy_segments: list[Path] = []
         try:
-            self.con: duckdb.DuckDBPyConnection = store.bucket.reader(days)
+            self.con: duckdb.DuckDBPyConnection = store.bucket.reader(days, sessions)
         except _botocore_errors() as exc:
             raise StoreError(f"{store.path}: cannot read the bucket: {exc}") from exc
 
