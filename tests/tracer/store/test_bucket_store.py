@@ -4,15 +4,14 @@ each span once (retried PUTs, compaction run twice), fewer requests after compac
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from tests.servers import free_port, wait_for_port
 from tests.synthetic import synthetic_bodies
 from tests.traffic import TAU
 from tracer.store import Store
@@ -22,25 +21,12 @@ from tracer.traffic.recorded import import_paths
 boto3 = pytest.importorskip("boto3", reason="boto3 and moto[server] are in the test extra")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3():
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.time() < deadline and proc.poll() is None, "moto_server did not start"
-            time.sleep(0.2)
+    wait_for_port(port, proc, "moto_server", seconds=30)
     client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
                           aws_access_key_id="test", aws_secret_access_key="test")
     yield client
