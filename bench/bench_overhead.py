@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_tracer  # noqa: E402
 
+from bench.sources import SESSIONS, TAU_DIR, TAU_FILE, TRAFFIC  # noqa: E402
 from policies import Context, Gate, convert, get_policy  # noqa: E402
 from policies.messages import Message  # noqa: E402
 from tracer.lab.compare import arms, parse_policies, run_replays  # noqa: E402
@@ -54,10 +55,8 @@ from tracer.spans.setup import setup_tracing  # noqa: E402
 from tracer.store import Store  # noqa: E402
 from tracer.traffic.importers import Conversation, read_paths  # noqa: E402
 
-TRAFFIC = ROOT.parent / "shared" / "traffic"
-SOURCE = TRAFFIC if TRAFFIC.is_dir() else ROOT / "data" / "sessions"
+SOURCE = TRAFFIC if TRAFFIC.is_dir() else SESSIONS
 POLICIES = "recency,salience,head_tail"
-TAU_JSON = TRAFFIC / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
 
 
 def load() -> Iterator[Conversation]:
@@ -91,7 +90,7 @@ def verdict(ok: bool) -> str:
 # ------------------------------------------------------------------------------ 1. budget checks
 def check_conversations(n: int) -> list[list[Message]]:
     """The first ``n`` τ-bench airline conversations as messages."""
-    data = json.loads(TAU_JSON.read_text())
+    data = json.loads(TAU_FILE.read_text())
     return [convert.from_openai({"messages": conv["traj"]})[0] for conv in data[:n]]
 
 
@@ -137,7 +136,7 @@ def untraced_observers(root: Path) -> tuple[Observer, Callable[[], None]]:
 
 
 def checks(n_convs: int, rounds: int) -> tuple[float, str]:
-    if not TAU_JSON.is_file():
+    if not TAU_FILE.is_file():
         return float("nan"), "budget check: no τ-bench traffic at ../shared/traffic: skipped"
     convs = check_conversations(n_convs)
     root = Path(tempfile.mkdtemp(prefix="pg-ovh-"))
@@ -332,8 +331,7 @@ def profile(what: str, n: int, top: int) -> None:
             prof.disable()
             finish()
         else:
-            tau = TRAFFIC / "tau-bench-gpt4o-airline"
-            source = [tau] if tau.is_dir() else [SOURCE]
+            source = [TAU_DIR] if TAU_DIR.is_dir() else [SOURCE]
             convs_r = [c for c in read_paths(source) if isinstance(c, Conversation)][:n]
             spec = ReplaySpec("recency", gated=True, budget=3000)
             run_replays(convs_r[:5], [spec], store_path=root / "warm")
