@@ -29,9 +29,13 @@ def _conversations() -> list[Conversation]:
 
 
 def _spans(store: Store) -> list[tuple]:
-    """Every span as (name, parent name, kind, status, attributes without ids/times), sorted."""
+    """Every span as (name, parent name, kind, status, attributes without ids/times, seq, the promoted
+    columns), sorted."""
+    from tracer.store.schema import PROMOTED_NAMES
+
     with store.reader() as r:
-        rows = r.query("SELECT span_id, parent_span_id, name, kind, status_code, status_message, attributes "
+        rows = r.query("SELECT span_id, parent_span_id, name, kind, status_code, status_message, attributes, seq, "
+                       f"session_id IS NOT NULL AS has_session, {', '.join(PROMOTED_NAMES)} "
                        "FROM spans WHERE name <> 'prunegate.tracer.stats'")
     import json
 
@@ -45,7 +49,8 @@ def _spans(store: Store) -> list[tuple]:
             attrs.pop(key)
         text = re.sub(r"replay-[0-9a-f]{16}", "replay-?", json.dumps(attrs, sort_keys=True))  # ids inside values
         out.append((row["name"], names.get(row["parent_span_id"]), row["kind"], row["status_code"],
-                    row["status_message"], text))
+                    row["status_message"], text, row["seq"], row["has_session"],
+                    tuple(row[c] for c in PROMOTED_NAMES)))
     return sorted(out)
 
 
