@@ -34,7 +34,6 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.util import types
 
 from tracer.store.rows import (
-    R_ATTRS,
     R_CTX,
     R_END,
     R_EVENTS,
@@ -326,5 +325,5 @@ def as_spans(chunk: Sequence[Any]) -> list[Any]:
     return [readable(x) if type(x) is tuple else x for x in chunk]
 
 
-__all__ = ["DIRECT_FLAG", "DirectSpan", "DirectWriter", "EndedSpan", "R_ATTRS", "as_spans", "direct_writer",
-           "put_clean", "put_sdk", "readable", "start_root"]
+__all__ = ["DIRECT_FLAG", "DirectSpan", "DirectWriter", "EndedSpan", "as_spans", "direct_writer", "put_clean",
+           "put_sdk", "readable", "start_root"]
