@@ -142,22 +142,32 @@ def direct_writer(provider: Any, tracer: Any, root: trace.Span | None = None) ->
         return None
 
 
-class EndedSpan(trace.Span):
-    """What :meth:`TracedSession.emit` returns for a span written as a record: ended, not recording,
-    with the record's span context (built when asked for)."""
+class _RecordSpan(trace.Span):
+    """A span whose context is built from its session root's and its own id when asked for."""
 
     __slots__ = ("_root", "_span_id", "_ctx")
 
-    def __init__(self, root: SpanContext, span_id: int) -> None:
-        self._root = root
-        self._span_id = span_id
-        self._ctx: SpanContext | None = None
+    _root: SpanContext  # trace id, flags and state come from here
+    _span_id: int
+    _ctx: SpanContext | None
 
     def get_span_context(self) -> SpanContext:
         if self._ctx is None:
             r = self._root
             self._ctx = SpanContext(r.trace_id, self._span_id, False, r.trace_flags, r.trace_state)
         return self._ctx
+
+
+class EndedSpan(_RecordSpan):
+    """What :meth:`TracedSession.emit` returns for a span written as a record: ended, not recording,
+    with the record's span context (built when asked for)."""
+
+    __slots__ = ()
+
+    def __init__(self, root: SpanContext, span_id: int) -> None:
+        self._root = root
+        self._span_id = span_id
+        self._ctx = None
 
     def is_recording(self) -> bool:
         return False
@@ -188,15 +198,15 @@ class EndedSpan(trace.Span):
         return None
 
 
-class DirectSpan(trace.Span):
+class DirectSpan(_RecordSpan):
     """A recording span that becomes a span record when it ends (nothing changes it after that).
 
     ``raw`` are the start attributes as given (cleaned with the record, later); attributes set
     afterwards follow the SDK's ``set_attribute`` rule and win over start attributes of the same key.
     """
 
-    __slots__ = ("_writer", "_name", "_span_id", "_parent_id", "_root", "_kind", "_raw", "_set", "_links",
-                 "_events", "_start", "_status", "_ended", "_ctx")
+    __slots__ = ("_writer", "_name", "_parent_id", "_kind", "_raw", "_set", "_links", "_events", "_start",
+                 "_status", "_ended")
 
     def __init__(self, writer: DirectWriter, name: str, root: SpanContext, parent_id: int | None, kind: SpanKind,
                  raw: dict[str, Any], links: Sequence[Link], start_time: int, span_id: int | None = None) -> None:
@@ -204,7 +214,7 @@ class DirectSpan(trace.Span):
         self._name = name
         self._span_id = writer.generate_span_id() if span_id is None else span_id
         self._parent_id = parent_id
-        self._root = root  # trace id, flags and state come from here
+        self._root = root
         self._kind = kind
         self._raw = raw
         self._set: dict[str, Any] | None = None
@@ -213,13 +223,7 @@ class DirectSpan(trace.Span):
         self._start = start_time
         self._status = UNSET
         self._ended = False
-        self._ctx: SpanContext | None = None
-
-    def get_span_context(self) -> SpanContext:
-        if self._ctx is None:
-            r = self._root
-            self._ctx = SpanContext(r.trace_id, self._span_id, False, r.trace_flags, r.trace_state)
-        return self._ctx
+        self._ctx = None
 
     def is_recording(self) -> bool:
         return not self._ended

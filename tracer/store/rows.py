@@ -196,6 +196,20 @@ def _seq_items(items: Any) -> Any:
     return getattr(items, "_dq", items)
 
 
+def _attribute_columns(dicts: list[dict[str, Any]]) -> tuple[Any, list[Any], list[Any], list[list[Any]]]:
+    """From cleaned attribute dicts: their JSON, the promoted session_id and seq, the schema's
+    other promoted columns."""
+    k1, k2 = SESSION_ATTRIBUTES
+    sessions = [
+        a if a is not None else b
+        for a, b in zip(map(methodcaller("get", k1), dicts), map(methodcaller("get", k2), dicts), strict=True)
+    ]
+    if not all(v is None or type(v) is str for v in sessions):
+        sessions = [v if v is None or type(v) is str else str(v) for v in sessions]
+    seqs = [v if type(v) is int else None for v in map(methodcaller("get", SEQ_ATTRIBUTE), dicts)]
+    return _attributes_json(dicts), sessions, seqs, promoted_values(dicts)
+
+
 def spans_to_table(spans: Sequence[Any]) -> pa.Table:
     """Finished SDK spans -> one Arrow table in :data:`ARROW_SCHEMA`.
 
@@ -223,16 +237,7 @@ def spans_to_table(spans: Sequence[Any]) -> pa.Table:
     ]
     messages = list(map(_DESCRIPTION, status))
     dicts = list(map(_plain, attrs))
-    attrs_json = _attributes_json(dicts)
-    k1, k2 = SESSION_ATTRIBUTES
-    sessions = [
-        a if a is not None else b
-        for a, b in zip(map(methodcaller("get", k1), dicts), map(methodcaller("get", k2), dicts), strict=True)
-    ]
-    if not all(v is None or type(v) is str for v in sessions):
-        sessions = [v if v is None or type(v) is str else str(v) for v in sessions]
-    seqs = [v if type(v) is int else None for v in map(methodcaller("get", SEQ_ATTRIBUTE), dicts)]
-    promoted = promoted_values(dicts)
+    attrs_json, sessions, seqs, promoted = _attribute_columns(dicts)
     events_json = _json_lists(list(map(_seq_items, events)), _event_dict)
     links_json = _json_lists(list(map(_seq_items, links)), _link_dict)
     res_col = _same_or_each(resource, n, _resource_json)
@@ -444,16 +449,7 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
         pairs = [per_status[i] for i in map(id, status)]
         codes, messages = [p[0] for p in pairs], [p[1] for p in pairs]
     dicts = attrs if all(clean) else [a if c else clean_attributes(a) for a, c in zip(attrs, clean, strict=True)]
-    attrs_json = _attributes_json(dicts)
-    k1, k2 = SESSION_ATTRIBUTES
-    sessions = [
-        a if a is not None else b
-        for a, b in zip(map(methodcaller("get", k1), dicts), map(methodcaller("get", k2), dicts), strict=True)
-    ]
-    if not all(v is None or type(v) is str for v in sessions):
-        sessions = [v if v is None or type(v) is str else str(v) for v in sessions]
-    seqs = [v if type(v) is int else None for v in map(methodcaller("get", SEQ_ATTRIBUTE), dicts)]
-    promoted = promoted_values(dicts)
+    attrs_json, sessions, seqs, promoted = _attribute_columns(dicts)
     events_json = _json_lists(events, _event_dict)
     links_json = _json_lists(links, _link_dict)
     res_col = _same_or_each([m.resource for m in meta], n, _resource_json)
