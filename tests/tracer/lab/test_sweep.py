@@ -12,13 +12,11 @@ import pytest
 
 from tests.paths import REPO
 from tracer.cli import main
-from tracer.lab import cost, sweep
-from tracer.lab.compare import arms, parse_policies
+from tracer.lab import arms, cost, parse_policies, sweep
 from tracer.lab.recommend import recommend
 from tracer.queries import list_sessions
 from tracer.store import Store
-from tracer.traffic.importers import shipped_sessions_dir
-from tracer.traffic.recorded import import_paths
+from tracer.traffic import import_paths, shipped_sessions_dir
 
 POLICIES = "recency,salience,mask"
 BUDGETS = "1500,3000,6000"
@@ -190,7 +188,7 @@ def test_recommend_can_run_the_sweep_itself(swept, capsys):
 
 def test_a_sweep_builds_each_session_event_stream_once(monkeypatch):
     from tracer.lab import compare as compare_mod
-    from tracer.traffic.importers import Conversation, read_paths
+    from tracer.traffic import Conversation, read_paths
 
     convs = [c for c in read_paths([shipped_sessions_dir()]) if isinstance(c, Conversation)][:5]
     built: list[str] = []

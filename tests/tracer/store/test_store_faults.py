@@ -32,7 +32,7 @@ from policies import Gate, get_policy
 from tests.paths import REPO, SESSIONS
 from tests.traffic import FULL
 from tracer.store import Store
-from tracer.traffic.recorded import import_paths
+from tracer.traffic import import_paths
 
 TAU = FULL / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"  # 30 dialogues of the full traffic, else SHIPPED[:-1]
 SHIPPED = sorted(SESSIONS.glob("*.jsonl"))
@@ -544,7 +544,7 @@ def test_replay_into_a_read_only_store_exits_3_and_recover_brings_every_replay_i
 
 
 def test_shadow_guard_stats_carry_the_pipeline_counters(tmp_path, env, monkeypatch):
-    from tracer.guard.shadow import ShadowGuard
+    from tracer.guard import ShadowGuard
 
     monkeypatch.setenv("PRUNEGATE_SPOOL_DIR", env["PRUNEGATE_SPOOL_DIR"])
     store = tmp_path / "store"

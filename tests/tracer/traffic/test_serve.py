@@ -23,9 +23,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.servers import free_port, wait_for_port
-from tracer.lab.replay import ReplaySpec, replay_session
+from tracer.lab import ReplaySpec, replay_session
 from tracer.store import Store
-from tracer.traffic.importers import conversation_from_body
+from tracer.traffic import conversation_from_body
 
 VENV_BIN = Path(sys.executable).parent
 
