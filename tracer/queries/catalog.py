@@ -42,11 +42,11 @@ _INDEX_SQL = f"""
 WITH roots AS (
     SELECT session_id,
            any_value(attributes->>'{sn.SESSION_NAME}') AS label,
-           any_value(attributes->>'{sn.SESSION_SOURCE}') AS source,
+           any_value(source) AS source,
            any_value(attributes->>'{sn.SESSION_SOURCE_ID}') AS source_id,
-           any_value(attributes->>'{sn.POLICY}') AS policy,
-           any_value(TRY_CAST(attributes->>'{sn.GATED}' AS BOOLEAN)) AS gated,
-           any_value(TRY_CAST(attributes->>'{sn.BUDGET}' AS BIGINT)) AS budget
+           any_value(policy) AS policy,
+           any_value(gated) AS gated,
+           any_value(budget) AS budget
     FROM spans WHERE name = '{SESSION}' AND session_id IS NOT NULL GROUP BY session_id
 ),
 counts AS (
@@ -74,8 +74,7 @@ FROM (
                                  CAST(attributes->'{sn.MESSAGE_TOOL_NAMES}' AS VARCHAR)) AS text
     FROM spans WHERE name = '{MESSAGE}' AND session_id IS NOT NULL
     UNION ALL
-    SELECT session_id, concat_ws(' ', attributes->>'gen_ai.tool.name', attributes->>'{sn.DECISION}',
-                                 attributes->>'{sn.REASON}', attributes->>'{sn.VIOLATION_CODE}')
+    SELECT session_id, concat_ws(' ', attributes->>'gen_ai.tool.name', decision, reason, violation)
     FROM spans
     WHERE session_id IS NOT NULL AND (name IN ('{BUDGET_CHECK}', '{PRUNE}', '{DEFER}', '{SPILL}', '{FAIL}',
                                                 '{VIOLATION}') OR starts_with(name, 'execute_tool'))
@@ -199,8 +198,7 @@ def session_page(
 def policies_seen(src: Source) -> list[str]:
     """Policies of the sessions in the store (the filter's choices)."""
     rows = _con(src).execute(
-        f"SELECT DISTINCT attributes->>'{sn.POLICY}' FROM spans WHERE name = '{SESSION}' "
-        f"AND attributes->>'{sn.POLICY}' IS NOT NULL ORDER BY 1").fetchall()
+        f"SELECT DISTINCT policy FROM spans WHERE name = '{SESSION}' AND policy IS NOT NULL ORDER BY 1").fetchall()
     return [str(r[0]) for r in rows]
 
 

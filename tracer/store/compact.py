@@ -18,6 +18,7 @@ import logging
 import os
 import random
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,13 +27,13 @@ import duckdb
 
 from tracer.errors import StoreError, StorePermissionError
 from tracer.store.locks import FileLock, fsync_path
-from tracer.store.schema import MAIN_DDL, SCHEMA_VERSION, select_list
+from tracer.store.schema import MAIN_DDL, PROMOTED, SCHEMA_VERSION, derived, select_list
 from tracer.store.segments import (
     StoreLayout,
     check_writable,
     clean_tmp,
     list_segments,
-    segment_rows,
+    segment_footer,
 )
 
 log = logging.getLogger(__name__)
@@ -83,13 +84,19 @@ def open_main_rw(main: Path, deadline: float) -> duckdb.DuckDBPyConnection | Non
         delay = min(delay * 2, 0.1) * (0.5 + random.random())
 
 
-def _valid_segments(paths: list[Path], result: CompactResult) -> tuple[list[Path], list[int], list[Path]]:
-    """Split segments into readable ones (with row counts) and ones to quarantine."""
+def _valid_segments(
+    paths: list[Path], result: CompactResult, legacy: set[Path]
+) -> tuple[list[Path], list[int], list[Path]]:
+    """Split segments into readable ones (with row counts) and ones to quarantine; add to ``legacy``
+    those written before schema 2 (their promoted columns are derived as they are inserted)."""
     good, rows, bad = [], [], []
     for path in paths:
         try:
-            rows.append(segment_rows(path))
+            n, current = segment_footer(path)
+            rows.append(n)
             good.append(path)
+            if not current:
+                legacy.add(path)
         except FileNotFoundError:
             continue  # deleted by a compactor that ran before us; nothing to do
         except Exception as exc:  # a damaged footer: set it aside instead of blocking forever
@@ -99,10 +106,12 @@ def _valid_segments(paths: list[Path], result: CompactResult) -> tuple[list[Path
     return good, rows, bad
 
 
-_INSERT_SQL = f"""
+def _insert_sql(*, derive: bool) -> str:
+    """Insert segments' rows, each span once; ``derive`` for segments written before schema 2."""
+    return f"""
 INSERT INTO spans
 SELECT {select_list()} FROM (
-    SELECT DISTINCT ON (trace_id, span_id) {select_list(cast_json=True)}
+    SELECT DISTINCT ON (trace_id, span_id) {select_list(cast_json=True, derive=derive)}
     FROM read_parquet(?, union_by_name = true)
 ) p
 WHERE NOT EXISTS (
@@ -112,15 +121,24 @@ ORDER BY session_id NULLS LAST, seq NULLS LAST, start_time_ns
 """
 
 
-def _absorb(con: duckdb.DuckDBPyConnection, paths: list[Path], rows: list[int], listed: list[str]) -> int:
+_INSERT_SQL = {False: _insert_sql(derive=False), True: _insert_sql(derive=True)}
+
+
+def _absorb(
+    con: duckdb.DuckDBPyConnection, paths: list[Path], rows: list[int], listed: list[str],
+    legacy: AbstractSet[Path] = frozenset(),
+) -> int:
     """One transaction: insert the segments' rows and record their names. Returns rows inserted."""
     now = time.time_ns()
     con.execute("BEGIN TRANSACTION")
     try:
         inserted = 0
+        for derive in (False, True):
+            group = [str(p) for p in paths if (p in legacy) == derive]
+            if group:
+                row = con.execute(_INSERT_SQL[derive], [group]).fetchone()
+                inserted += row[0] if row is not None else 0
         if paths:
-            row = con.execute(_INSERT_SQL, [[str(p) for p in paths]]).fetchone()
-            inserted = row[0] if row is not None else 0
             con.execute(
                 "INSERT INTO compacted_segments SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), ?",
                 [[p.name for p in paths], rows, now],
@@ -137,13 +155,28 @@ def _absorb(con: duckdb.DuckDBPyConnection, paths: list[Path], rows: list[int], 
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the main tables when missing and record the schema version."""
-    for ddl in MAIN_DDL:
-        con.execute(ddl)
-    con.execute(
-        "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
-        [str(SCHEMA_VERSION)],
-    )
+    """Create the main tables when missing, upgrade a table written before schema 2 (adds the
+    promoted columns, filled from the attributes) and record the schema version; one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for ddl in MAIN_DDL:
+            con.execute(ddl)
+        have = {r[0] for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND schema_name = 'main' AND table_name = 'spans'").fetchall()}
+        missing = [(name, sql_type) for name, sql_type, _, _ in PROMOTED if name not in have]
+        for name, sql_type in missing:
+            con.execute(f"ALTER TABLE spans ADD COLUMN {name} {sql_type}")
+        if missing:
+            con.execute("UPDATE spans SET " + ", ".join(f"{name} = {derived(name)}" for name, _ in missing))
+        con.execute(
+            "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [str(SCHEMA_VERSION)],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def compact(
@@ -191,11 +224,12 @@ def compact(
                 ).fetchall()
             }
             fresh = [p for p in segments if p.name not in done]
-            good, rows, bad = _valid_segments(fresh, result)
+            legacy: set[Path] = set()
+            good, rows, bad = _valid_segments(fresh, result, legacy)
             for start in range(0, max(len(good), 1), max_files_per_transaction):
                 chunk = good[start : start + max_files_per_transaction]
                 chunk_rows = rows[start : start + max_files_per_transaction]
-                inserted = _absorb(con, chunk, chunk_rows, listed)
+                inserted = _absorb(con, chunk, chunk_rows, listed, legacy)
                 result.rows_inserted += inserted
                 result.duplicates_skipped += sum(chunk_rows) - inserted
                 result.segments_compacted += len(chunk)
