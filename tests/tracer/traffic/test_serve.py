@@ -293,7 +293,7 @@ def test_a_conversation_over_many_requests_is_one_session_as_import_makes_it(tmp
 
     # the same spans as a Collector file, imported: the same session, once
     from tracer.store.rows import decode_row
-    from tracer.traffic.otlp_json import write_otlp_json
+    from tracer.traffic import write_otlp_json
 
     collector = tmp_path / "collector.jsonl"
     write_otlp_json([decode_row(c) for c in chats], collector)
