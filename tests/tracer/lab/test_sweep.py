@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import sys
 
 import pytest
 
-from tests.paths import REPO
+from tests.servers import run_prunegate
 from tracer.cli import main
 from tracer.lab import arms, cost, parse_policies, sweep
 from tracer.lab.recommend import recommend
@@ -154,8 +152,7 @@ def test_the_recommendation_is_reproduced_by_its_command(swept, capsys):
     # run the printed command as a user would, in a new process
     argv = shlex.split(rec["command"])
     assert argv[:2] == ["prunegate", "compare"]
-    proc = subprocess.run([sys.executable, "-m", "tracer.cli", *argv[1:], "--json"], capture_output=True,
-                          text=True, timeout=600, cwd=REPO)
+    proc = run_prunegate(*argv[1:], "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr
     [again] = json.loads(proc.stdout)["arms"]
     for key in ("arm", "policy", "params", "gated", "budget", "sessions", "references", "retained", "retention",
