@@ -2,7 +2,7 @@
 
 :class:`PruneGuard` (``instrument.py``) gates and traces each request of an agent loop;
 :class:`ShadowGuard` (``shadow.py``) watches the agent's own trimmer without changing what it does;
-``tracing.py`` picks the tracer provider both write to; ``history.py`` (private to the wing)
+``tracing.py`` picks the tracer provider both write to; ``_history.py`` (private to the wing)
 matches the agent's full history against the guard's context. Import from here:
 ``from tracer.guard import PruneGuard``. Names load on first use.
 """
