@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies.validate import CODES, Violation, is_valid, validate
+from policies import Violation, is_valid, validate
+from policies.validate import CODES
 from tests.servers import run_prunegate
 from tests.traffic import TAU_DIALOGUES, TRAFFIC, cassette_bodies, tau_conversations
 

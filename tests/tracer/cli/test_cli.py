@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from policies.errors import PolicyError, PruneBoundaryViolation, PrunegateError
+from policies import PolicyError, PruneBoundaryViolation
+from policies.errors import PrunegateError
 from tests.paths import REPO, SESSIONS
 from tracer import errors
 from tracer.cli import COMMANDS, main, status

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from data.generate import SHIPPED, generate, main, write_jsonl
-from policies.validate import validate
+from policies import validate
 from tests.paths import SESSIONS
 from tracer.lab import ReplaySpec, replay_session
 from tracer.traffic import Conversation, Refusal, build_events, read_paths

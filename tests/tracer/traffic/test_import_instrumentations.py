@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from policies import convert
-from policies.messages import TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
+from policies import Block, Message, convert
+from policies.messages import TEXT, THINKING, TOOL_RESULT, TOOL_USE
 from tests.paths import TEST_DATA
 from tracer.cli import main
 from tracer.queries import list_sessions

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies import Context
-from policies.validate import validate
+from policies import Context, validate
 from tests.scenarios import BATCH
 from tracer.traffic import build_events, conversation_from_body
 from tracer.traffic.events import (
