@@ -27,7 +27,6 @@ from policies.registry import parse_params
 from tracer.lab import metrics as _metrics
 from tracer.lab.cost import PriceTable, price_results
 from tracer.lab.replay import ReplaySpec, SessionResult, events_for, replay_session
-from tracer.lab.results_arrow import results_from_ipc, results_to_ipc
 from tracer.traffic.importers import Conversation
 
 Progress = Callable[[int, int], None]
@@ -135,6 +134,8 @@ def _worker_init(specs: list[ReplaySpec], store_path: str | None, capture: bool)
 def _worker_run(task: tuple[int, list[Conversation]]) -> tuple[int, bytes]:
     """(sessions in the task, their results as Arrow IPC bytes). Spans reach the store through the
     worker's own pipeline (a segment per batch, within a second or two) and at its exit."""
+    from tracer.lab.results_arrow import results_to_ipc
+
     first, convs = task
     specs, provider, capture = _WORKER["specs"], _WORKER["provider"], _WORKER["capture"]
     return len(convs), results_to_ipc(first, [_replay_arms(c, specs, provider, capture) for c in convs])
@@ -223,6 +224,8 @@ def run_replays(
         return _by_arm(by_index, len(specs))
     if tracer_provider is not None and store_path is None:
         raise ValueError("parallel replays record through store_path (each worker writes its own segments)")
+    from tracer.lab.results_arrow import results_from_ipc
+
     ctx = multiprocessing.get_context(_start_method())
     if count is not None:  # few sessions: smaller tasks so that every worker gets some
         chunk = max(1, min(chunk, -(-count // (2 * workers))))

@@ -9,7 +9,7 @@ attributes on the agent's thread.
 On a provider built by :func:`tracer.spans.setup.setup_tracing` whose every processor is a
 :class:`~tracer.spans.pipeline.ReliableSpanProcessor` (its ``on_start`` does nothing), with the
 default parent-based sampler and default span limits (:func:`direct_writer`), a session's child
-spans are *span records*: plain tuples (:data:`tracer.store.rows.RECORD_FIELDS`) with the same
+spans are *span records*: plain tuples (:data:`tracer.spans.records.RECORD_FIELDS`) with the same
 data (name, ids, parent, kind, attributes, status, links, events, times), appended to the
 processors' buffers. An instant span (:meth:`TracedSession.emit`) is one tuple; a span that stays
 open (a budget check, a decision, a model call) is a small :class:`DirectSpan` handle that becomes a
@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 from opentelemetry.util import types
 
-from tracer.store.rows import (
+from tracer.spans.records import (
     R_CTX,
     R_END,
     R_EVENTS,

@@ -1,7 +1,7 @@
 """Conversion between spans and store rows.
 
 Three directions, all columnar:
-- ``records_to_table``: span *records* (plain tuples, :data:`RECORD_FIELDS`) -> an Arrow table. Spans
+- ``records_to_table``: span *records* (plain tuples, ``tracer.spans.records.RECORD_FIELDS``) -> an Arrow table. Spans
   written by prunegate's own sessions on its own pipeline travel as records, not span objects
   (tracer.spans.direct): the agent's thread appends a tuple, and cleaning the attributes, encoding
   them as JSON and building the columns happen here, in bulk, once per chunk.
@@ -24,9 +24,9 @@ from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.trace import SpanKind, StatusCode
 
+from tracer.spans.records import clean_attributes
 from tracer.store.arrow import column, fixed_width_array, same_string, utf8_array
 from tracer.store.schema import (
     ARROW_SCHEMA,
@@ -370,49 +370,7 @@ _STATUS_NAMES = {id(c): c.name for c in StatusCode}
 
 
 # ------------------------------------------------------------------------------ span records
-# A span record is a plain tuple (cheap to make on the agent's thread, nothing to copy later):
-RECORD_FIELDS = (
-    "name", "span_id", "parent_id", "kind", "attributes", "clean", "start", "end", "status", "links",
-    "events", "context", "meta",
-)  # fmt: skip
-# span_id, parent_id: ints (parent_id None for a root); kind: SpanKind; attributes: a dict, already
-# cleaned when ``clean`` is True, else as the caller gave it (see clean_attributes); status: an OTel
-# Status; links, events: tuples of OTel Link/Event; context: a SpanContext giving the trace id,
-# trace flags and trace state (the session's root); meta: any object with ``resource`` and
-# ``scope`` (an InstrumentationScope), shared by every record of a provider.
-R_NAME, R_SPAN, R_PARENT, R_KIND, R_ATTRS, R_CLEAN, R_START, R_END, R_STATUS, R_LINKS, R_EVENTS, R_CTX, R_META = \
-    range(len(RECORD_FIELDS))
-_SCALARS = (str, int, bool, float)
-_SEQUENCES = (list, tuple, set, frozenset)
-
-
-def clean_attributes(attributes: Mapping[str, Any], out: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Attributes as the SDK stores them after ``tracer.spans.session.clean``: ``None`` left out,
-    sequences as tuples of str, other non-scalar values by the SDK's own rule (added to ``out``)."""
-    out = {} if out is None else out
-    for key, value in attributes.items():
-        if value is None:
-            continue
-        t = type(value)
-        if t in _SCALARS:
-            out[key] = value
-        elif t in _SEQUENCES:
-            out[key] = tuple(map(str, value))
-        else:
-            checked = BoundedAttributes(attributes={key: value})  # the SDK's own rule (rare values)
-            if key in checked:
-                out[key] = checked[key]
-    return out
-
-
-
-
-def record_attributes(record: tuple) -> dict[str, Any]:
-    """A record's attributes, cleaned."""
-    attrs = record[R_ATTRS]
-    return attrs if record[R_CLEAN] else clean_attributes(attrs)
-
-
+# (the record layout and the attribute cleaning: tracer.spans.records, which needs no pyarrow)
 def records_to_table(records: Sequence[Any]) -> pa.Table:
     """Span records (and any SDK ``ReadableSpan`` among them) -> one Arrow table in the store schema."""
     spans = [r for r in records if type(r) is not tuple]

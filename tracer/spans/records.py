@@ -1,0 +1,53 @@
+"""Span records: the plain tuples prunegate's own sessions write instead of span objects.
+
+The layout (:data:`RECORD_FIELDS`) and the attribute cleaning live here, with no pyarrow, so that a
+traced session costs no pyarrow import; the store converts records to Arrow
+(:func:`tracer.store.rows.records_to_table`) and :mod:`tracer.spans.direct` writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.attributes import BoundedAttributes
+
+# A span record is a plain tuple (cheap to make on the agent's thread, nothing to copy later):
+RECORD_FIELDS = (
+    "name", "span_id", "parent_id", "kind", "attributes", "clean", "start", "end", "status", "links",
+    "events", "context", "meta",
+)  # fmt: skip
+# span_id, parent_id: ints (parent_id None for a root); kind: SpanKind; attributes: a dict, already
+# cleaned when ``clean`` is True, else as the caller gave it (see clean_attributes); status: an OTel
+# Status; links, events: tuples of OTel Link/Event; context: a SpanContext giving the trace id,
+# trace flags and trace state (the session's root); meta: any object with ``resource`` and
+# ``scope`` (an InstrumentationScope), shared by every record of a provider.
+R_NAME, R_SPAN, R_PARENT, R_KIND, R_ATTRS, R_CLEAN, R_START, R_END, R_STATUS, R_LINKS, R_EVENTS, R_CTX, R_META = \
+    range(len(RECORD_FIELDS))
+_SCALARS = (str, int, bool, float)
+_SEQUENCES = (list, tuple, set, frozenset)
+
+
+def clean_attributes(attributes: Mapping[str, Any], out: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Attributes as the SDK stores them after ``tracer.spans.session.clean``: ``None`` left out,
+    sequences as tuples of str, other non-scalar values by the SDK's own rule (added to ``out``)."""
+    out = {} if out is None else out
+    for key, value in attributes.items():
+        if value is None:
+            continue
+        t = type(value)
+        if t in _SCALARS:
+            out[key] = value
+        elif t in _SEQUENCES:
+            out[key] = tuple(map(str, value))
+        else:
+            checked = BoundedAttributes(attributes={key: value})  # the SDK's own rule (rare values)
+            if key in checked:
+                out[key] = checked[key]
+    return out
+
+
+def record_attributes(record: tuple) -> dict[str, Any]:
+    """A record's attributes, cleaned."""
+    attrs = record[R_ATTRS]
+    return attrs if record[R_CLEAN] else clean_attributes(attrs)
