@@ -27,11 +27,10 @@ sys.path.insert(0, str(ROOT))
 import boto3  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.sources import TAU_FILE  # noqa: E402
 from tracer.store import Store  # noqa: E402
 from tracer.store.bucket import BucketStore, day_of  # noqa: E402
 from tracer.traffic.recorded import import_paths  # noqa: E402
-
-TAU = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
 
 
 def timed(bucket: BucketStore, sql: str, params=None, days=None, sessions=None) -> tuple[float, int, list, int]:
@@ -60,8 +59,8 @@ def main() -> int:
                               aws_access_key_id="x", aws_secret_access_key="x")
         client.create_bucket(Bucket="bench")
         with tempfile.TemporaryDirectory(prefix="pg-bench-bucket-") as tmp:
-            if TAU.exists():
-                src = TAU
+            if TAU_FILE.exists():
+                src = TAU_FILE
             else:
                 from tests.synthetic import synthetic_bodies
 

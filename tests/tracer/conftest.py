@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,18 +11,13 @@ from typing import Any
 import pytest
 
 from tests.otel_memory import Recorder
+from tests.servers import free_port, wait_for_port
 
 
 @pytest.fixture
 def rec() -> Recorder:
     """A real OpenTelemetry SDK pipeline into memory, one per test."""
     return Recorder()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -34,14 +27,7 @@ def s3_endpoint() -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.time() < deadline and proc.poll() is None, "moto_server did not start"
-            time.sleep(0.2)
+    wait_for_port(port, proc, "moto_server")
     yield f"http://127.0.0.1:{port}"
     proc.terminate()
     proc.wait(timeout=10)

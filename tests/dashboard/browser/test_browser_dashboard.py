@@ -7,21 +7,15 @@ a missing browser fails. Screenshots land in tests/artifacts/ (gitignored).
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.dashboard.browser.chromium import click_until, dashboard_server, require_chromium, settle
 from tests.dashboard_fixtures import (
     HOSTILE,
     HOSTILE_NAME,
@@ -34,112 +28,18 @@ from tests.paths import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-pytestmark = pytest.mark.browser
-
-
-def _require_chromium() -> None:
-    if CHROMIUM.exists():
-        return
-    if IN_CI:
-        pytest.fail(f"{CHROMIUM} is missing in CI (CI=true): the browser tests must run there")
-    pytest.skip(f"{CHROMIUM} is not installed (apt install chromium); browser tests need Debian's chromium")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _prunegate() -> list[str]:
-    script = Path(sys.executable).parent / "prunegate"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("prunegate")
-    return [found] if found else [sys.executable, "-m", "tracer.cli"]
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A demo-like store and a real ``prunegate dashboard`` serving it on a free local port."""
-    _require_chromium()
+    require_chromium()
     path = tmp_path_factory.mktemp("browser") / "store"
     info = demo_store(path, per_file=2)
     with recording(path) as provider:  # written last: the most recent session, named with HTML
         gated_session(provider)
         orphan_session(provider, name=HOSTILE_NAME)
-    port = _free_port()
-    log = open(tmp_path_factory.mktemp("logs") / "dashboard.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([*_prunegate(), "dashboard", "--store", str(path), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as resp:
-                    if resp.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                raise RuntimeError(f"the dashboard did not start: {Path(log.name).read_text()[-2000:]}")
-            time.sleep(0.3)
+    with dashboard_server(path, tmp_path_factory.mktemp("logs")) as (base, proc):
         yield {"base": base, "info": info, "path": path, "proc": proc}
-    finally:
-        proc.send_signal(signal.SIGTERM)  # prunegate passes it on to streamlit
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the group we started
-            proc.wait()
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser(server: dict[str, Any]) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture()
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1500, "height": 2400})
-    pg = context.new_page()
-    pg.dialogs = []  # type: ignore[attr-defined]
-    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
-    try:
-        yield pg
-    finally:
-        context.close()
-
-
-def settle(pg: Any, timeout: float = 30.0, charts: int = 0) -> None:
-    """Wait until Streamlit is connected and idle, and ``charts`` Plotly charts are drawn (Plotly's
-    code loads lazily, seconds after the script finished; clicks landing before that get lost)."""
-    pg.wait_for_selector("h1", timeout=timeout * 1000)
-    deadline = time.monotonic() + timeout
-    quiet = 0
-    while time.monotonic() < deadline:
-        idle = pg.locator('[data-testid="stApp"][data-test-script-state="notRunning"]'
-                          '[data-test-connection-state="CONNECTED"]').count()
-        drawn = pg.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count()
-        quiet = quiet + 1 if idle and drawn >= charts else 0
-        if quiet >= 3:
-            return
-        time.sleep(0.2)
 
 
 def wait_for_url(pg: Any, part: str, timeout: float = 15.0) -> None:
@@ -150,23 +50,6 @@ def wait_for_url(pg: Any, part: str, timeout: float = 15.0) -> None:
     while part not in address() and time.monotonic() < deadline:
         time.sleep(0.25)
     assert part in address(), f"expected {part!r} in {address()}"
-
-
-def click_until(pg: Any, target: Any, done: Any, what: str, tries: int = 4) -> None:
-    """Click ``target`` until ``done()`` holds: a click that lands while Streamlit is re-running
-    the script can be dropped by the page, so the effect is what is checked, not the click."""
-    for attempt in range(tries):
-        if attempt:
-            print(f"click_until {what}: retry {attempt}")  # noqa: T201 - shows in -s runs
-        if target.count():
-            target.click()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if done():
-                settle(pg)
-                return
-            time.sleep(0.25)
-    raise AssertionError(f"{what}: no effect after {tries} clicks (url {pg.url})")
 
 
 def open_page(pg: Any, server: dict[str, Any], path: str, charts: int = 0) -> None:

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.servers import free_port, wait_for_port
 from tracer.lab.replay import ReplaySpec, replay_session
 from tracer.store import Store
 from tracer.traffic.importers import conversation_from_body
@@ -215,16 +216,10 @@ def _non_loopback_address() -> str:
     return addr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_sdk_through_rotel_collector_into_serve(served, tmp_path):
     rotel = pytest.importorskip("rotel", reason="rotel (the test extra) installs a Collector binary")
     binary = Path(rotel.__file__).parent / "rotel-agent"
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_port(), free_port()
     proc = subprocess.Popen(
         [str(binary), "start", "--otlp-http-endpoint", f"127.0.0.1:{http_port}",
          "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_port}", "--exporter", "otlp",
@@ -232,14 +227,7 @@ def test_sdk_through_rotel_collector_into_serve(served, tmp_path):
          "--pid-file", str(tmp_path / "rotel.pid"), "--log-file", str(tmp_path / "rotel.log")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "NO_COLOR": "1"})
     try:
-        deadline = time.time() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", http_port), timeout=1).close()
-                break
-            except OSError:
-                assert time.time() < deadline and proc.poll() is None, "rotel did not start"
-                time.sleep(0.2)
+        wait_for_port(http_port, proc, "rotel", seconds=20)
         sent, sids = replay_through(f"http://127.0.0.1:{http_port}/v1/traces")
         deadline = time.time() + 30
         while len(span_counts(served.store)) < len(sent) and time.time() < deadline:
