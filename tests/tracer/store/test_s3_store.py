@@ -43,7 +43,7 @@ def _sample(tmp_path: Path) -> Path:
     return src
 
 
-def test_import_sessions_compact_and_the_dashboard_on_a_bucket(s3_env, s3, tmp_path):
+def test_import_sessions_compact_and_the_dashboard_on_a_bucket(s3_env, s3, tmp_path, monkeypatch):
     bucket, env = s3_env
     url = f"s3://{bucket}/team/traces"
     src = _sample(tmp_path)
@@ -71,15 +71,30 @@ def test_import_sessions_compact_and_the_dashboard_on_a_bucket(s3_env, s3, tmp_p
     assert json.loads(cli(env, "sessions", "--store", url, "--json").stdout) == json.loads(want.stdout)
 
     # the dashboard's Sessions page query, with the store the dashboard command hands it
-    os.environ["PRUNEGATE_STORE"] = url
+    monkeypatch.setenv("PRUNEGATE_STORE", url)
     from dashboard.components import data
 
     page = data.session_page()
-    os.environ["PRUNEGATE_STORE"] = str(local)
+    monkeypatch.setenv("PRUNEGATE_STORE", str(local))
     local_page = data.session_page()
     cols = ["session_id", "label", "source", "messages", "peak_tokens", "violations"]
     assert page["total"] == local_page["total"] > 0
     assert page["rows"][cols].to_dict("records") == local_page["rows"][cols].to_dict("records")
+
+    # and the Sessions page itself renders them (Streamlit's AppTest runs the real app)
+    from streamlit.testing.v1 import AppTest
+
+    from tests.paths import REPO
+
+    monkeypatch.setenv("PRUNEGATE_STORE", url)
+    at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("views/sessions.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Sessions"
+    assert len(at.dataframe[0].value) == local_page["total"]
+    assert any(url in str(c.value) for c in at.code)  # the sidebar names the bucket store
 
 
 def test_a_bad_bucket_url_is_one_line(s3_env):
