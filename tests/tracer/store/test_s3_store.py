@@ -125,3 +125,21 @@ def test_serve_into_a_bucket(s3_env, tmp_path):
     store = Store(url)
     assert store.query("SELECT count(*) AS n FROM spans WHERE scope_name = 'some.genai.lib'")[0]["n"] == 3
     assert [r["source"] for r in store.sessions() if r["source"]] == ["import"]  # (and the raw spans, keyed "trip-s3")
+
+
+def test_a_missing_bucket_is_a_refused_write_spooled_then_recovered(s3_env, s3, tmp_path):
+    _, env = s3_env
+    bucket = f"late{os.urandom(3).hex()}"
+    url = f"s3://{bucket}/x"
+    src = _sample(tmp_path)
+    refused = cli(env, "import", str(src), "--store", url)
+    assert refused.returncode == 3 and f"prunegate recover --store {url}/" in refused.stderr
+    s3.create_bucket(Bucket=bucket)
+    moved = cli(env, "recover", "--store", url)
+    assert moved.returncode == 0, moved.stderr
+    local = tmp_path / "local"
+    assert cli(env, "import", str(src), "--store", str(local)).returncode == 0
+    assert Store(url).count() == Store(local).count() > 0
+    again = cli(env, "import", str(src), "--store", url, "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["sessions"] == 0
+    assert Store(url).count() == Store(local).count()
