@@ -73,6 +73,10 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its path or URL (a worker rebuilds its own handle; __new__ picks the kind)."""
+        return (Store, (str(self.path),))
+
     # -- writing ---------------------------------------------------------------------------------
     def ensure(self) -> None:
         """Create the directory tree if needed (raises OSError when the path cannot be a store)."""
