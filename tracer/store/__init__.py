@@ -136,8 +136,10 @@ class Store:
         return hashlib.sha1("\n".join([main, *names]).encode()).hexdigest()
 
     # -- reading ---------------------------------------------------------------------------------
-    def reader(self, *, attach_timeout: float = 2.0) -> StoreReader:
-        """A consistent snapshot for several queries; close it (``with``) promptly."""
+    def reader(self, *, attach_timeout: float = 2.0, sessions: list[str] | None = None) -> StoreReader:
+        """A consistent snapshot for several queries; close it (``with``) promptly. ``sessions`` says
+        the queries look only at those sessions: a bucket store then fetches only the row groups that
+        may hold them (a directory's Parquet and DuckDB scans skip the rest by themselves)."""
         from tracer.store.reader import StoreReader
 
         return StoreReader(self.layout, attach_timeout=attach_timeout)

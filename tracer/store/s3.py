@@ -163,8 +163,8 @@ class S3Store(Store):
         return hashlib.sha1("\n".join(sorted(names)).encode()).hexdigest()
 
     # -- reading ---------------------------------------------------------------------------------
-    def reader(self, *, attach_timeout: float = 2.0, days: list[str] | None = None,
-               sessions: list[str] | None = None) -> StoreReader:
+    def reader(self, *, attach_timeout: float = 2.0, sessions: list[str] | None = None,
+               days: list[str] | None = None) -> StoreReader:
         """A snapshot: the listed objects of ``days`` (all by default), each span once; with
         ``sessions``, only the row groups that may hold them (ranged GETs; filter on session_id)."""
         return BucketReader(self, days, sessions)

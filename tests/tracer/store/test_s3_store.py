@@ -81,6 +81,12 @@ def test_import_sessions_compact_and_the_dashboard_on_a_bucket(s3_env, s3, tmp_p
     assert page["total"] == local_page["total"] > 0
     assert page["rows"][cols].to_dict("records") == local_page["rows"][cols].to_dict("records")
 
+    # one session's page: read from its row groups only, the same steps as from the directory
+    sid = str(local_page["rows"]["session_id"].iloc[0])
+    from_bucket, from_dir = data.replay_session(url, sid), data.replay_session(str(local), sid)
+    assert from_bucket["bounds"] == from_dir["bounds"] and from_bucket["info"] == from_dir["info"]
+    assert from_bucket["series"].equals(from_dir["series"])
+
     # and the Sessions page itself renders them (Streamlit's AppTest runs the real app)
     from streamlit.testing.v1 import AppTest
 
