@@ -12,23 +12,14 @@ units, the Sessions page, and the Compare page (results, then the default run).
 from __future__ import annotations
 
 import argparse
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 
 
 def build(path: Path) -> None:
@@ -60,15 +51,11 @@ def violation_to_show(path: Path) -> tuple[str, int]:
 
 
 def wait(page: Any, charts: int = 0, timeout: float = 60) -> None:
-    page.wait_for_selector("h1", timeout=timeout * 1000)
-    deadline = time.monotonic() + timeout
-    quiet = 0
-    while time.monotonic() < deadline and quiet < 4:
-        idle = page.locator(IDLE).count()
-        drawn = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count()
-        quiet = quiet + 1 if idle and drawn >= charts else 0
-        time.sleep(0.25)
-    time.sleep(1.0)  # Plotly's transitions
+    """Streamlit idle and ``charts`` Plotly charts drawn (the browser tests' settle), then Plotly's transitions."""
+    from tests.dashboard.browser.chromium import settle
+
+    settle(page, timeout=timeout, charts=charts)
+    time.sleep(1.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,47 +66,32 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     from playwright.sync_api import sync_playwright
 
+    from tests.dashboard.browser.chromium import CHROMIUM, CHROMIUM_ARGS, dashboard_server
+
     with tempfile.TemporaryDirectory(prefix="screenshots-") as tmp:
         store = Path(tmp) / "store"
         build(store)
         sid, step = violation_to_show(store)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        server = subprocess.Popen([sys.executable, "-m", "tracer.cli", "dashboard", "--store", str(store),
-                                   "--host", "127.0.0.1", "--port", str(port)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            for _ in range(300):
-                try:
-                    with urllib.request.urlopen(base + "/_stcore/health", timeout=1):
-                        break
-                except OSError:
-                    time.sleep(0.2)
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-                page = browser.new_page(viewport={"width": 1500, "height": 3000})  # Streamlit scrolls inside: a tall window
-                page.goto(f"{base}/replay?session={sid}&step={step}")
-                wait(page, charts=4)
-                page.screenshot(path=str(out / "replay.png"), full_page=True)
-                page.goto(f"{base}/sessions?q=&kind=replay&gate=ungated&violations=1")
-                wait(page)
-                page.screenshot(path=str(out / "sessions.png"), full_page=True)
-                page.goto(f"{base}/compare?metric=invalid_requests")
-                wait(page, charts=3)
-                page.screenshot(path=str(out / "compare.png"), full_page=True)
-                page.get_by_role("tab", name="Run a comparison").click()
-                wait(page)
-                page.get_by_role("button", name="Run comparison").click()
-                page.get_by_text("and recorded them into the store as new sessions", exact=False).wait_for(
-                    timeout=180_000)
-                wait(page)
-                page.screenshot(path=str(out / "compare-run.png"), full_page=True)
-                browser.close()
-        finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
+        with dashboard_server(store, Path(tmp)) as (base, _), sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1500, "height": 3000})  # Streamlit scrolls inside: a tall window
+            page.goto(f"{base}/replay?session={sid}&step={step}")
+            wait(page, charts=4)
+            page.screenshot(path=str(out / "replay.png"), full_page=True)
+            page.goto(f"{base}/sessions?q=&kind=replay&gate=ungated&violations=1")
+            wait(page)
+            page.screenshot(path=str(out / "sessions.png"), full_page=True)
+            page.goto(f"{base}/compare?metric=invalid_requests")
+            wait(page, charts=3)
+            page.screenshot(path=str(out / "compare.png"), full_page=True)
+            page.get_by_role("tab", name="Run a comparison").click()
+            wait(page)
+            page.get_by_role("button", name="Run comparison").click()
+            page.get_by_text("and recorded them into the store as new sessions", exact=False).wait_for(
+                timeout=180_000)
+            wait(page)
+            page.screenshot(path=str(out / "compare-run.png"), full_page=True)
+            browser.close()
     for name in ("replay", "sessions", "compare", "compare-run"):
         print(out / f"{name}.png")
     return 0

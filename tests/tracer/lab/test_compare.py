@@ -10,21 +10,12 @@ import pytest
 
 from tests.traffic import TAU
 from tracer.cli import main
-from tracer.lab.compare import (
-    ROW_KEYS,
-    aggregate,
-    arms,
-    compare,
-    parse_policies,
-    progress_bar,
-    run_replays,
-)
-from tracer.lab.metrics import Interval, interval, t95
-from tracer.lab.replay import ReplaySpec
+from tracer.lab import Interval, ReplaySpec, arms, interval, parse_policies, run_replays
+from tracer.lab.compare import ROW_KEYS, aggregate, compare, progress_bar
+from tracer.lab.metrics import t95
 from tracer.queries import list_sessions
 from tracer.store import Store
-from tracer.traffic.importers import Conversation
-from tracer.traffic.recorded import import_paths
+from tracer.traffic import Conversation, import_paths
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.paths import TEST_DATA
-from tracer.queries.listing import sessions as list_sessions
+from tracer.queries import sessions as list_sessions
 from tracer.store import Store
 from tracer.store.rows import decode_row, promoted_values
 from tracer.store.schema import COLUMNS, PROMOTED_NAMES
