@@ -1,10 +1,11 @@
 """Replay results as Arrow: what a replay worker sends back to its parent.
 
 A worker replays a task's sessions under every arm and returns one Arrow IPC stream (bytes): one
-row per (session, arm) with :class:`~tracer.lab.replay.SessionResult`'s fields as columns, the
-lost references as a list of structs and the per-call token triples as a list of int64 lists.
-Pickling those bytes is a copy; the parent decodes a task's rows in one C call
-(:func:`results_from_ipc`) instead of unpickling thousands of small Python objects per task.
+row per (session, arm) with :class:`~tracer.lab.replay.SessionResult`'s fields as columns (the lost
+references and the per-call token triples as JSON text). Pickling those bytes is a copy; the parent
+decodes a task's rows in one C call (:func:`results_from_ipc`) instead of unpickling thousands of
+small Python objects per task. The columns are built from buffers (:mod:`tracer.store.arrow`), not
+with ``pa.array``, whose first call imports pandas: a third of a second in every new worker.
 """
 
 from __future__ import annotations
@@ -13,20 +14,17 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from tracer.lab.attribution import LostReference
 from tracer.lab.replay import SessionResult
+from tracer.store.arrow import column
 
-_LOST = pa.struct([
-    ("step", pa.int64()), ("referrer", pa.string()), ("source", pa.string()), ("tokens", pa.list_(pa.string())),
-    ("tool", pa.string()), ("prune_check", pa.int64()), ("prune_seq", pa.int64()),
-    ("prune_decision", pa.string()), ("prune_span_id", pa.string()),
-])
 _TYPES: dict[str, pa.DataType] = {
     "source_id": pa.string(), "name": pa.string(), "policy": pa.string(), "gated": pa.bool_(),
     "budget": pa.int64(), "replay_id": pa.string(), "error": pa.string(), "seconds": pa.float64(),
-    "lost_references": pa.list_(_LOST), "calls": pa.list_(pa.list_(pa.int64())), "cost": pa.float64(),
+    "lost_references": pa.string(), "calls": pa.string(), "cost": pa.float64(),
 }
 _FIELDS = tuple(f.name for f in fields(SessionResult))
 SCHEMA = pa.schema([("session", pa.int64()), ("arm", pa.int64())]
@@ -44,9 +42,11 @@ def results_to_ipc(first: int, per_session: Sequence[Sequence[SessionResult]]) -
             for name in _FIELDS:
                 value = getattr(r, name)
                 if name == "lost_references":
-                    value = [{f: getattr(x, f) for f in _LOST_FIELDS} for x in value]
+                    value = orjson.dumps([[getattr(x, f) for f in _LOST_FIELDS] for x in value]).decode()
+                elif name == "calls":
+                    value = orjson.dumps(value).decode()
                 cols[name].append(value)
-    batch = pa.RecordBatch.from_arrays([pa.array(cols[f.name], f.type) for f in SCHEMA], schema=SCHEMA)
+    batch = pa.RecordBatch.from_arrays([column(cols[f.name], f.type) for f in SCHEMA], schema=SCHEMA)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, SCHEMA) as writer:
         writer.write_batch(batch)
@@ -61,8 +61,13 @@ def results_from_ipc(data: bytes) -> dict[int, list[SessionResult]]:
     sessions = cols["session"]
     for i in range(table.num_rows):
         kwargs = {name: cols[name][i] for name in _FIELDS}
-        kwargs["lost_references"] = [
-            LostReference(**{**x, "tokens": tuple(x["tokens"])}) for x in kwargs["lost_references"]]
-        kwargs["calls"] = [tuple(c) for c in kwargs["calls"]]
+        kwargs["lost_references"] = [_lost(x) for x in orjson.loads(kwargs["lost_references"])]
+        kwargs["calls"] = [tuple(c) for c in orjson.loads(kwargs["calls"])]
         out.setdefault(sessions[i], []).append(SessionResult(**kwargs))  # rows are in arm order
     return out
+
+
+def _lost(values: list[Any]) -> LostReference:
+    d = dict(zip(_LOST_FIELDS, values, strict=True))
+    d["tokens"] = tuple(d["tokens"])
+    return LostReference(**d)

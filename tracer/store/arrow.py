@@ -129,6 +129,16 @@ def bool_array(values: list) -> pa.Array:
     return pa.Array.from_buffers(pa.bool_(), n, [validity, pa.py_buffer(data)], nulls)
 
 
+def float64_array(values: list) -> pa.Array:
+    """A ``pa.float64()`` array from a list of ``float`` / ``int`` / ``None``."""
+    n = len(values)
+    validity, nulls = _validity(values)
+    if nulls == n:
+        return pa.nulls(n, pa.float64())
+    data = array.array("d", values if not nulls else [0.0 if v is None else v for v in values])
+    return pa.Array.from_buffers(pa.float64(), n, [validity, pa.py_buffer(data)], nulls)
+
+
 def column(values: list, typ: pa.DataType, *, nullable: bool = True) -> pa.Array:
     """One column of the store schema (strings, int64 and booleans)."""
     if typ == pa.string():
@@ -137,4 +147,6 @@ def column(values: list, typ: pa.DataType, *, nullable: bool = True) -> pa.Array
         return int64_array(values, nullable=nullable)
     if typ == pa.bool_():
         return bool_array(values)
+    if typ == pa.float64():
+        return float64_array(values)
     raise TypeError(f"no buffer builder for {typ}")
