@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard.components import charts, data, frontier
+from dashboard.components import charts, data, frontier, saved
 from dashboard.components.run_compare import downloads, run_comparison_form
 from tracer import queries
 
@@ -28,6 +28,14 @@ def _default_baseline(arms: list[str]) -> str:
     return arms[0]
 
 st.title("Compare policies")
+
+if qp.get("saved"):  # a saved comparison: its stored numbers, nothing re-run
+    saved.show_saved(str(qp["saved"]))
+    st.page_link("views/compare.py", label="◀ all comparisons", query_params={})
+    st.stop()
+
+with st.expander("Saved comparisons", expanded=False):
+    saved.saved_list()
 
 tab_results, tab_run, tab_frontier = st.tabs(["Results in the store", "Run a comparison", "Frontier (sweeps)"])
 
@@ -102,3 +110,13 @@ with tab_results:
     st.subheader("Download")
     st.caption("Every picked session's metrics (one row per replayed session: arm, source session, all metrics)")
     downloads(chosen, "comparison-metrics", "compare_results_dl")
+    st.subheader("Save")
+    saved.save_form("results", {"metric": metric, "baseline": baseline, "arms": picked_arms,
+                                "sessions": picked_sources}, {
+        "lines": [f"Metric {metric}; baseline {baseline}; arms {', '.join(picked_arms)}; "
+                  f"{len(picked_sources)} recorded sessions"],
+        "tables": {f"mean {metric} per arm (95% CI)": saved.plain(summary),
+                   f"paired differences of {metric} against {baseline} (Student-t 95% CI)":
+                       saved.plain(queries.difference_summary(chosen, metric, baseline)) if not diff.empty else [],
+                   "metrics side by side (mean per session)": saved.plain(side)},
+    }, key="compare_results_save", title=f"{metric} against {baseline}")

@@ -4,8 +4,8 @@ Order of operations, and why each step is safe to crash in:
 1. take ``compact.lock`` (exclusive flock): one compactor at a time;
 2. open ``spans.duckdb`` read-write, retrying while readers hold it (bounded);
 3. in ONE transaction: insert the new segments' rows (deduplicated by ``(trace_id, span_id)``
-   against themselves and the table) and record each segment's name in ``compacted_segments``;
-   COMMIT, CHECKPOINT, close. A crash before COMMIT changes nothing;
+   against themselves and the table), update the session catalog of those spans
+   (:mod:`tracer.store.catalog`) and record each segment's name in ``compacted_segments``; COMMIT, CHECKPOINT, close. A crash before COMMIT changes nothing;
 4. take ``readers.lock`` exclusively (bounded; every reader holds it shared from listing the
    segments until it closes) and delete the absorbed files. A crash before the delete leaves
    files whose names are in the ledger: readers skip them and the next compaction deletes them.
@@ -25,6 +25,7 @@ from typing import Any
 import duckdb
 
 from tracer.errors import StoreError, StorePermissionError
+from tracer.store import catalog
 from tracer.store.locks import FileLock, fsync_path
 from tracer.store.schema import MAIN_DDL, SCHEMA_VERSION, select_list
 from tracer.store.segments import (
@@ -99,8 +100,10 @@ def _valid_segments(paths: list[Path], result: CompactResult) -> tuple[list[Path
     return good, rows, bad
 
 
-_INSERT_SQL = f"""
-INSERT INTO spans
+# The new spans of a chunk of segments, each once (against themselves and the table): a temp table,
+# so that the catalog (tracer.store.catalog) reads exactly what was inserted.
+_FRESH_SQL = f"""
+CREATE OR REPLACE TEMP TABLE _fresh AS
 SELECT {select_list()} FROM (
     SELECT DISTINCT ON (trace_id, span_id) {select_list(cast_json=True)}
     FROM read_parquet(?, union_by_name = true)
@@ -108,8 +111,8 @@ SELECT {select_list()} FROM (
 WHERE NOT EXISTS (
     SELECT 1 FROM spans s WHERE s.trace_id = p.trace_id AND s.span_id = p.span_id
 )
-ORDER BY session_id NULLS LAST, seq NULLS LAST, start_time_ns
 """
+_INSERT_SQL = f"INSERT INTO spans SELECT {select_list()} FROM _fresh ORDER BY session_id NULLS LAST, seq NULLS LAST, start_time_ns"
 
 
 def _absorb(con: duckdb.DuckDBPyConnection, paths: list[Path], rows: list[int], listed: list[str]) -> int:
@@ -119,8 +122,11 @@ def _absorb(con: duckdb.DuckDBPyConnection, paths: list[Path], rows: list[int], 
     try:
         inserted = 0
         if paths:
-            row = con.execute(_INSERT_SQL, [[str(p) for p in paths]]).fetchone()
+            con.execute(_FRESH_SQL, [[str(p) for p in paths]])
+            row = con.execute(_INSERT_SQL).fetchone()
             inserted = row[0] if row is not None else 0
+            catalog.refresh(con, "_fresh")
+            con.execute("DROP TABLE _fresh")
             con.execute(
                 "INSERT INTO compacted_segments SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), ?",
                 [[p.name for p in paths], rows, now],
@@ -144,6 +150,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
         [str(SCHEMA_VERSION)],
     )
+    catalog.ensure(con)
 
 
 def compact(

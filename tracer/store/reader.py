@@ -25,6 +25,7 @@ import duckdb
 import pyarrow as pa
 
 from tracer.errors import StoreError
+from tracer.store import catalog
 from tracer.store.compact import is_lock_error
 from tracer.store.locks import FileLock
 from tracer.store.schema import COLUMN_NAMES, VIEWS, empty_select, select_list
@@ -45,6 +46,7 @@ class StoreReader:
         self.layout = layout
         self.complete = True
         self.main_attached = False
+        self.catalog = False  # spans.duckdb holds the session catalog compaction keeps (tracer.store.catalog)
         self.warnings: list[str] = []
         self.pending_segments: list[Path] = []
         self.damaged_segments: list[Path] = []
@@ -132,6 +134,9 @@ class StoreReader:
         if has_tables < 2:
             return set()
         self.main_attached = True
+        self.catalog = self._scalar(
+            "SELECT count(*) FROM store.store_meta WHERE key = '" + catalog.META_KEY + "' AND value = '"
+            + catalog.CATALOG_VERSION + "'") == 1
         rows = self.con.execute(
             "SELECT name FROM store.compacted_segments WHERE list_contains(?::VARCHAR[], name)", [names]
         ).fetchall()
@@ -164,7 +169,7 @@ class StoreReader:
             "CREATE TEMP VIEW spans AS SELECT *, end_time_ns - start_time_ns AS duration_ns FROM "
             "(SELECT * FROM _main_spans UNION ALL SELECT * FROM _segment_spans)"
         )
-        for name, sql in VIEWS:
+        for name, sql in (*VIEWS, *catalog.views(self.catalog, "_segment_spans")):
             con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
 
     # -- queries -------------------------------------------------------------------------------
