@@ -7,6 +7,9 @@ loop leaves both out: ``.venv/bin/pytest -m "not browser and not slow"``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 from tests.otel_memory import Recorder
@@ -24,3 +27,22 @@ def rec() -> Recorder:
 def tau_sessions() -> list[Conversation]:
     """Every τ-bench dialogue of the traffic (full or sample) as the importer reads it, read once."""
     return [c for c in read_file(TAU) if isinstance(c, Conversation)]
+
+
+@pytest.fixture(scope="module")
+def browser(server: dict[str, Any]) -> Iterator[Any]:
+    """Chromium for a browser test module, after its ``server`` fixture (which skips, or fails in
+    CI, when /usr/bin/chromium is absent): tests/browser.py."""
+    from tests.browser import chromium
+
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture()
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh tall page; ``page.dialogs`` collects every dialog (tests/browser.py)."""
+    from tests.browser import new_page
+
+    with new_page(browser) as pg:
+        yield pg

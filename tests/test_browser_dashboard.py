@@ -2,26 +2,31 @@
 ``prunegate dashboard`` server on 127.0.0.1, over a demo-like store.
 
 Skipped (with the reason) only when /usr/bin/chromium is absent outside CI; in CI (``CI=true``)
-a missing browser fails. Screenshots land in tests/artifacts/ (gitignored).
+a missing browser fails. Screenshots land in tests/artifacts/ (gitignored). The server, the
+browser and the waits are tests/browser.py's.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.browser import (
+    ARTIFACTS,
+    assert_literal_text,
+    click_until,
+    dashboard_server,
+    open_page,
+    pick_option,
+    require_chromium,
+    settle,
+    wait_for_url,
+)
 from tests.dashboard_fixtures import (
     HOSTILE,
     HOSTILE_NAME,
@@ -33,167 +38,23 @@ from tests.dashboard_fixtures import (
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-pytestmark = pytest.mark.browser
-
-
-def _require_chromium() -> None:
-    if CHROMIUM.exists():
-        return
-    if IN_CI:
-        pytest.fail(f"{CHROMIUM} is missing in CI (CI=true): the browser tests must run there")
-    pytest.skip(f"{CHROMIUM} is not installed (apt install chromium); browser tests need Debian's chromium")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _prunegate() -> list[str]:
-    script = Path(sys.executable).parent / "prunegate"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("prunegate")
-    return [found] if found else [sys.executable, "-m", "tracer.cli"]
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A demo-like store and a real ``prunegate dashboard`` serving it on a free local port."""
-    _require_chromium()
+    require_chromium()
     path = tmp_path_factory.mktemp("browser") / "store"
     info = demo_store(path, per_file=2)
     with recording(path) as provider:  # written last: the most recent session, named with HTML
         gated_session(provider)
         orphan_session(provider, name=HOSTILE_NAME)
-    port = _free_port()
-    log = open(tmp_path_factory.mktemp("logs") / "dashboard.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([*_prunegate(), "dashboard", "--store", str(path), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as resp:
-                    if resp.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                raise RuntimeError(f"the dashboard did not start: {Path(log.name).read_text()[-2000:]}")
-            time.sleep(0.3)
-        yield {"base": base, "info": info, "path": path, "proc": proc}
-    finally:
-        proc.send_signal(signal.SIGTERM)  # prunegate passes it on to streamlit
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the group we started
-            proc.wait()
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser(server: dict[str, Any]) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture()
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1500, "height": 2400})
-    pg = context.new_page()
-    pg.dialogs = []  # type: ignore[attr-defined]
-    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
-    try:
-        yield pg
-    finally:
-        context.close()
-
-
-def settle(pg: Any, timeout: float = 30.0, charts: int = 0) -> None:
-    """Wait until Streamlit is connected and idle, and ``charts`` Plotly charts are drawn (Plotly's
-    code loads lazily, seconds after the script finished; clicks landing before that get lost)."""
-    pg.wait_for_selector("h1", timeout=timeout * 1000)
-    deadline = time.monotonic() + timeout
-    quiet = 0
-    while time.monotonic() < deadline:
-        idle = pg.locator('[data-testid="stApp"][data-test-script-state="notRunning"]'
-                          '[data-test-connection-state="CONNECTED"]').count()
-        drawn = pg.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count()
-        quiet = quiet + 1 if idle and drawn >= charts else 0
-        if quiet >= 3:
-            return
-        time.sleep(0.2)
-
-
-def wait_for_url(pg: Any, part: str, timeout: float = 15.0) -> None:
-    def address() -> str:  # the address bar (history.replaceState can run ahead of Playwright's pg.url)
-        return str(pg.evaluate("location.href"))
-
-    deadline = time.monotonic() + timeout
-    while part not in address() and time.monotonic() < deadline:
-        time.sleep(0.25)
-    assert part in address(), f"expected {part!r} in {address()}"
-
-
-def click_until(pg: Any, target: Any, done: Any, what: str, tries: int = 4) -> None:
-    """Click ``target`` until ``done()`` holds: a click that lands while Streamlit is re-running
-    the script can be dropped by the page, so the effect is what is checked, not the click."""
-    for attempt in range(tries):
-        if attempt:
-            print(f"click_until {what}: retry {attempt}")  # noqa: T201 - shows in -s runs
-        if target.count():
-            target.click()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if done():
-                settle(pg)
-                return
-            time.sleep(0.25)
-    raise AssertionError(f"{what}: no effect after {tries} clicks (url {pg.url})")
-
-
-def open_page(pg: Any, server: dict[str, Any], path: str, charts: int = 0) -> None:
-    pg.goto(server["base"] + path)
-    settle(pg, charts=charts)
-
-
-def assert_literal_hostile_text(pg: Any, where: str, expect: str) -> None:
-    """``expect`` (recorded HTML) is visible as literal text; nothing it holds became markup."""
-    assert pg.dialogs == [], f"{where}: a dialog fired: {pg.dialogs}"
-    shown = pg.get_by_text(expect, exact=False)
-    assert shown.count() > 0 and any(shown.nth(i).is_visible() for i in range(shown.count())), \
-        f"{where}: {expect!r} is not visible as text"
-    assert pg.locator("b", has_text="bold").count() == 0, f"{where}: a <b> element was created from recorded text"
-    assert pg.locator("script", has_text="alert(1)").count() == 0, f"{where}: a <script> element was created"
-
-
-def pick_option(pg: Any, label: str, option_text: str) -> None:
-    """Choose an option of the Streamlit selectbox labelled ``label``."""
-    pg.get_by_role("combobox", name=label, exact=True).click()
-    pg.get_by_role("option").filter(has_text=option_text).first.click()
-    settle(pg)
+    with dashboard_server(path, tmp_path_factory.mktemp("logs")) as srv:
+        yield {**srv, "info": info, "path": path}
 
 
 # ----------------------------------------------------------------------------- tests
 def test_browser_opens_a_violation_and_shows_its_causal_eviction(server: dict[str, Any], page: Any) -> None:
-    open_page(page, server, "/sessions")
+    open_page(page, server["base"], "/sessions")
     assert page.get_by_role("heading", name="Sessions").is_visible()
     click_until(page, page.get_by_role("link", name="Violations").first, lambda: "/violations" in page.url,
                 "open the Violations page")
@@ -219,41 +80,41 @@ def test_browser_opens_a_violation_and_shows_its_causal_eviction(server: dict[st
 def test_browser_renders_recorded_html_as_text_on_every_page(server: dict[str, Any], page: Any) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     # Sessions: search the hostile name; the picker shows it literally
-    open_page(page, server, "/sessions")
+    open_page(page, server["base"], "/sessions")
     page.get_by_label("Search sessions", exact=True).fill("bold")
     page.get_by_label("Search sessions", exact=True).press("Enter")
     settle(page)
-    assert_literal_hostile_text(page, "sessions", HOSTILE_NAME)
+    assert_literal_text(page, "sessions", HOSTILE_NAME)
     page.screenshot(path=str(ARTIFACTS / "hostile-sessions.png"), full_page=True)
 
     # Replay: the session's name and the tool result holding the script, as text
-    open_page(page, server, "/replay?session=s-orphan&step=7", charts=2)
-    assert_literal_hostile_text(page, "replay", HOSTILE_NAME)
-    assert_literal_hostile_text(page, "replay content", "<script>alert(1)</script> and <b>bold</b>")
+    open_page(page, server["base"], "/replay?session=s-orphan&step=7", charts=2)
+    assert_literal_text(page, "replay", HOSTILE_NAME)
+    assert_literal_text(page, "replay content", "<script>alert(1)</script> and <b>bold</b>")
     page.screenshot(path=str(ARTIFACTS / "hostile-replay.png"), full_page=True)
 
     # Violations: the evicted turn's recorded content
-    open_page(page, server, "/violations?session=s-orphan", charts=2)
-    assert_literal_hostile_text(page, "violations", HOSTILE)
+    open_page(page, server["base"], "/violations?session=s-orphan", charts=2)
+    assert_literal_text(page, "violations", HOSTILE)
     page.screenshot(path=str(ARTIFACTS / "hostile-violations.png"), full_page=True)
 
     # Compare: recorded session names in the picker and the chart labels
-    open_page(page, server, "/compare", charts=3)
-    assert_literal_hostile_text(page, "compare", "trip <b>bold</b>")
+    open_page(page, server["base"], "/compare", charts=3)
+    assert_literal_text(page, "compare", "trip <b>bold</b>")
     page.screenshot(path=str(ARTIFACTS / "hostile-compare.png"), full_page=True)
 
     # Live: the most recent session (named with HTML) is followed by default
-    open_page(page, server, "/live", charts=1)
-    assert_literal_hostile_text(page, "live", HOSTILE_NAME)
+    open_page(page, server["base"], "/live", charts=1)
+    assert_literal_text(page, "live", HOSTILE_NAME)
     page.screenshot(path=str(ARTIFACTS / "hostile-live.png"), full_page=True)
     assert page.dialogs == []
 
 
 def test_browser_replay_steps_and_plays(server: dict[str, Any], page: Any) -> None:
-    open_page(page, server, "/replay?session=s-gated&step=0", charts=2)
+    open_page(page, server["base"], "/replay?session=s-gated&step=0", charts=2)
     click_until(page, page.get_by_role("button", name="Next deferral"), lambda: "step=5" in page.url,
                 "jump to the next deferral")
-    open_page(page, server, "/replay?session=s-gated&step=6", charts=2)
+    open_page(page, server["base"], "/replay?session=s-gated&step=6", charts=2)
     switch = page.get_by_role("switch", name="Play")  # the input is hidden; its label takes the click
     for _ in range(4):  # not click_until: its settle() would wait for Play to finish
         page.get_by_text("Play", exact=True).click()
@@ -332,7 +193,7 @@ def _cells(pg: Any) -> list[str]:
 def test_browser_replay_shows_why_a_request_broke(server: dict[str, Any], page: Any) -> None:
     v = _multi_unit_ungated_violation(server["path"])
     sid, seq, pseq = v["session_id"], int(v["seq"]), int(v["prune_seq"])
-    open_page(page, server, f"/replay?session={sid}&step={seq}", charts=4)
+    open_page(page, server["base"], f"/replay?session={sid}&step={seq}", charts=4)
     assert page.get_by_role("heading", name="Why this request broke").is_visible()
     assert page.get_by_text(f"violation(s) at step {seq}", exact=False).first.is_visible()
     # the complete causal eviction: every evicted unit named and outlined before the prune
@@ -380,7 +241,7 @@ def test_browser_replay_shows_why_a_request_broke(server: dict[str, Any], page: 
 
 def test_browser_violations_outline_every_evicted_unit(server: dict[str, Any], page: Any) -> None:
     v = _multi_unit_ungated_violation(server["path"])
-    open_page(page, server, f"/violations?session={v['session_id']}&violation={v['span_id']}", charts=2)
+    open_page(page, server["base"], f"/violations?session={v['session_id']}&violation={v['span_id']}", charts=2)
     before = _chart(page, f"before the prune (step {int(v['prune_seq']) - 1})")
     assert _drawn(before.locator(f'.point path[style*="{EVICTED_STROKE}"]')) == len(v["units"])
     cells = _cells(page)
@@ -418,12 +279,13 @@ def _store_counts(path: Path) -> dict[str, Any]:
 def test_browser_every_page_has_a_path(server: dict[str, Any], page: Any) -> None:
     for path, heading in (("/sessions", "Sessions"), ("/replay?session=s-gated&step=5", "Replay"),
                           ("/violations", "Violations"), ("/compare", "Compare policies"), ("/live", "Live"),
+                          ("/annotations", "Annotations"),
                           ("/", "prunegate")):
-        open_page(page, server, path)
+        open_page(page, server["base"], path)
         assert page.get_by_role("heading", name=heading, exact=True).is_visible(), path
         assert page.get_by_text("Page not found").count() == 0, path
     # a session at a step is a link
-    open_page(page, server, "/replay?session=s-gated&step=5", charts=2)
+    open_page(page, server["base"], "/replay?session=s-gated&step=5", charts=2)
     assert page.locator('[data-testid="stSliderThumbValue"]').inner_text().strip() == "5"
     # a violation is a link
     from tracer import queries
@@ -432,13 +294,13 @@ def test_browser_every_page_has_a_path(server: dict[str, Any], page: Any) -> Non
     with Store(server["path"]).reader() as r:
         v = queries.violations(r, session_id="s-orphan")
     one = v[v["code"] == "orphan_tool_result"].iloc[0]
-    open_page(page, server, f"/violations?violation={one['span_id']}", charts=2)
+    open_page(page, server["base"], f"/violations?violation={one['span_id']}", charts=2)
     assert page.get_by_text(f"orphan_tool_result at step {int(one['seq'])} of session s-orphan").is_visible()
 
 
 def test_browser_sessions_search_filters_and_pages(server: dict[str, Any], page: Any) -> None:
     want = _store_counts(server["path"])
-    open_page(page, server, "/sessions")
+    open_page(page, server["base"], "/sessions")
     assert _metric(page, "Matching sessions") == f"{len(want['all']):,}"
     assert _metric(page, "● Recorded") == f"{len(want['recorded']):,}"
     assert _metric(page, "↻ Replays") == f"{len(want['all']) - len(want['recorded']):,}"
@@ -451,15 +313,15 @@ def test_browser_sessions_search_filters_and_pages(server: dict[str, Any], page:
     assert _metric(page, "Matching sessions") == f"{len(want['hotel']):,}"
     assert set(_cells(page)) & want["hotel"] == want["hotel"]
     # search a violation code
-    open_page(page, server, "/sessions?q=orphan_tool_result")
+    open_page(page, server["base"], "/sessions?q=orphan_tool_result")
     assert _metric(page, "Matching sessions") == f"{len(want['orphan_code']):,}"
     # recorded traffic only: every row says so at a glance
-    open_page(page, server, "/sessions?kind=recorded")
+    open_page(page, server["base"], "/sessions?kind=recorded")
     assert _metric(page, "Matching sessions") == f"{len(want['recorded']):,}"
     kinds = [c for c in _cells(page) if c in ("● recorded", "↻ replay")]
     assert kinds and set(kinds) == {"● recorded"}
     # paging: 10 per page
-    open_page(page, server, "/sessions?size=10")
+    open_page(page, server["base"], "/sessions?size=10")
     total = len(want["all"])
     assert page.get_by_text(f"Showing 1–10 of {total:,} (page 1 of {-(-total // 10)})").is_visible()
     click_until(page, page.get_by_role("button", name="next page ▶"), lambda: "page=2" in page.evaluate("location.href"), "next page")
@@ -484,7 +346,7 @@ def _selected(pg: Any, label: str) -> str:
 
 
 def test_browser_compare_results_read_at_a_glance_and_link(server: dict[str, Any], page: Any) -> None:
-    open_page(page, server, "/compare", charts=3)
+    open_page(page, server["base"], "/compare", charts=3)
     assert "recency · gated" in _selected(page, "Baseline arm")  # not the alphabetically first arm
     chart = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".legendtitletext"))
     chart = chart.filter(has_text="arm − baseline").first
@@ -515,7 +377,7 @@ def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any
                                     limit=2000)
         peaks = queries.session_metrics(r, session_ids=list(recorded["session_id"][:5]))["peak_tokens"]
     before = _replay_count(server["path"])
-    open_page(page, server, "/compare", charts=3)
+    open_page(page, server["base"], "/compare", charts=3)
     click_until(page, page.get_by_role("tab", name="Run a comparison"),
                 lambda: page.get_by_text("Default budget", exact=False).count() > 0, "open the run tab")
     budget = int(page.get_by_label("Budget (tokens; 0: 60% of each session)").input_value().replace(",", ""))
@@ -541,9 +403,93 @@ def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any
     assert len(rows) - 1 == len(lines) * min(5, len(recorded))
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "compare-run.png"), full_page=True)
+    # the run saved: reopened from its URL, the same lines without re-running (no new replay)
+    runs_before = _replay_count(server["path"])
+    page.get_by_label("Title", exact=True).last.fill("default run")
+    page.get_by_role("button", name="Save this comparison").last.click()
+    page.get_by_role("link", name="Open the saved comparison").wait_for(timeout=30_000)
+    click_until(page, page.get_by_role("link", name="Open the saved comparison"),
+                lambda: "saved=" in page.evaluate("location.href"), "open the saved run")
+    assert page.get_by_role("heading", name="default run").is_visible()
+    for line in lines:
+        assert page.get_by_text(line, exact=True).is_visible(), line
+    assert _replay_count(server["path"]) == runs_before
+    open_page(page, server["base"], "/compare", charts=3)
+    click_until(page, page.get_by_role("tab", name="Run a comparison"),
+                lambda: page.get_by_text("Default budget", exact=False).count() > 0, "open the run tab again")
     # a failed run clears the previous success
     page.get_by_label("Policy parameters (optional)", exact=True).fill("nosuchpolicy@x=1")
     page.get_by_role("button", name="Run comparison").click()
     page.get_by_text("The comparison failed:", exact=False).first.wait_for(timeout=60_000)
     settle(page)
     assert page.get_by_text("and recorded them into the store as new sessions", exact=False).count() == 0
+
+
+# ----------------------------------------------------------------------------- annotations, saved comparisons
+def test_browser_annotates_a_violation_lists_and_filters_by_its_label(server: dict[str, Any], page: Any) -> None:
+    from tracer import queries
+    from tracer.store import Store
+
+    with Store(server["path"]).reader() as r:
+        v = queries.violations(r, session_id="s-orphan")
+    one = v[v["code"] == "orphan_tool_result"].iloc[0]
+    step = int(one["seq"])
+    open_page(page, server["base"], f"/replay?session=s-orphan&step={step}", charts=2)
+    page.get_by_role("heading", name="Annotations").scroll_into_view_if_needed()
+    pick_option(page, "On", f"the violation at step {step}")
+    page.get_by_label("Label", exact=True).fill("needs-review")
+    page.get_by_label("Note", exact=True).fill("partner evicted: <b>bold</b> <script>alert(1)</script>")
+    page.get_by_role("button", name="Save annotation").click()
+    page.get_by_text("Saved the annotation", exact=False).wait_for(timeout=30_000)
+    settle(page)
+    with Store(server["path"]).reader() as r:  # read back from the store: on the violation's span
+        stored = queries.annotation_list(r, labels=["needs-review"])
+    assert list(stored["span_id"]) == [one["span_id"]] and list(stored["session_id"]) == ["s-orphan"]
+    open_page(page, server["base"], f"/replay?session=s-orphan&step={step}", charts=2)
+    assert page.get_by_text("Labels: needs-review", exact=False).is_visible()
+    assert "needs-review" in _cells(page)
+    # listed on the Annotations page, the note as text
+    open_page(page, server["base"], "/annotations?label=needs-review")
+    assert page.get_by_text("1 annotations labelled needs-review").is_visible()
+    assert "partner evicted: <b>bold</b> <script>alert(1)</script>" in _cells(page)
+    assert page.dialogs == [] and page.locator("b", has_text="bold").count() == 0
+    # the Sessions page filters by it, and the address bar says so
+    open_page(page, server["base"], "/sessions")
+    page.get_by_role("combobox", name="Annotation label").click()
+    page.get_by_role("option").filter(has_text="needs-review").first.click()
+    settle(page)
+    wait_for_url(page, "label=needs-review")
+    assert _metric(page, "Matching sessions") == "1"
+    assert "s-orphan" in _cells(page)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "sessions-by-label.png"), full_page=True)
+
+
+def test_browser_saves_a_comparison_and_reopens_it_from_its_url(server: dict[str, Any], page: Any) -> None:
+    from tracer import queries
+    from tracer.store import Store
+
+    open_page(page, server["base"], "/compare?metric=prunes", charts=3)
+    page.get_by_role("heading", name="Save").scroll_into_view_if_needed()
+    page.get_by_label("Title", exact=True).first.fill("prunes per arm")
+    page.get_by_role("button", name="Save this comparison").first.click()
+    page.get_by_text("Saved as “prunes per arm”", exact=False).wait_for(timeout=30_000)
+    with Store(server["path"]).reader() as r:
+        saved = queries.saved_comparisons(r)
+        ident = str(saved.loc[saved["title"] == "prunes per arm", "id"].iloc[0])
+        metrics = queries.session_metrics(r)
+    summary = queries.arm_summary(metrics[metrics["source"] == "replay"], "prunes")
+    # listed on the page
+    open_page(page, server["base"], "/compare", charts=3)
+    page.get_by_text("Saved comparisons").click()
+    assert "prunes per arm" in _cells(page)
+    # a new page opens the URL: the stored numbers, the same the store gives now
+    other = page.context.new_page()
+    other.goto(server["base"] + f"/compare?saved={ident}")
+    settle(other)
+    assert other.get_by_role("heading", name="prunes per arm").is_visible()
+    for rec in summary.to_dict("records"):
+        line = f"{rec['arm']}: mean prunes {rec['mean']:.4g} (95% CI"
+        assert other.get_by_text(line, exact=False).is_visible(), line
+    ARTIFACTS.mkdir(exist_ok=True)
+    other.screenshot(path=str(ARTIFACTS / "compare-saved.png"), full_page=True)

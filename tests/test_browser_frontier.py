@@ -4,26 +4,17 @@ traced sweep of the shipped sessions."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_browser_dashboard import (
+from tests.browser import (
     ARTIFACTS,
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    _free_port,
-    _prunegate,
-    _require_chromium,
     click_until,
+    dashboard_server,
+    require_chromium,
     settle,
 )
 from tracer.cli import main
@@ -42,62 +33,15 @@ PlaywrightTimeout = playwright_api.TimeoutError
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    _require_chromium()
+    require_chromium()
     path = tmp_path_factory.mktemp("frontier") / "store"
     import_paths([shipped_sessions_dir()], path)
     names = sorted(r["name"] for r in list_sessions(path))[::5]
     assert main(["compare", "--store", str(path), "--policies", "recency,salience", "--budget", "1500,6000",
                  "--gated", "both", "--session", *names]) == 0
     rec = sweep.last_sweep(path)
-    port = _free_port()
-    log = open(tmp_path_factory.mktemp("logs") / "dashboard.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([*_prunegate(), "dashboard", "--store", str(path), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as resp:
-                    if resp.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                raise RuntimeError(f"the dashboard did not start: {Path(log.name).read_text()[-2000:]}")
-            time.sleep(0.3)
-        yield {"base": base, "path": path, "sweep": rec}
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser(server: dict[str, Any]) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture()
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1500, "height": 2400})
-    pg = context.new_page()
-    try:
-        yield pg
-    finally:
-        context.close()
+    with dashboard_server(path, tmp_path_factory.mktemp("logs")) as srv:
+        yield {**srv, "path": path, "sweep": rec}
 
 
 def open_frontier(pg: Any, server: dict[str, Any]) -> None:

@@ -27,6 +27,12 @@ def _default_baseline(arms: list[str]) -> str:
             return wanted
     return arms[0]
 
+
+def _g(x: object) -> str:
+    """A number as a saved line shows it (4 significant digits; none: –)."""
+    return f"{x:.4g}" if isinstance(x, int | float) and x == x else "–"
+
+
 st.title("Compare policies")
 
 if qp.get("saved"):  # a saved comparison: its stored numbers, nothing re-run
@@ -114,7 +120,9 @@ with tab_results:
     saved.save_form("results", {"metric": metric, "baseline": baseline, "arms": picked_arms,
                                 "sessions": picked_sources}, {
         "lines": [f"Metric {metric}; baseline {baseline}; arms {', '.join(picked_arms)}; "
-                  f"{len(picked_sources)} recorded sessions"],
+                  f"{len(picked_sources)} recorded sessions"] + [
+                  f"{r['arm']}: mean {metric} {_g(r['mean'])} (95% CI {_g(r['ci_low'])} to {_g(r['ci_high'])}), "
+                  f"n = {r['n']}" for r in summary.to_dict("records")],
         "tables": {f"mean {metric} per arm (95% CI)": saved.plain(summary),
                    f"paired differences of {metric} against {baseline} (Student-t 95% CI)":
                        saved.plain(queries.difference_summary(chosen, metric, baseline)) if not diff.empty else [],

@@ -118,7 +118,7 @@ def save_comparison(store: Writable, title: str, params: dict[str, Any], results
         raise AnnotationError("a saved comparison needs a title")
     ident = secrets.token_hex(6)
     attrs = {sn.COMPARISON_ID: ident, sn.COMPARISON_TITLE: title[:200],
-             sn.COMPARISON_PARAMS: json.dumps(params, sort_keys=True, default=str),
-             sn.COMPARISON_RESULTS: json.dumps(results, sort_keys=True, default=str)}
+             sn.COMPARISON_PARAMS: json.dumps(params, default=str),
+             sn.COMPARISON_RESULTS: json.dumps(results, default=str)}
     _write(store, _row(sn.COMPARISON, attrs, trace_id=secrets.token_hex(16), parent=None, session_id=None))
     return ident
