@@ -390,6 +390,9 @@ def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any
     settle(page)
     success = page.get_by_text("and recorded them into the store as new sessions", exact=False)
     assert success.is_visible()
+    # it ran in a status box with a progress bar (collapsed once complete, its label says what ran)
+    assert page.locator('[data-testid="stExpander"]').filter(has_text=re.compile(r"Replayed \d+ sessions")).count() == 1
+    assert page.locator('[data-testid="stProgress"]').count() >= 1
     # a meaningful answer: the gate-less arms break requests at this budget, the gated ones do not
     lines = page.get_by_text(re.compile(r"· (gated|ungated): \d+ invalid requests")).all_inner_texts()
     ungated = [int(re.search(r"ungated: (\d+) invalid", t).group(1)) for t in lines if "· ungated:" in t]
@@ -407,8 +410,8 @@ def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any
     runs_before = _replay_count(server["path"])
     page.get_by_label("Title", exact=True).last.fill("default run")
     page.get_by_role("button", name="Save this comparison").last.click()
-    page.get_by_role("link", name="Open the saved comparison").wait_for(timeout=30_000)
-    click_until(page, page.get_by_role("link", name="Open the saved comparison"),
+    page.get_by_role("button", name="Open the saved comparison").wait_for(timeout=30_000)
+    click_until(page, page.get_by_role("button", name="Open the saved comparison"),
                 lambda: "saved=" in page.evaluate("location.href"), "open the saved run")
     assert page.get_by_role("heading", name="default run").is_visible()
     for line in lines:
@@ -481,8 +484,8 @@ def test_browser_saves_a_comparison_and_reopens_it_from_its_url(server: dict[str
     summary = queries.arm_summary(metrics[metrics["source"] == "replay"], "prunes")
     # listed on the page
     open_page(page, server["base"], "/compare", charts=3)
-    page.get_by_text("Saved comparisons").click()
-    assert "prunes per arm" in _cells(page)
+    click_until(page, page.get_by_text("Saved comparisons"), lambda: "prunes per arm" in _cells(page),
+                "open the list of saved comparisons")
     # a new page opens the URL: the stored numbers, the same the store gives now
     other = page.context.new_page()
     other.goto(server["base"] + f"/compare?saved={ident}")

@@ -41,7 +41,12 @@ def save_form(kind: str, params: dict[str, Any], results: dict[str, Any], *, key
             return
         st.cache_data.clear()
         st.success(md(f"Saved as “{name.strip()}”. Reopen it any time: /compare?saved={ident}"))
-        st.page_link("views/compare.py", label="Open the saved comparison", query_params={"saved": ident})
+        st.button("Open the saved comparison", key=f"{key}_open", on_click=_open, args=(ident,))
+
+
+def _open(ident: str) -> None:
+    """Runs before the next rerun: the page then shows the saved comparison at its own URL."""
+    st.query_params.from_dict({"saved": ident})
 
 
 def saved_list() -> None:
