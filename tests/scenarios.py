@@ -1,4 +1,4 @@
-"""The source document's two failures, as event streams any test can drive."""
+"""The source document's two failures, as event streams any test can drive and as a recorded body."""
 
 from __future__ import annotations
 
@@ -37,3 +37,25 @@ def result(call_id: str, content: str) -> Message:
 
 def open_stream(ctx: Context, call_id: str) -> Message:
     return ctx.open("tool", blocks=[Block(TOOL_RESULT, tool_use_id=call_id, content="")])
+
+
+# The parallel batch as a recorded Anthropic request body: three calls, one side-effecting (a booking).
+BATCH = {
+    "system": "You plan trips.",
+    "messages": [
+        {"role": "user", "content": "Plan Lisbon, booking ref please."},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Three things at once."},
+            {"type": "tool_use", "id": "c_weather", "name": "get_weather", "input": {"city": "Lisbon"}},
+            {"type": "tool_use", "id": "c_hotel", "name": "search_hotels", "input": {"city": "Lisbon"}},
+            {"type": "tool_use", "id": "c_book", "name": "book_flight", "input": {"to": "LIS"}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "c_weather", "content": "sunny, 24C all week long"},
+            {"type": "tool_result", "tool_use_id": "c_hotel", "content": "Hotel Azul HT-4821, 90 EUR a night"},
+            {"type": "tool_result", "tool_use_id": "c_book", "content": "booked, reference PNR-7XK2Q"},
+            {"type": "text", "text": "Also, is breakfast included?"},
+        ]},
+        {"role": "assistant", "content": "Booked PNR-7XK2Q; Hotel Azul HT-4821 includes breakfast."},
+    ],
+}

@@ -1,0 +1,313 @@
+"""AppTest runs of every dashboard page on real temp stores filled with real spans.
+
+The store holds sessions imported from data/sessions and replayed under three arms through the real
+replay engine, observer and store pipeline, plus the scripted failure-1 session whose exact steps
+are known (tests/dashboard_fixtures.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard.components.safe import esc, md, short
+from tests.dashboard_fixtures import (
+    HOSTILE,
+    HOSTILE_NAME,
+    demo_store,
+    gated_session,
+    orphan_session,
+    recording,
+)
+from tests.paths import REPO
+from tracer import queries
+from tracer.store import ENV_STORE, Store
+
+APP = str(REPO / "dashboard" / "app.py")
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    path = tmp_path_factory.mktemp("app") / "store"
+    info = demo_store(path, per_file=2)
+    with recording(path) as provider:
+        info["orphan"] = orphan_session(provider)
+        info["gated"] = gated_session(provider)
+    info["path"] = path
+    old = os.environ.get(ENV_STORE)
+    os.environ[ENV_STORE] = str(path)
+    yield info
+    if old is None:
+        os.environ.pop(ENV_STORE, None)
+    else:
+        os.environ[ENV_STORE] = old
+
+
+def page(name: str, **params: str) -> AppTest:
+    """The app, switched to ``views/<name>.py`` with these query parameters, after one run."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception, at.exception
+    if name != "home":
+        at.switch_page(f"views/{name}.py")
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def frame(at: AppTest, *columns: str):  # noqa: ANN201 - a pandas DataFrame
+    """The first table on the page that has all these columns (plain tables carry no key)."""
+    for d in at.dataframe:
+        if set(columns) <= set(d.value.columns):
+            return d.value
+    raise AssertionError(f"no table with columns {columns}; tables: {[list(d.value.columns) for d in at.dataframe]}")
+
+
+def texts(at: AppTest) -> str:
+    """Every text-like element's value, joined (what a reader sees, minus tables and charts)."""
+    parts = [e.value for kind in ("title", "subheader", "caption", "text", "code", "markdown", "info", "warning",
+                                  "success", "error") for e in getattr(at, kind)]
+    return "\n".join(str(p) for p in parts)
+
+
+# ----------------------------------------------------------------------------- Sessions
+def test_sessions_page_lists_and_filters_sessions(store: dict) -> None:
+    at = page("sessions")
+    assert at.title[0].value == "Sessions"
+    table = at.dataframe[0].value
+    with Store(store["path"]).reader() as r:
+        assert len(table) == len(queries.sessions(r))
+    assert {"kind", "session", "policy", "replay of", "messages", "peak tokens", "violations", "deferrals", "spills",
+            "failures"} <= set(table.columns)
+    assert set(table["kind"]) == {"● recorded", "↻ replay"}
+    assert table["replay"].str.startswith("replay?session=").all()
+    at.multiselect(key="sessions_policies").set_value(["recency"]).run()
+    assert set(at.dataframe[0].value["policy"]) == {"recency · gated"}
+    assert at.query_params["policy"] == "recency"
+    at.multiselect(key="sessions_policies").set_value([]).run()
+    at.selectbox(key="sessions_gate").set_value("ungated").run()
+    assert at.dataframe[0].value["policy"].str.endswith("· ungated").all()
+    at.checkbox(key="sessions_only_v").check().run()
+    assert (at.dataframe[0].value["violations"] > 0).all()
+    at.selectbox(key="sessions_gate").set_value("any").run()
+    at.checkbox(key="sessions_only_v").uncheck().run()
+    at.text_input(key="sessions_q").input("bold").run()
+    names = set(at.dataframe[0].value["name"])
+    assert HOSTILE_NAME in names  # the recorded name, verbatim, as table data
+    assert "s-orphan" in set(at.dataframe[0].value["session"])  # found by its message text (a tool result)
+    assert names <= {HOSTILE_NAME, "lisbon-trip.json"}
+    at.text_input(key="sessions_q").input("no session is called this").run()
+    assert not at.exception and at.info and not at.dataframe
+
+
+def test_start_page_counts_recorded_sessions_and_replays(store: dict) -> None:
+    at = page("home")
+    metrics = {m.label: m.value for m in at.metric}
+    with Store(store["path"]).reader() as r:
+        replays = int(r.con.execute("SELECT count(DISTINCT session_id) FROM spans WHERE name = 'prunegate.session' "
+                                    "AND attributes->>'prunegate.session.source' = 'replay'").fetchall()[0][0])
+        total = int(r.con.execute("SELECT count(DISTINCT session_id) FROM spans").fetchall()[0][0])
+    assert metrics["↻ Replays"] == f"{replays:,}" and metrics["● Recorded sessions"] == f"{total - replays:,}"
+
+
+# ----------------------------------------------------------------------------- Replay
+def test_replay_opens_from_the_url_at_a_step(store: dict) -> None:
+    at = page("replay", session="s-orphan", step="4")
+    assert at.slider(key="replay_step").value == 4
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Tokens in context"] == "110" and metrics["Budget"] == "100" and metrics["Pending calls"] == "2"
+    assert metrics["Units · messages"] == "3 · 4"
+    assert len(at.get("plotly_chart")) == 2  # the context bar and the token timeline
+    context = frame(at, "position", "message_id", "pending_calls")
+    assert list(context["message_id"]) == ["m1", "m2", "m3", "m4"]
+    assert at.query_params["session"] == "s-orphan" and at.query_params["step"] == "4"
+
+
+def test_replay_jumps_to_violations_prunes_and_deferrals(store: dict) -> None:
+    at = page("replay", session="s-orphan", step="0")
+    at.button(key="replay_jump_prune").click().run()
+    assert at.slider(key="replay_step").value == 5
+    assert "Jumped to the next prune: step 5." in texts(at)
+    decision = at.json  # the budget check and its prune, as JSON (text)
+    assert any("prunegate.pruned.ids" in json.dumps(j.value if isinstance(j.value, dict) else json.loads(j.value))
+               for j in decision)
+    at.button(key="replay_jump_violation").click().run()
+    assert at.slider(key="replay_step").value == 8
+    at.button(key="replay_jump_violation").click().run()
+    assert at.slider(key="replay_step").value == 9
+    at.button(key="replay_jump_violation").click().run()
+    assert at.slider(key="replay_step").value == 9 and "No violation after step 9." in texts(at)
+    at.button(key="replay_prev").click().run()
+    assert at.slider(key="replay_step").value == 8
+    at.button(key="replay_next").click().run()
+    assert at.slider(key="replay_step").value == 9
+
+    gated = page("replay", session="s-gated", step="0")
+    gated.button(key="replay_jump_deferral").click().run()
+    assert gated.slider(key="replay_step").value == 5
+    assert {m.label: m.value for m in gated.metric}["Hard ceiling"] == "150"
+
+
+def test_replay_switching_session_starts_at_its_first_step(store: dict) -> None:
+    at = page("replay", session="s-orphan", step="7")
+    at.selectbox(key="replay_session").set_value("s-gated").run()
+    assert not at.exception
+    assert at.slider(key="replay_step").value == 1 and at.query_params["session"] == "s-gated"  # its first step
+
+
+def test_replay_play_advances_the_step(store: dict) -> None:
+    at = page("replay", session="s-orphan", step="2")
+    at.toggle(key="replay_play").set_value(True).run()
+    assert not at.exception
+    assert at.slider(key="replay_step").value > 2
+
+
+def test_replay_shows_recorded_content_as_text(store: dict) -> None:
+    at = page("replay", session="s-orphan", step="7")
+    at.selectbox(key="replay_content_pick").set_value("m6").run()
+    shown = [c.value for c in at.code]
+    assert any(HOSTILE in c for c in shown)  # verbatim in a code block, never markup
+    hostile = next(r.replay_id for r in store["results"] if r.name == HOSTILE_NAME)
+    at = page("replay", session=hostile)
+    caption = at.caption[0].value
+    assert "\\<b\\>bold\\</b\\>" in caption  # Markdown-escaped: shows "<b>bold</b>" literally
+
+
+def test_replay_of_an_unknown_session_says_so(store: dict) -> None:
+    at = page("replay", session="no-such-session")
+    assert any("no spans" in w.value for w in at.warning)
+
+
+def test_replay_of_a_large_real_session_matches_the_store(store: dict) -> None:
+    res = next(r for r in store["results"] if not r.gated and r.prunes)
+    with Store(store["path"]).reader() as r:
+        lo, hi = queries.session_bounds(r, res.replay_id)
+        expected = list(queries.context_at(r, res.replay_id, hi)["message_id"])
+    at = page("replay", session=res.replay_id, step=str(hi))
+    assert list(frame(at, "position", "message_id", "pending_calls")["message_id"]) == expected
+    assert at.slider(key="replay_step").value == hi and lo == 0
+
+
+# ----------------------------------------------------------------------------- Violations
+def test_violations_page_shows_the_causal_eviction(store: dict) -> None:
+    with Store(store["path"]).reader() as r:
+        v = queries.violations(r, session_id="s-orphan")
+    orphan = v.loc[v["code"] == "orphan_tool_result", "span_id"].item()
+    at = page("violations", violation=orphan)
+    assert "orphan_tool_result at step 8 of session s-orphan" in texts(at)
+    facts = dict(zip(frame(at, "", "value")[""],
+                     frame(at, "", "value")["value"], strict=True))
+    assert facts["decision span"] == "prunegate.prune" and facts["step"] == "5" and facts["policy"] == "salience"
+    assert facts["gated"] == "no (naive runtime)" and facts["pruned message ids"] == "m3"
+    partners = frame(at, "message_id", "score")
+    assert list(partners["message_id"]) == ["m3"] and partners["score"].iloc[0] == pytest.approx(0.12)
+    assert any(HOSTILE in c.value for c in at.code)  # the evicted turn's content, as text
+    assert len(at.get("plotly_chart")) == 2  # context before and after the prune
+    retries = frame(at, "call id", "first run at step")
+    assert "c3" in set(retries["call id"])
+
+
+def test_violations_page_lists_every_violation_and_scopes_to_a_session(store: dict) -> None:
+    at = page("violations")
+    with Store(store["path"]).reader() as r:
+        assert len(frame(at, "session", "code", "caused by")) == len(queries.violations(r))
+    # the default pick is a violation whose cause is known
+    assert "Causal eviction" in texts(at) and not any("no link" in w.value for w in at.warning)
+    scoped = page("violations", session="s-gated")
+    assert any("No violations recorded in this session." in s.value for s in scoped.success)
+    at.multiselect(key="violations_codes").set_value(["duplicated_side_effect"]).run()
+    assert set(frame(at, "session", "code", "caused by")["code"]) == {"duplicated_side_effect"}
+
+
+# ----------------------------------------------------------------------------- Compare
+def test_compare_page_shows_arms_side_by_side(store: dict) -> None:
+    at = page("compare")
+    side = frame(at, "metric")
+    assert {"salience · ungated", "salience · gated", "recency · gated"} <= set(side.columns)
+    violations = side.set_index("metric").loc["violations"]
+    assert violations["salience · gated"] == 0 and violations["salience · ungated"] > 0
+    summary = frame(at, "arm", "ci_low").set_index("arm")
+    assert summary.loc["salience · ungated", "n"] >= 5 and "ci_low" in summary.columns
+    assert len(at.get("plotly_chart")) >= 3
+    at.selectbox(key="compare_metric").set_value("prunes").run()
+    assert not at.exception
+    at.selectbox(key="compare_baseline").set_value("salience · gated").run()
+    diff = frame(at, "arm", "difference")
+    assert set(diff["arm"]) == {"salience · ungated", "recency · gated"}
+
+
+def test_compare_page_runs_a_comparison_with_progress(tmp_path: Path, store: dict) -> None:
+    path = tmp_path / "store"
+    info = demo_store(path, per_file=1, policies=())
+    os.environ[ENV_STORE] = str(path)
+    try:
+        at = page("compare")
+        assert at.info  # no replays yet
+        at.multiselect(key="compare_run_sessions").set_value(info["imported"][:2])
+        at.multiselect(key="compare_run_policies").set_value(["recency"])
+        at.selectbox(key="compare_run_gated").set_value("both")
+        next(b for b in at.button if b.label == "Run comparison").click()  # the form's submit button
+        at.run(timeout=120)
+        assert not at.exception, [e.value for e in at.exception]
+        rows = frame(at, "policy", "gated", "sessions")
+        assert len(rows) == 2 and set(rows["gated"]) == {True, False}
+        assert any("Replayed 4 sessions" in s.value for s in at.success)
+        with Store(path).reader() as r:
+            assert (queries.sessions(r)["source"] == "replay").sum() == 4
+        at.run()
+        assert "salience" not in set(frame(at, "metric").columns)
+        assert {"recency · gated", "recency · ungated"} <= set(frame(at, "metric").columns)  # the results tab
+    finally:
+        os.environ[ENV_STORE] = str(store["path"])
+
+
+# ----------------------------------------------------------------------------- Live
+def test_live_page_picks_up_sessions_recorded_while_it_runs(tmp_path: Path, store: dict) -> None:
+    path = tmp_path / "store"
+    with recording(path) as provider:
+        gated_session(provider, session_id="first")
+    os.environ[ENV_STORE] = str(path)
+    try:
+        at = page("live")
+        assert set(frame(at, "session", "last decision")["session"]) == {"first"}
+        with recording(path) as provider:  # an agent records another session; no restart
+            orphan_session(provider, session_id="second")
+        at.run()
+        assert set(frame(at, "session", "last decision")["session"]) == {"first", "second"}
+        assert len(at.get("plotly_chart")) == 1
+    finally:
+        os.environ[ENV_STORE] = str(store["path"])
+
+
+def test_every_page_on_an_empty_store(tmp_path: Path, store: dict) -> None:
+    os.environ[ENV_STORE] = str(tmp_path / "nothing-here")
+    try:
+        for name in ("sessions", "replay", "violations", "compare", "live"):
+            at = page(name)
+            assert not at.exception, name
+    finally:
+        os.environ[ENV_STORE] = str(store["path"])
+
+
+# ----------------------------------------------------------------------------- text, never markup
+def test_dashboard_never_renders_html() -> None:
+    root = REPO / "dashboard"
+    for path in root.rglob("*.py"):
+        source = path.read_text()
+        for forbidden in ("unsafe_allow_html", "st.html(", "components.v1", "st.components"):
+            assert forbidden not in source, f"{path}: {forbidden}"
+
+
+def test_safe_helpers() -> None:
+    assert esc(HOSTILE) == "&lt;script&gt;alert(1)&lt;/script&gt; and &lt;b&gt;bold&lt;/b&gt;"
+    assert esc(None) == ""
+    assert md("<b>*x*</b> [a](b)") == "\\<b\\>\\*x\\*\\</b\\> \\[a\\]\\(b\\)"
+    assert short("a  b\nc", 80) == "a b c" and short("x" * 100, 10) == "x" * 9 + "…"

@@ -1,0 +1,113 @@
+"""Token counters: exact OpenAI counts offline, the calibrated Anthropic counter, the whole request."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+
+import pytest
+
+from policies import Context, Gate, get_policy, text_message, tool_result, tool_use
+from policies.errors import PolicyError
+from policies.messages import Message
+from policies.tokens import ApproxTokenCounter, counter_for
+from policies.tokens import bpe as bpe_mod
+from policies.tokens.calibrated import CODE, JSON, PROSE, AnthropicCounter, kind_of
+from tests.paths import REPO
+from tests.traffic import FULL
+
+TRAFFIC = FULL  # the benchmark's error bounds are over all the recorded usage, not the sample
+tiktoken = pytest.importorskip("tiktoken", reason="the test extra installs tiktoken")
+
+
+def test_the_encoding_loads_offline_from_the_wheel_and_matches_tiktoken():
+    enc = bpe_mod.load_encoding("o200k_base")
+    assert enc.name == "o200k_base" and enc.n_vocab == 200019
+    text = 'Look up {"order_id": "A-17", "qty": 3} and the weather in Tromsø.'
+    counter = bpe_mod.TiktokenCounter()
+    assert counter.tokens(text) == len(enc.encode(text))
+    assert enc.encode("hello world") == [24912, 2375]  # the ids OpenAI's cookbook shows
+    assert bpe_mod.load_encoding("cl100k_base").encode("hello world") == [15339, 1917]
+
+
+def test_a_tampered_encoding_file_is_refused(tmp_path, monkeypatch):
+    data = bpe_mod._data_dir()
+    assert data is not None
+    raw = gzip.decompress((data / "cl100k_base.tiktoken.gz").read_bytes())
+    (tmp_path / "cl100k_base.tiktoken.gz").write_bytes(gzip.compress(raw.replace(b" 0\n", b" 1\n", 1)))
+    monkeypatch.setattr(bpe_mod, "_data_dir", lambda: tmp_path)
+    monkeypatch.setattr(bpe_mod, "_CACHE", {})
+    with pytest.raises(PolicyError, match="SHA-256"):
+        bpe_mod.load_encoding("cl100k_base")
+
+
+def test_the_exact_counter_counts_a_recorded_request_as_openai_did():
+    # test_multiple_agent_tool_calls.yaml, interaction 2: usage.prompt_tokens == 104 (gpt-4o-mini)
+    body = {"model": "gpt-4o-mini", "tools": [{"type": "function", "function": {
+        "name": "get_capital", "description": "Get the capital of a country.",
+        "parameters": {"additionalProperties": False, "properties": {"country": {"description": "The country name.",
+                                                                                  "type": "string"}},
+                       "required": ["country"], "type": "object"}}}],
+        "messages": [{"role": "user", "content": "What is the capital of France?"},
+                     {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                         "name": "get_capital", "arguments": "{\"country\":\"France\"}"}}]},
+                     {"role": "tool", "tool_call_id": "c1", "content": "Paris"},
+                     {"role": "assistant", "content": "The capital of France is Paris.\n"},
+                     {"role": "user", "content": "What is the capital of England?"}]}
+    ctx = Context.from_openai(body, token_counter=counter_for("openai"), count_request=True)
+    assert abs(ctx.request_tokens - 104) <= 3
+    assert ctx.overhead_tokens > 0 and ctx.request_tokens == ctx.tokens + ctx.overhead_tokens
+
+
+def test_openai_traffic_gets_the_exact_counter_by_default():
+    assert isinstance(counter_for("openai"), bpe_mod.TiktokenCounter)
+    assert isinstance(counter_for("anthropic"), AnthropicCounter)
+    assert isinstance(counter_for(None), ApproxTokenCounter)
+
+
+def test_content_kinds():
+    assert kind_of('{"a": [1, 2, {"b": "c"}]}') == JSON
+    assert kind_of("def f(x):\n    return x + 1\nclass A:\n    pass\nimport os\n") == CODE
+    assert kind_of("The order shipped on Monday and should arrive this week.") == PROSE
+
+
+def test_dense_json_costs_more_per_character_than_prose_for_the_anthropic_counter():
+    c = AnthropicCounter()
+    prose = "the weather in the city is mild and clear with a light breeze " * 5
+    data = '{"a":1,"b":[2,3],"c":{"d":"e"},"f":[4,5,6],"g":"h"}' * 6
+    as_result = lambda s: Message(id="", role="user", blocks=[tool_result("c1", s)])  # noqa: E731
+    assert c.count(as_result(data)) / len(data) > c.count(as_result(prose)) / len(prose)
+
+
+def test_the_gate_holds_the_whole_request_and_says_what_the_overhead_takes():
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "Look something up. " * 10,
+                                               "parameters": {"type": "object", "properties": {
+                                                   "q": {"type": "string", "description": "what"}}}}}
+             for i in range(6)]
+    ctx = Context(provider="openai", token_counter=counter_for("openai"), count_request=True,
+                  request_extra={"model": "gpt-4o", "tools": tools})
+    ctx.append(text_message("", "system", "You are terse."))
+    ctx.append(text_message("", "user", "start"))
+    for i in range(12):
+        ctx.append(Message(id="", role="assistant", blocks=[tool_use(f"c{i}", "tool_0", {"q": str(i)})]))
+        ctx.append(Message(id="", role="tool", blocks=[tool_result(f"c{i}", '{"answer": "' + "x" * 300 + '"}')]))
+    gate = Gate(get_policy("recency"), budget=900)
+    d = gate.check(ctx)
+    assert d.overhead_tokens == ctx.overhead_tokens > 300
+    assert d.tokens_after == ctx.tokens + ctx.overhead_tokens <= 900
+    assert 0.3 < d.overhead_share < 1
+    assert ctx.tokens <= 900 - d.overhead_tokens, "the messages got only what the tools left"
+
+
+@pytest.mark.skipif(not TRAFFIC.is_dir(), reason="needs the recorded traffic in ../shared/traffic")
+def test_the_benchmark_meets_the_error_bounds_against_recorded_usage():
+    out = subprocess.run([sys.executable, str(REPO / "bench" / "bench_tokens.py"), "--json"], check=True,
+                         capture_output=True, text=True, timeout=300).stdout
+    import json
+
+    rows = {(r["set"], r["counter"]): r for r in json.loads(out)}
+    assert rows[("OpenAI (chat + responses)", "tiktoken o200k_base")]["mae_pct"] <= 3
+    assert rows[("Anthropic, held-out files", "anthropic calibrated")]["mae_pct"] <= 10
+    calibrated = rows[("Anthropic, all", "anthropic calibrated")]
+    assert calibrated["json_inc_under"] < calibrated["json_inc_n"], "JSON results are not always under-counted"

@@ -1,0 +1,118 @@
+"""``prunegate dashboard``: the command line, and a real server on 127.0.0.1 started and stopped."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.dashboard_fixtures import scripted_store
+from tests.paths import REPO
+from tracer.cli import main
+from tracer.cli.dashboard import dashboard_command
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_command_neither_imports_nor_searches_for_the_dashboard() -> None:
+    code = ("import sys, importlib.util, tracer.cli as c; "
+            "importlib.util.find_spec = None; "  # the command may not look the package up either
+            "c.build_parser('dashboard'); import tracer.cli.dashboard as d; d.dashboard_command('127.0.0.1', 1); "
+            "assert not [m for m in sys.modules if m == 'dashboard' or m.startswith('dashboard.')]")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def test_python_m_dashboard_runs_the_app_file() -> None:
+    from dashboard.__main__ import APP
+
+    assert APP == REPO / "dashboard" / "app.py"
+
+
+def test_dashboard_command_line() -> None:
+    cmd = dashboard_command("127.0.0.1", 8599)
+    assert cmd[:3] == [sys.executable, "-m", "dashboard"]
+    flags = dict(zip(cmd[3::2], cmd[4::2], strict=True))
+    assert flags == {"--server.address": "127.0.0.1", "--server.port": "8599", "--server.headless": "true",
+                     "--browser.gatherUsageStats": "false", "--client.toolbarMode": "viewer"}
+
+
+@pytest.mark.parametrize("port", ["0", "70000", "http"])
+def test_bad_port_is_refused(port: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["dashboard", "--port", port])
+    assert exc.value.code == 2
+    assert "--port must be" in capsys.readouterr().err
+
+
+def test_store_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    not_a_dir = tmp_path / "spans.txt"
+    not_a_dir.write_text("x")
+    with pytest.raises(SystemExit) as exc:  # a usage error, like every subcommand's: one line, exit 2
+        main(["dashboard", "--store", str(not_a_dir)])
+    assert exc.value.code == 2
+    assert f"argument --store: {not_a_dir} is not a directory" in capsys.readouterr().err
+
+
+def test_real_server_serves_the_store_and_stops_with_sigterm(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    scripted_store(store)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tracer.cli", "dashboard", "--store", str(store), "--port",
+                             str(port)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as resp:
+                    assert resp.read().strip() == b"ok"
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(proc.stdout.read().decode() if proc.stdout else "no output") from None
+                time.sleep(0.3)
+        with urllib.request.urlopen(base + "/", timeout=5) as resp:
+            assert resp.status == 200 and b"<html" in resp.read().lower()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=20)
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    assert f"serving {store} on http://127.0.0.1:{port}" in out
+    assert code in (0, -signal.SIGTERM)
+    with pytest.raises(OSError):  # streamlit went down with it: nothing listens any more
+        urllib.request.urlopen(base + "/_stcore/health", timeout=2)
+
+
+def test_missing_store_is_announced_not_fatal(tmp_path: Path) -> None:
+    # the server starts on a store that does not exist yet (sessions appear as they are recorded)
+    port = _free_port()
+    missing = tmp_path / "later"
+    proc = subprocess.Popen([sys.executable, "-m", "tracer.cli", "dashboard", "--store", str(missing), "--port",
+                             str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        healthy = False
+        while not healthy and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as resp:
+                    healthy = resp.read().strip() == b"ok"
+            except OSError:
+                time.sleep(0.3)
+        assert healthy
+        assert not missing.exists()  # serving it creates nothing
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    assert f"{missing} does not exist yet" in out

@@ -1,0 +1,165 @@
+"""A store exported to a real Arize Phoenix arrives whole and reads well there.
+
+Phoenix (PyPI ``arize-phoenix``, the ``phoenix`` extra) is started by the test on 127.0.0.1 with
+telemetry off and a temporary working directory; what arrived is counted from Phoenix's own APIs
+(REST ``/v1/projects/{name}/spans``, GraphQL sessions). Phoenix pins ``anthropic<2`` while the
+test extra's examples use anthropic 2, so Phoenix may live in a venv of its own: set
+``PRUNEGATE_PHOENIX`` to its ``phoenix`` executable (else the one beside this interpreter, else
+on PATH is used).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.paths import REPO, TEST_DATA
+from tracer.cli import main
+from tracer.spans.openinference import first_user_text, last_answer_text
+from tracer.store import Store
+from tracer.traffic.recorded import load_conversations
+
+pytestmark = pytest.mark.slow
+
+DATA = REPO / "data" / "sessions"
+WEATHER = TEST_DATA / "otel" / "openllmetry-anthropic.jsonl"
+PROJECT = "prunegate-test"
+
+
+def _phoenix_bin() -> str | None:
+    env = os.environ.get("PRUNEGATE_PHOENIX")
+    if env:
+        return env
+    beside = Path(sys.executable).with_name("phoenix")
+    return str(beside) if beside.exists() else shutil.which("phoenix")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as r:  # noqa: S310 - loopback
+        return json.loads(r.read())
+
+
+def _graphql(base: str, query: str) -> Any:
+    req = urllib.request.Request(f"{base}/graphql", data=json.dumps({"query": query}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:  # noqa: S310 - loopback
+        out = json.loads(r.read())
+    assert "errors" not in out, out
+    return out["data"]
+
+
+@pytest.fixture(scope="module")
+def phoenix(tmp_path_factory):
+    binary = _phoenix_bin()
+    if binary is None:
+        pytest.skip("arize-phoenix is not installed (pip install -e '.[phoenix]', or set PRUNEGATE_PHOENIX)")
+    work = tmp_path_factory.mktemp("phoenix")
+    port, grpc = _free_port(), _free_port()
+    env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_TELEMETRY_ENABLED": "false",
+           "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc)}
+    log = open(work / "phoenix.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([binary, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/healthz", timeout=2):  # noqa: S310 - loopback
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"Phoenix did not start: {(work / 'phoenix.log').read_text()[-2000:]}")
+                time.sleep(1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Store:
+    """Imported sessions (with content) and their ungated replays (content captured, violations)."""
+    path = tmp_path_factory.mktemp("store") / "s"
+    assert main(["import", str(DATA / "anthropic-parallel.jsonl"), str(WEATHER), "--store", str(path)]) == 0
+    assert main(["replay", "--policy", "salience", "--ungated", "--budget", "1500", "--capture-content",
+                 "--store", str(path)]) == 0
+    return Store(path)
+
+
+def _phoenix_spans(base: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = _get(f"{base}/v1/projects/{PROJECT}/spans?limit=1000" + (f"&cursor={cursor}" if cursor else ""))
+        out.extend(page["data"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return out
+
+
+def test_an_exported_store_arrives_whole_in_phoenix_and_reads_well(phoenix, store, capsys) -> None:
+    stored = {(r["trace_id"], r["span_id"]) for r in store.query("SELECT trace_id, span_id FROM spans")}
+    code = main(["export", "--store", str(store.path), "--otlp-endpoint", phoenix, "--project", PROJECT, "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["failed"] == 0 and result["sent"] == len(stored)
+
+    deadline = time.monotonic() + 300  # Phoenix ingests in the background
+    count = -1
+    while time.monotonic() < deadline:
+        projects = _graphql(phoenix, "{ projects { edges { node { name recordCount } } } }")["projects"]["edges"]
+        count = next((p["node"]["recordCount"] for p in projects if p["node"]["name"] == PROJECT), 0)
+        if count >= len(stored):
+            break
+        time.sleep(2)
+    spans = _phoenix_spans(phoenix)
+    ids = [(s["context"]["trace_id"], s["context"]["span_id"]) for s in spans]
+    assert count == len(ids) == len(set(ids)) == len(stored)  # every span, once
+    assert set(ids) == stored
+
+    kinds: dict[str, set[str]] = {}
+    for s in spans:
+        kinds.setdefault(s["name"].split(" ")[0], set()).add(s["span_kind"])
+    assert kinds["prunegate.session"] == kinds["prunegate.prune"] == kinds["prunegate.budget_check"] == {"CHAIN"}
+    assert kinds["prunegate.violation"] == kinds["prunegate.message"] == {"CHAIN"}
+    assert kinds["chat"] == {"LLM"}
+    assert not any("UNKNOWN" in k for name, k in kinds.items() if name.startswith("prunegate."))
+
+    # sessions: first input and last output, as the recorded conversations have them
+    data = _graphql(phoenix, "{ projects { edges { node { name sessions(first: 1000) { edges { node { "
+                             "sessionId firstInput { value } lastOutput { value } } } } } } } }")
+    node = next(p["node"] for p in data["projects"]["edges"] if p["node"]["name"] == PROJECT)
+    shown = {e["node"]["sessionId"]: e["node"] for e in node["sessions"]["edges"]}
+    convs = load_conversations(store, None, sources=("import", "replay"))
+    imported = [c for c in convs if not (c.session_id or "").startswith("replay-")]
+    assert len(shown) == len(convs) and imported
+    for conv in imported:
+        pairs = [(m.role, " ".join(b.text or "" for b in m.blocks if b.type == "text").strip()) for m in conv.messages]
+        assert shown[conv.session_id]["firstInput"]["value"] == first_user_text(pairs)
+        assert shown[conv.session_id]["lastOutput"]["value"] == last_answer_text(pairs)
+
+    # Phoenix keeps no span links: the violation's cause is in its attributes, and it is there
+    by_id = {s["context"]["span_id"]: s for s in spans}
+    caused = [s for s in spans if s["name"] == "prunegate.violation"
+              and s["attributes"].get("prunegate.violation.cause_span_id")]
+    assert caused
+    assert all(by_id[s["attributes"]["prunegate.violation.cause_span_id"]]["name"] == "prunegate.prune" for s in caused)
