@@ -3,8 +3,9 @@
 Builds a demo-like store in a temporary directory (sessions from data/sessions replayed under three
 arms through the real replay engine, plus the scripted sessions of the tests), serves it with
 ``prunegate dashboard`` on a free 127.0.0.1 port and photographs, in Debian's /usr/bin/chromium
-driven by Playwright: the Replay page at a violation caused by an ungated prune that evicted several
-units, the Sessions page, and the Compare page (results, then the default run).
+driven by Playwright (the browser tests' helpers): the Replay page at a violation caused by an ungated
+prune that evicted several units (annotated), the Sessions page, the Annotations page, and the
+Compare page (results, the default run, then that run saved and reopened from its URL).
 
     .venv/bin/python scripts/screenshots.py [--out docs/img]
 """
@@ -12,23 +13,15 @@ units, the Sessions page, and the Compare page (results, then the default run).
 from __future__ import annotations
 
 import argparse
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 
 
 def build(path: Path) -> None:
@@ -59,16 +52,25 @@ def violation_to_show(path: Path) -> tuple[str, int]:
     return best[1], best[2]
 
 
-def wait(page: Any, charts: int = 0, timeout: float = 60) -> None:
-    page.wait_for_selector("h1", timeout=timeout * 1000)
-    deadline = time.monotonic() + timeout
-    quiet = 0
-    while time.monotonic() < deadline and quiet < 4:
-        idle = page.locator(IDLE).count()
-        drawn = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count()
-        quiet = quiet + 1 if idle and drawn >= charts else 0
-        time.sleep(0.25)
-    time.sleep(1.0)  # Plotly's transitions
+def wait(page: Any, charts: int = 0) -> None:
+    """Streamlit idle and ``charts`` Plotly charts drawn (the tests' wait), then Plotly's transitions."""
+    from tests.dashboard.browser.helpers import settle
+
+    settle(page, timeout=60, charts=charts)
+    time.sleep(1.0)
+
+
+def annotate_violation(store: Path, sid: str, step: int) -> None:
+    """A reviewer's annotation on the violation shown, so the Replay page shows one."""
+    from tracer.lab.annotations import annotate
+    from tracer.spans import names as sn
+    from tracer.store import Store
+
+    with Store(store).reader() as r:
+        span = r.query("SELECT span_id FROM spans WHERE session_id = ? AND seq = ? AND name = ? LIMIT 1",
+                       [sid, step, sn.VIOLATION])[0]["span_id"]
+    annotate(Store(store), sid, span_id=span, label="needs-review",
+             note="the ungated prune split the tool-call unit: the result outlived its call", author="docs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,50 +79,42 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from playwright.sync_api import sync_playwright
+    from tests.dashboard.browser.helpers import chromium, dashboard_server
 
+    names = ("replay", "sessions", "compare", "compare-run", "compare-saved", "annotations")
     with tempfile.TemporaryDirectory(prefix="screenshots-") as tmp:
         store = Path(tmp) / "store"
         build(store)
         sid, step = violation_to_show(store)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        server = subprocess.Popen([sys.executable, "-m", "tracer.cli", "dashboard", "--store", str(store),
-                                   "--host", "127.0.0.1", "--port", str(port)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            for _ in range(300):
-                try:
-                    with urllib.request.urlopen(base + "/_stcore/health", timeout=1):
-                        break
-                except OSError:
-                    time.sleep(0.2)
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-                page = browser.new_page(viewport={"width": 1500, "height": 3000})  # Streamlit scrolls inside: a tall window
-                page.goto(f"{base}/replay?session={sid}&step={step}")
-                wait(page, charts=4)
-                page.screenshot(path=str(out / "replay.png"), full_page=True)
-                page.goto(f"{base}/sessions?q=&kind=replay&gate=ungated&violations=1")
-                wait(page)
-                page.screenshot(path=str(out / "sessions.png"), full_page=True)
-                page.goto(f"{base}/compare?metric=invalid_requests")
-                wait(page, charts=3)
-                page.screenshot(path=str(out / "compare.png"), full_page=True)
-                page.get_by_role("tab", name="Run a comparison").click()
-                wait(page)
-                page.get_by_role("button", name="Run comparison").click()
-                page.get_by_text("and recorded them into the store as new sessions", exact=False).wait_for(
-                    timeout=180_000)
-                wait(page)
-                page.screenshot(path=str(out / "compare-run.png"), full_page=True)
-                browser.close()
-        finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
-    for name in ("replay", "sessions", "compare", "compare-run"):
+        annotate_violation(store, sid, step)
+        with dashboard_server(store, Path(tmp)) as server, chromium() as browser:
+            base = server["base"]
+            page = browser.new_page(viewport={"width": 1500, "height": 3000})  # Streamlit scrolls inside: a tall window
+            page.goto(f"{base}/replay?session={sid}&step={step}")
+            wait(page, charts=4)
+            page.screenshot(path=str(out / "replay.png"), full_page=True)
+            page.goto(f"{base}/sessions?q=&kind=replay&gate=ungated&violations=1")
+            wait(page)
+            page.screenshot(path=str(out / "sessions.png"), full_page=True)
+            page.goto(f"{base}/annotations")
+            wait(page)
+            page.screenshot(path=str(out / "annotations.png"), full_page=True)
+            page.goto(f"{base}/compare?metric=invalid_requests")
+            wait(page, charts=3)
+            page.screenshot(path=str(out / "compare.png"), full_page=True)
+            page.get_by_role("tab", name="Run a comparison").click()
+            wait(page)
+            page.get_by_role("button", name="Run comparison").click()
+            page.get_by_text("and recorded them into the store as new sessions", exact=False).wait_for(timeout=180_000)
+            wait(page)
+            page.screenshot(path=str(out / "compare-run.png"), full_page=True)
+            page.get_by_label("Title", exact=True).last.fill("recency vs salience, default run")
+            page.get_by_role("button", name="Save this comparison").last.click()
+            page.get_by_role("button", name="Open the saved comparison").click()
+            page.wait_for_url("**saved=*", timeout=60_000)
+            wait(page)
+            page.screenshot(path=str(out / "compare-saved.png"), full_page=True)
+    for name in names:
         print(out / f"{name}.png")
     return 0
 

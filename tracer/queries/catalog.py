@@ -85,7 +85,7 @@ def session_index(src: Source) -> pa.Table:
     state; every filter and page then runs over it."""
     if isinstance(src, StoreReader):
         return src.con.sql("SELECT * FROM catalog_sessions").to_arrow_table()
-    return _con(src).sql(store_catalog.index_sql("spans")).to_arrow_table()
+    return _con(src).sql(store_catalog.index_sql("spans", messages=False)).to_arrow_table()
 
 
 def search_hits(src: Source, q: str) -> pa.Table:
@@ -131,12 +131,13 @@ def page_of(index: pa.Table, hits: pa.Table | None = None, *, q: str | None = No
 
 
 def page_detail(src: Source, rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with ``messages``, ``peak tokens`` and annotation ``labels`` of those sessions only
-    (read from the store)."""
+    """``rows`` with annotation ``labels`` of those sessions (and ``messages`` and ``peak_tokens``
+    when the index did not carry them: a store without a catalog), read from the store."""
     ids = {"ids": [str(s) for s in rows["session_id"]]}
-    detail = _con(src).execute(_PAGE_DETAIL, ids).df()
     labels = _con(src).execute(_PAGE_LABELS, ids).df()
-    return rows.merge(detail, on="session_id", how="left").merge(labels, on="session_id", how="left")
+    if "messages" not in rows:  # an index without them (no catalog yet): read them for this page
+        rows = rows.merge(_con(src).execute(_PAGE_DETAIL, ids).df(), on="session_id", how="left")
+    return rows.merge(labels, on="session_id", how="left")
 
 
 def session_page(

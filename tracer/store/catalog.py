@@ -7,7 +7,8 @@ JSON on first use costs seconds; compaction already reads each new span exactly 
 what the page needs right there, in the same transaction as the spans:
 
 - ``session_catalog``: one row per session (root attributes, kind, span counts by decision and
-  violation, first and last span time), recomputed for the sessions a compaction touched;
+  violation, first and last span time, messages and peak context tokens), recomputed for the
+  sessions a compaction touched;
 - ``search_text``: one row per span that has searchable text (message text and tool names, tool
   executions, decisions and their reasons, violation codes, annotation labels and notes),
   lowercased; append-only, since compaction inserts each span once.
@@ -26,14 +27,23 @@ import duckdb
 
 from tracer.spans import names as sn
 
-CATALOG_VERSION = "1"  # bump when the rows below change: the next compaction rebuilds them
+CATALOG_VERSION = "2"  # bump when the rows below change: the next compaction rebuilds them
 META_KEY = "catalog_version"
 
 _AFTER = ", ".join(f"'{n}'" for n in sn.AFTERWARDS_SPANS)  # annotations: not the session's activity
 
 
-def index_sql(rel: str, where: str = "true") -> str:
-    """One row per session of ``rel`` (a relation with the store's span columns) matching ``where``."""
+def index_sql(rel: str, where: str = "true", *, messages: bool = True) -> str:
+    """One row per session of ``rel`` (a relation with the store's span columns) matching ``where``;
+    with ``messages``, also its message count and peak context tokens (a JSON read of every message
+    span: what compaction does once, and a reader only for the sessions of pending segments)."""
+    msgs = f"""
+    SELECT session_id,
+           count(DISTINCT attributes->>'{sn.MESSAGE_ID}')
+               FILTER (WHERE attributes->>'{sn.EVENT}' IN ('append', 'open')) AS messages,
+           max(TRY_CAST(attributes->>'{sn.CONTEXT_TOKENS}' AS BIGINT)) AS peak_tokens
+    FROM {rel} WHERE name = '{sn.MESSAGE}' AND session_id IS NOT NULL AND ({where}) GROUP BY session_id
+""" if messages else "SELECT NULL::VARCHAR AS session_id WHERE false"
     return f"""
 WITH roots AS (
     SELECT session_id,
@@ -54,11 +64,12 @@ counts AS (
            count(*) FILTER (WHERE name = '{sn.FAIL}') AS failures,
            min(start_time_ns) AS first_ns, max(coalesce(end_time_ns, start_time_ns)) AS last_ns
     FROM {rel} WHERE session_id IS NOT NULL AND name NOT IN ({_AFTER}) AND ({where}) GROUP BY session_id
-)
+),
+msgs AS ({msgs})
 SELECT c.session_id, r.label, r.source, r.source_id, r.policy, r.gated, r.budget,
        CASE WHEN r.source = 'replay' THEN 'replay' ELSE 'recorded' END AS kind,
-       c.* EXCLUDE (session_id)
-FROM counts c LEFT JOIN roots r USING (session_id)
+       c.* EXCLUDE (session_id){", m.messages, m.peak_tokens" if messages else ""}
+FROM counts c LEFT JOIN roots r USING (session_id) LEFT JOIN msgs m USING (session_id)
 """
 
 
@@ -125,8 +136,8 @@ def views(catalog: bool, pending: str) -> tuple[tuple[str, str], ...]:
     """The reader's ``catalog_sessions`` and ``catalog_search``: with a ``catalog`` attached as
     ``store``, its rows plus what the segments in ``pending`` (not compacted yet) add; without one,
     everything computed over ``spans``."""
-    if not catalog:
-        return (("catalog_sessions", index_sql("spans")), ("catalog_search", search_sql("spans")))
+    if not catalog:  # messages and peaks: for the page's rows only (tracer.queries.catalog.page_detail)
+        return (("catalog_sessions", index_sql("spans", messages=False)), ("catalog_search", search_sql("spans")))
     in_pending = f"session_id IN (SELECT DISTINCT session_id FROM {pending} WHERE session_id IS NOT NULL)"
     sessions = (f"SELECT * FROM store.session_catalog WHERE NOT ({in_pending}) "
                 f"UNION ALL BY NAME ({index_sql('spans', in_pending)})")
