@@ -159,8 +159,10 @@ def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
     with Store(path).reader() as r:
         root = queries.session_root(r, session_id)
         tables = queries.session_tables(r, session_id)
+        annotations = queries.annotation_list(r, session_id=session_id)  # same snapshot: no second reader
     return {
         "info": root,
+        "annotations": annotations,
         "tables": tables,
         "bounds": queries.bounds_from_tables(tables),
         "series": queries.series_from_tables(tables),
@@ -171,7 +173,8 @@ def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
 
 def replay_session(path: str, session_id: str) -> dict[str, Any]:
     """What does not change from step to step: ``info`` (the root's attributes; None while the
-    session is still recording), ``bounds``, the token ``series``, ``markers`` and ``budget``."""
+    session is still recording), ``bounds``, the token ``series``, ``markers``, ``budget`` and
+    the session's ``annotations``."""
     return _bundle(path, fingerprint(path), session_id)
 
 

@@ -15,7 +15,6 @@ import streamlit as st
 from dashboard.components import data
 from dashboard.components.safe import md
 from dashboard.components.widgets import ts_column
-from tracer import queries
 from tracer.errors import AnnotationError
 from tracer.spans import names as sn
 
@@ -60,13 +59,9 @@ def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str) ->
         except AnnotationError as exc:
             st.error(md(str(exc)))
             return
-        st.cache_data.clear()  # the store changed: its fingerprint too, but the caption below must show it now
-        st.success(md(f"Saved the annotation “{row['label']}” on the {row['target']}."))
-
-
-def session_annotations(session_id: str) -> pd.DataFrame:
-    """This session's annotations, newest first."""
-    return data.run(queries.annotation_list, session_id=session_id)
+        st.cache_data.clear()
+        st.session_state[f"{key}_saved"] = f"Saved the annotation “{row['label']}” on the {row['target']}."
+        st.rerun()  # the lists above this form were drawn before the save
 
 
 def step_targets(events: pd.DataFrame, step: int) -> list[tuple[str, str | None]]:

@@ -226,7 +226,7 @@ if GOTO in st.session_state:
         st.session_state[PLAY] = False  # reached the end
 
 st.caption(md(session_label(info)) + f" · source {md(info.get('source') or '?')} · steps {lo}–{hi}")
-annotated = notes.session_annotations(session_id)
+annotated = sess["annotations"]  # read with the session, once per store state
 if not annotated.empty:
     st.text("Labels: " + ", ".join(dict.fromkeys(str(v) for v in annotated["label"])) + "  (Annotations below)")
 

@@ -57,6 +57,8 @@ def _clean(label: str, note: str) -> tuple[str, str]:
     label, note = (label or "").strip(), (note or "").strip()
     if not label:
         raise AnnotationError("an annotation needs a label (a word or two: bug, expected, flaky, ...)")
+    if "," in label:
+        raise AnnotationError(f"a label cannot hold a comma ({label!r}): labels are listed comma-separated in URLs")
     if len(label) > MAX_LABEL:
         raise AnnotationError(f"the label is {len(label)} characters; at most {MAX_LABEL} (put the rest in the note)")
     if len(note) > MAX_NOTE:
