@@ -89,10 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         annotate_violation(store, sid, step)
         with dashboard_server(store, Path(tmp)) as server, chromium() as browser:
             base = server["base"]
-            page = browser.new_page(viewport={"width": 1500, "height": 3000})  # Streamlit scrolls inside: a tall window
+            page = browser.new_page(viewport={"width": 1500, "height": 4400})  # Streamlit scrolls inside: a tall window
             page.goto(f"{base}/replay?session={sid}&step={step}")
             wait(page, charts=4)
-            page.screenshot(path=str(out / "replay.png"), full_page=True)
+            page.screenshot(path=str(out / "replay.png"), full_page=True)  # down to the annotations
+            page.set_viewport_size({"width": 1500, "height": 3000})
             page.goto(f"{base}/sessions?q=&kind=replay&gate=ungated&violations=1")
             wait(page)
             page.screenshot(path=str(out / "sessions.png"), full_page=True)

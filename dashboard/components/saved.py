@@ -72,6 +72,7 @@ def show_saved(ident: str) -> None:
     st.subheader(saved["title"])
     when = ts_column(pd.Series([saved["time_ns"]])).iloc[0]
     st.caption(f"Saved {when:%Y-%m-%d %H:%M} UTC · id {md(ident)} · the numbers as they were saved (nothing re-run)")
+    st.caption("Parameters (what was compared)")
     st.json(saved["params"], expanded=False)
     results = saved["results"]
     for line in results.get("lines", []):
