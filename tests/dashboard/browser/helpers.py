@@ -3,7 +3,7 @@ server on a free 127.0.0.1 port, and the waits that make clicks on a Streamlit p
 
 Used by the test_browser_*.py modules beside it: each defines a module-scoped ``server`` fixture (its
 store served by :func:`dashboard_server`); the ``browser`` and ``page`` fixtures (conftest.py here)
-build on it. ``ARTIFACTS`` (tests/paths.py) is where screenshots go.
+build on it.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from tests.dashboard.browser.helpers import (
-    ARTIFACTS,
     assert_literal_text,
     click_until,
     dashboard_server,
@@ -35,6 +34,7 @@ from tests.dashboard_fixtures import (
     orphan_session,
     recording,
 )
+from tests.paths import ARTIFACTS
 
 pytestmark = pytest.mark.browser
 

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from tests.dashboard.browser.helpers import (
-    ARTIFACTS,
     click_until,
     dashboard_server,
     require_chromium,
     settle,
 )
+from tests.paths import ARTIFACTS
 from tracer.cli import main
 from tracer.lab import sweep
 from tracer.lab.lost import lost_references
