@@ -5,7 +5,9 @@
 
 Imports the sessions into a local store (one segment per ~batch-spans spans, as many writers would
 leave them), PUTs every segment to the bucket, then times count(*), the sessions view and one
-session (its day known) before and after compacting each day. Request counts are the client's own.
+session (its day known; whole objects, then ranged reads of footers and matching row groups, then
+again with the footers cached) before and after compacting each day. Request and byte counts are
+the client's own.
 """
 
 from __future__ import annotations
@@ -25,17 +27,16 @@ sys.path.insert(0, str(ROOT))
 import boto3  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.sources import TAU_FILE  # noqa: E402
 from tracer.store import Store  # noqa: E402
 from tracer.store.bucket import BucketStore, day_of  # noqa: E402
 from tracer.traffic.recorded import import_paths  # noqa: E402
 
-TAU = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
 
-
-def timed(bucket: BucketStore, sql: str, params=None, days=None) -> tuple[float, int, list]:
-    before, t = bucket.requests, time.perf_counter()
-    rows = bucket.query(sql, params, days=days)
-    return (time.perf_counter() - t) * 1000, bucket.requests - before, rows
+def timed(bucket: BucketStore, sql: str, params=None, days=None, sessions=None) -> tuple[float, int, list, int]:
+    before, got, t = bucket.requests, bucket.bytes_read, time.perf_counter()
+    rows = bucket.query(sql, params, days=days, sessions=sessions)
+    return (time.perf_counter() - t) * 1000, bucket.requests - before, rows, bucket.bytes_read - got
 
 
 def main() -> int:
@@ -58,8 +59,8 @@ def main() -> int:
                               aws_access_key_id="x", aws_secret_access_key="x")
         client.create_bucket(Bucket="bench")
         with tempfile.TemporaryDirectory(prefix="pg-bench-bucket-") as tmp:
-            if TAU.exists():
-                src = TAU
+            if TAU_FILE.exists():
+                src = TAU_FILE
             else:
                 from tests.synthetic import synthetic_bodies
 
@@ -73,14 +74,24 @@ def main() -> int:
             want = sorted(map(str, local.query("SELECT * FROM sessions")))
             sid = local.query("SELECT session_id, min(start_time_ns) AS t FROM spans GROUP BY 1 ORDER BY 1 LIMIT 1")[0]
             day = day_of(sid["t"])
+            one_sql = "SELECT * FROM spans WHERE session_id = ? ORDER BY span_id"
+            one_want = local.query(one_sql, [sid["session_id"]])
             for phase in ("before", "after"):
                 objects = sum(len(bucket.keys(d)) for d in bucket.days())
-                ms, n, rows = timed(bucket, "SELECT count(*) AS n FROM spans")
-                ms_s, n_s, sessions = timed(bucket, "SELECT * FROM sessions")
-                ms_1, n_1, _ = timed(bucket, "SELECT * FROM spans WHERE session_id = ?", [sid["session_id"]], [day])
+                ms, n, rows, _ = timed(bucket, "SELECT count(*) AS n FROM spans")
+                ms_s, n_s, sessions, _ = timed(bucket, "SELECT * FROM sessions")
                 print(f"{phase:6} compaction: {rows[0]['n']} spans in {objects} objects | count(*) {ms:6.0f} ms "
                       f"{n:4d} requests | sessions view {ms_s:6.0f} ms {n_s:4d} requests (same as local: "
-                      f"{sorted(map(str, sessions)) == want}) | one session, day known {ms_1:5.0f} ms {n_1} requests")
+                      f"{sorted(map(str, sessions)) == want})")
+                # one session, its day known: whole objects, then footers + the row groups that may hold it
+                ms_w, n_w, whole, b_w = timed(bucket, one_sql, [sid["session_id"]], [day])
+                ms_r, n_r, ranged, b_r = timed(bucket, one_sql, [sid["session_id"]], [day], [sid["session_id"]])
+                ms_c, n_c, cached, b_c = timed(bucket, one_sql, [sid["session_id"]], [day], [sid["session_id"]])
+                same = whole == ranged == cached == one_want
+                print(f"       one session ({len(whole)} spans), day known: whole objects {n_w} requests "
+                      f"{b_w / 1024:7.0f} KiB {ms_w:5.0f} ms | footers + row groups {n_r} requests {b_r / 1024:6.0f} KiB "
+                      f"{ms_r:5.0f} ms | footers cached {n_c} requests {b_c / 1024:5.0f} KiB {ms_c:5.0f} ms "
+                      f"(same rows: {same})")
                 if phase == "before":
                     t, r = time.perf_counter(), bucket.requests
                     done = [bucket.compact(d) for d in bucket.days()]

@@ -142,25 +142,31 @@ def python_loop_context(store: Store, sid: str, seq: int) -> set[str]:
     return present
 
 
-def apptest_step(store: Path, sid: str, seq: int) -> float:
-    """One cold AppTest run of the replay page at ``seq``; seconds."""
+def cold_apptest(store: Path, page: str, params: dict[str, str] | None = None) -> tuple[Any, float]:
+    """An AppTest of the dashboard page ``views/<page>.py`` over ``store``, run once with cold caches
+    (first render): the AppTest and the run's seconds."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
     os.environ[ENV_STORE] = str(store)
     at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=120)
     at.run()  # registers the pages
-    at.switch_page("views/replay.py")
-    at.query_params["session"] = sid
-    at.query_params["step"] = str(seq)
+    at.switch_page(f"views/{page}.py")
+    for k, v in (params or {}).items():
+        at.query_params[k] = v
     st.cache_data.clear()
     st.cache_resource.clear()
     t0 = time.perf_counter()
     at.run()
     elapsed = time.perf_counter() - t0
     if at.exception:
-        raise RuntimeError(f"the replay page failed: {at.exception[0].value}")
-    return elapsed
+        raise RuntimeError(f"the {page} page failed: {at.exception[0].value}")
+    return at, elapsed
+
+
+def apptest_step(store: Path, sid: str, seq: int) -> float:
+    """One cold AppTest run of the replay page at ``seq``; seconds."""
+    return cold_apptest(store, "replay", {"session": sid, "step": str(seq)})[1]
 
 
 def apptest_in(checkout: Path, store: Path, sid: str, seq: int) -> tuple[float, float]:
@@ -333,22 +339,7 @@ def sessions_page_run(store_dir: Path, change: Callable[[Any], Any] | None = Non
                       params: dict[str, str] | None = None) -> tuple[float, float | None]:
     """Seconds of an AppTest run of the Sessions page with cold caches (first render), and, with
     ``change``, of the rerun after that widget change (the filter's response; its query is new)."""
-    import streamlit as st
-    from streamlit.testing.v1 import AppTest
-
-    os.environ[ENV_STORE] = str(store_dir)
-    at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=120)
-    at.run()
-    at.switch_page("views/sessions.py")
-    for k, v in (params or {}).items():
-        at.query_params[k] = v
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    t0 = time.perf_counter()
-    at.run()
-    first = time.perf_counter() - t0
-    if at.exception:
-        raise RuntimeError(f"the sessions page failed: {at.exception[0].value}")
+    at, first = cold_apptest(store_dir, "sessions", params)
     if change is None:
         return first, None
     t0 = time.perf_counter()

@@ -24,11 +24,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.sources import tau_or_sessions  # noqa: E402
 from tracer.lab import metrics  # noqa: E402
 from tracer.lab.compare import arms, parse_policies, run_replays  # noqa: E402
 from tracer.traffic.importers import Conversation, read_paths  # noqa: E402
-
-TAU = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline"
 
 
 def bootstrap_covers(sample: np.ndarray, mu: float, rng: np.random.Generator, resamples: int) -> bool:
@@ -55,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per sample")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
-    source = TAU if TAU.is_dir() else ROOT / "data" / "sessions"
+    source = tau_or_sessions()
     convs = [c for c in read_paths([source]) if isinstance(c, Conversation)][: args.sessions]
     policies = parse_policies(args.policies)
     specs = arms(policies, "both", budget=args.budget)

@@ -41,14 +41,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_tracer  # noqa: E402
 import bench_tracer_overhead as check_bench  # noqa: E402
 
+from bench.sources import SESSIONS, TRAFFIC  # noqa: E402
 from tracer.lab.compare import arms, parse_policies, run_replays  # noqa: E402
 from tracer.lab.replay import ReplaySpec  # noqa: E402
 from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor  # noqa: E402
 from tracer.store import Store  # noqa: E402
 from tracer.traffic.importers import Conversation, read_paths  # noqa: E402
 
-TRAFFIC = ROOT.parent / "shared" / "traffic"
-SOURCE = TRAFFIC if TRAFFIC.is_dir() else ROOT / "data" / "sessions"
+SOURCE = TRAFFIC if TRAFFIC.is_dir() else SESSIONS
 POLICIES = "recency,salience,head_tail"
 
 
@@ -82,7 +82,7 @@ def verdict(ok: bool) -> str:
 
 # ------------------------------------------------------------------------------ 1. budget checks
 def checks(n_convs: int, rounds: int) -> tuple[float, str]:
-    convs = check_bench.conversations(n_convs) if check_bench.TAU.is_file() else None
+    convs = check_bench.conversations(n_convs) if check_bench.TAU_FILE.is_file() else None
     if convs is None:
         return float("nan"), "no τ-bench traffic: skipped"
     root = Path(tempfile.mkdtemp(prefix="pg-ovh-"))

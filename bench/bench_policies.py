@@ -27,13 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.sources import TAU_FILE  # noqa: E402
 from policies import Context, DecisionKind, Gate, available, get_policy  # noqa: E402
 from policies.convert import from_openai  # noqa: E402
 from policies.errors import PrunegateError  # noqa: E402
 from policies.naive import NaiveRuntime  # noqa: E402
 from policies.validate import validate  # noqa: E402
-
-TAU = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
 
 
 @dataclass
@@ -102,7 +101,7 @@ def replay(traj: list[dict], name: str | None, gated: bool, budget: int, run: Ru
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--traffic", type=Path, default=TAU, help="τ-bench JSON (default: ../shared/traffic/...)")
+    ap.add_argument("--traffic", type=Path, default=TAU_FILE, help="τ-bench JSON (default: ../shared/traffic/...)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N conversations")
     ap.add_argument("--fraction", type=float, default=0.5, help="budget fraction (see --of)")
     ap.add_argument("--of", choices=("history", "final"), default="history")

@@ -19,23 +19,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.sources import tau_or_sessions  # noqa: E402
 from tracer.lab.compare import arms, parse_policies, run_replays  # noqa: E402
 from tracer.traffic.importers import Conversation, read_paths  # noqa: E402
 
-TAU = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline"
-
 
 def stable(results):
-    """Results without what differs on every run: ids (replay, pruning span) and timings."""
-    out = []
-    for rs in results:
-        row = []
-        for r in rs:
-            d = {k: v for k, v in r.to_dict().items() if k not in ("replay_id", "seconds")}
-            d["lost_references"] = [{k: v for k, v in x.items() if k != "prune_span_id"} for x in d["lost_references"]]
-            row.append(d)
-        out.append(row)
-    return out
+    """Per session, what the two engines must agree on (tracer.lab.replay.SessionResult.comparable_dict)."""
+    return [[r.comparable_dict() for r in rs] for rs in results]
 
 
 def main() -> int:
@@ -47,7 +38,7 @@ def main() -> int:
     args = ap.parse_args()
     import ray
 
-    source = TAU if TAU.is_dir() else ROOT / "data" / "sessions"
+    source = tau_or_sessions()
     convs = [c for c in read_paths([source]) if isinstance(c, Conversation)][: args.sessions]
     specs = arms(parse_policies("recency,salience"), "both")
     n = len(convs) * len(specs)

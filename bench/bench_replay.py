@@ -20,15 +20,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.sources import tau_or_sessions  # noqa: E402
 from tracer.lab.compare import run_replays  # noqa: E402
 from tracer.lab.replay import ReplaySpec  # noqa: E402
 from tracer.traffic.importers import Conversation, read_paths  # noqa: E402
 
-TAU = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline"
-
 
 def load(limit: int) -> tuple[str, list[Conversation]]:
-    source = TAU if TAU.is_dir() else ROOT / "data" / "sessions"
+    source = tau_or_sessions()
     convs = [c for c in read_paths([source]) if isinstance(c, Conversation)]
     return str(source), convs[:limit]
 

@@ -38,13 +38,13 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.sources import TRAFFIC  # noqa: E402
 from policies import convert  # noqa: E402
 from policies.adapters import responses  # noqa: E402
 from policies.messages import Message  # noqa: E402
 from policies.tokens import ApproxTokenCounter, TokenCounter, request_overhead  # noqa: E402
 from policies.tokens.calibrated import CALIBRATION, AnthropicCounter, message_features, request_features  # noqa: E402
 
-TRAFFIC = Path(__file__).resolve().parents[2] / "shared" / "traffic"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

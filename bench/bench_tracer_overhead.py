@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult  # noqa: E402
 
+from bench.sources import TAU_FILE  # noqa: E402
 from policies import Context, Gate, convert, get_policy  # noqa: E402
 from policies.messages import Message  # noqa: E402
 from tracer.spans.direct import DIRECT_FLAG  # noqa: E402
@@ -42,8 +43,6 @@ from tracer.spans.observer import SpanObserver  # noqa: E402
 from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor  # noqa: E402
 from tracer.spans.session import SessionConfig, TracedSession  # noqa: E402
 from tracer.spans.setup import setup_tracing  # noqa: E402
-
-TAU = Path(__file__).resolve().parents[2] / "shared" / "traffic" / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
 
 
 class Discard(SpanExporter):
@@ -59,7 +58,7 @@ class Discard(SpanExporter):
 
 
 def conversations(n: int) -> list[list[Message]]:
-    data = json.loads(TAU.read_text())
+    data = json.loads(TAU_FILE.read_text())
     out = []
     for conv in data[:n]:
         messages, _ = convert.from_openai({"messages": conv["traj"]})
@@ -138,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    if not TAU.is_file():
-        print(f"no τ-bench traffic at {TAU}", file=sys.stderr)
+    if not TAU_FILE.is_file():
+        print(f"no τ-bench traffic at {TAU_FILE}", file=sys.stderr)
         return 2
     convs = conversations(args.conversations)
     root = Path(tempfile.mkdtemp(prefix="pg-bench-overhead-"))

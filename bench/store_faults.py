@@ -21,9 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.sources import TAU_FILE  # noqa: E402
 from tracer.store import Store  # noqa: E402
-
-DEFAULT = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
 
 
 def cli(*args: str, env: dict[str, str], **kw) -> subprocess.CompletedProcess:
@@ -48,7 +47,7 @@ def spool_line(stderr: str) -> str:
 
 
 def main() -> None:
-    src = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
+    src = Path(sys.argv[1]) if len(sys.argv) > 1 else TAU_FILE
     work = Path(tempfile.mkdtemp(prefix="store-faults-"))
     env = {"PRUNEGATE_SPOOL_DIR": str(work / "spool")}
     ref_store = work / "ref"

@@ -10,10 +10,8 @@ Prints a JSON summary (requests, invalid ones, largest request vs the budget) as
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -22,7 +20,7 @@ from langchain.agents import create_agent  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
-from scripted import PROMPT, SYSTEM, get_weather, lookup_order, main  # noqa: E402
+from scripted import SYSTEM, ask_runnable, get_weather, lookup_order, main  # noqa: E402
 
 from policies.adapters.langchain_middleware import prune_middleware  # noqa: E402
 from tracer import PruneGuard  # noqa: E402
@@ -35,15 +33,7 @@ def run(base_url: str, *, budget: int, store: str | None, mode: str = "sync") ->
     guard = PruneGuard("tiered", budget=budget, provider="openai", store=store)
     agent = create_agent(model, tools, system_prompt=SYSTEM, middleware=[prune_middleware(guard)])
     # --------------------------------------------------------------------------------------------
-    question: Any = {"messages": [{"role": "user", "content": f"{PROMPT} ({mode})"}]}
-    config: Any = {"recursion_limit": 500}
-    if mode == "sync":
-        agent.invoke(question, config)
-    elif mode == "async":
-        asyncio.run(agent.ainvoke(question, config))
-    else:
-        for _ in agent.stream(question, config, stream_mode="messages"):
-            pass
+    ask_runnable(agent, mode)
     guard.close()
     return guard
 

@@ -10,11 +10,9 @@ Prints a JSON summary (requests, invalid ones, largest request vs the budget) as
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -22,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from langchain_core.tools import tool  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
-from scripted import PROMPT, SYSTEM, get_weather, lookup_order, main  # noqa: E402
+from scripted import SYSTEM, ask_runnable, get_weather, lookup_order, main  # noqa: E402
 
 from policies.adapters.langgraph import prune_hook  # noqa: E402
 from tracer import PruneGuard  # noqa: E402
@@ -42,15 +40,7 @@ def run(base_url: str, *, budget: int, store: str | None, mode: str = "sync") ->
         agent = create_react_agent(model, tools, prompt=SYSTEM,
                                    pre_model_hook=prune_hook(guard, tools=tools, prompt=SYSTEM))
     # --------------------------------------------------------------------------------------------
-    question: Any = {"messages": [{"role": "user", "content": f"{PROMPT} ({mode})"}]}
-    config: Any = {"recursion_limit": 500}
-    if mode == "sync":
-        agent.invoke(question, config)
-    elif mode == "async":
-        asyncio.run(agent.ainvoke(question, config))
-    else:
-        for _ in agent.stream(question, config, stream_mode="messages"):
-            pass
+    ask_runnable(agent, mode)
     guard.close()
     return guard
 

@@ -12,8 +12,6 @@ Without ``--base-url`` it starts the stand-in in a thread. Prints a JSON summary
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -22,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import openai  # noqa: E402
 from cassettes import OPENAI, load_scripts, recorded_tools  # noqa: E402
-from standin_server import StandIn  # noqa: E402
+from standin_server import loop_main  # noqa: E402
 
 from tracer.guard.instrument import PruneGuard, assistant_message, tool_calls, tool_results_message  # noqa: E402
 
@@ -87,26 +85,5 @@ def run(base_url: str, *, budget: int, store: str | None, gated: bool, policy: s
             "history_messages": len(history), **stats}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base-url", help="the provider (default: start the local stand-in)")
-    parser.add_argument("--store", help="trace store directory (default: the global tracer provider)")
-    parser.add_argument("--budget", type=int, default=260,
-                        help="token budget of the whole request (messages, tool definitions, framing)")
-    parser.add_argument("--policy", default="recency")
-    parser.add_argument("--ungated", action="store_true", help="naive trimming instead of the gate")
-    parser.add_argument("--capture-content", action="store_true")
-    args = parser.parse_args(argv)
-    kwargs = dict(budget=args.budget, store=args.store, gated=not args.ungated, policy=args.policy,
-                  capture=args.capture_content)
-    if args.base_url:
-        summary = run(args.base_url, **kwargs)
-    else:
-        with StandIn() as server:
-            summary = run(server.url, **kwargs)
-    print(json.dumps(summary))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(loop_main(run, doc=__doc__, budget=260))

@@ -13,6 +13,7 @@ The two tools are plain functions returning JSON-able dicts; each framework wrap
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from dataclasses import dataclass, field
@@ -114,6 +115,20 @@ class ScriptedConversation:
         return 200, {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 1764720000,
                      "model": self.model, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                      "usage": {"prompt_tokens": tokens, "completion_tokens": 20, "total_tokens": tokens + 20}}
+
+
+def ask_runnable(agent: Any, mode: str) -> None:
+    """Ask a LangChain runnable (a LangChain or LangGraph agent) the scripted question in ``mode``:
+    ``invoke``, ``ainvoke`` or a stream of messages."""
+    question: Any = {"messages": [{"role": "user", "content": f"{PROMPT} ({mode})"}]}
+    config: Any = {"recursion_limit": 500}
+    if mode == "sync":
+        agent.invoke(question, config)
+    elif mode == "async":
+        asyncio.run(agent.ainvoke(question, config))
+    else:
+        for _ in agent.stream(question, config, stream_mode="messages"):
+            pass
 
 
 def summary(conversation: ScriptedConversation, guard: Any, budget: int) -> dict[str, Any]:

@@ -181,6 +181,29 @@ class StandIn:
         self.stop()
 
 
+def loop_main(run: Any, argv: list[str] | None = None, *, doc: str, budget: int) -> int:
+    """The command line of the SDK loop examples (``anthropic_agent.py``, ``openai_agent.py``): run
+    the loop against ``--base-url``, else against a stand-in started in a thread; print a JSON summary."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--base-url", help="the provider (default: start the local stand-in)")
+    parser.add_argument("--store", help="trace store directory (default: the global tracer provider)")
+    parser.add_argument("--budget", type=int, default=budget,
+                        help="token budget of the whole request (messages, tool definitions, framing)")
+    parser.add_argument("--policy", default="recency")
+    parser.add_argument("--ungated", action="store_true", help="naive trimming instead of the gate")
+    parser.add_argument("--capture-content", action="store_true")
+    args = parser.parse_args(argv)
+    kwargs = dict(budget=args.budget, store=args.store, gated=not args.ungated, policy=args.policy,
+                  capture=args.capture_content)
+    if args.base_url:
+        summary = run(args.base_url, **kwargs)
+    else:
+        with StandIn() as server:
+            summary = run(server.url, **kwargs)
+    print(json.dumps(summary))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")

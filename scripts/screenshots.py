@@ -54,7 +54,7 @@ def violation_to_show(path: Path) -> tuple[str, int]:
 
 def wait(page: Any, charts: int = 0) -> None:
     """Streamlit idle and ``charts`` Plotly charts drawn (the tests' wait), then Plotly's transitions."""
-    from tests.dashboard.browser.helpers import settle
+    from tests.dashboard.browser.chromium import settle
 
     settle(page, timeout=60, charts=charts)
     time.sleep(1.0)
@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from tests.dashboard.browser.helpers import chromium, dashboard_server
+    from playwright.sync_api import sync_playwright
+
+    from tests.dashboard.browser.chromium import CHROMIUM, CHROMIUM_ARGS, dashboard_server
 
     names = ("replay", "sessions", "compare", "compare-run", "compare-saved", "annotations")
     with tempfile.TemporaryDirectory(prefix="screenshots-") as tmp:
@@ -87,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         build(store)
         sid, step = violation_to_show(store)
         annotate_violation(store, sid, step)
-        with dashboard_server(store, Path(tmp)) as server, chromium() as browser:
-            base = server["base"]
+        with dashboard_server(store, Path(tmp)) as (base, _), sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1500, "height": 4400})  # Streamlit scrolls inside: a tall window
             page.goto(f"{base}/replay?session={sid}&step={step}")
             wait(page, charts=4)
@@ -115,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             page.wait_for_url("**saved=*", timeout=60_000)
             wait(page)
             page.screenshot(path=str(out / "compare-saved.png"), full_page=True)
+            browser.close()
     for name in names:
         print(out / f"{name}.png")
     return 0

@@ -13,10 +13,8 @@ opening the store again.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -27,14 +25,13 @@ from tracer.queries import catalog as session_catalog
 from tracer.queries import explain
 from tracer.spans import names as sn
 from tracer.store import Store
-from tracer.store.segments import StoreLayout, list_segments
-from tracer.store.settings import resolve_store
+from tracer.store.settings import StoreLocation, resolve_store
 
 TTL = 30.0  # seconds; keys also carry the store's fingerprint, so new data shows at once
 FAST_TTL = 1.0
 
 
-def store_path() -> Path:
+def store_path() -> StoreLocation:
     """The store this dashboard shows: ``$PRUNEGATE_STORE`` (set by ``prunegate dashboard``)."""
     return resolve_store(None)
 
@@ -46,15 +43,8 @@ def key() -> str:
 
 def fingerprint(path: str) -> str:
     """Changes whenever the store does (a segment written or compacted away, the database rewritten):
-    caches keyed by it are exact, never stale. Only stats the directory; reads no data."""
-    layout = StoreLayout(Path(path))
-    names = [p.name for p in list_segments(layout)]
-    try:
-        stat = layout.main.stat()
-        main = f"{stat.st_mtime_ns}:{stat.st_size}"
-    except OSError:
-        main = "-"
-    return hashlib.sha1("\n".join([main, *names]).encode()).hexdigest()
+    caches keyed by it are exact, never stale (:meth:`Store.fingerprint`: a listing, no data read)."""
+    return Store(path).fingerprint()
 
 
 # ----------------------------------------------------------------------------- any query

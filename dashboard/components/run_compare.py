@@ -144,7 +144,7 @@ def _run(session_ids: list[str], policies: list[str], params: str, gated: str, b
                 for name, p in compare.parse_policies(params):
                     chosen[name] = p
             arms = list(chosen.items())
-            convs = load_conversations(data.store_path(), session_ids)
+            convs = load_conversations(str(data.store_path()), session_ids)
             if not convs:
                 status.update(label="Nothing to replay", state="error", expanded=True)
                 st.error("None of the picked sessions could be read back from the store.")
@@ -155,7 +155,7 @@ def _run(session_ids: list[str], policies: list[str], params: str, gated: str, b
                 bar.progress(min(1.0, done / total) if total else 1.0, text=f"replayed {done}/{total} sessions")
 
             outcome: Any = compare.compare(convs, arms, gated=gated, budget=budget, hard_ceiling=ceiling,
-                                           stream_results=stream, store_path=data.store_path(),
+                                           stream_results=stream, store_path=str(data.store_path()),
                                            capture_content=True, progress=progress)
         except Exception as exc:  # noqa: BLE001 - a bad parameter or policy is shown, not raised
             status.update(label="The comparison failed", state="error", expanded=True)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from tracer.store.settings import STORE_ENV
+from tracer.store.settings import STORE_ENV, BucketURL, is_bucket
 
 ENV_STORE = STORE_ENV
 
@@ -27,7 +27,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def store_dir(text: str) -> str:
-    """``--store``: a directory, or a path that does not exist yet (the first write creates it)."""
+    """``--store``: a directory, or a path that does not exist yet (the first write creates it), or
+    ``s3://bucket/prefix``."""
     problem = store_problem(text)
     if problem:
         raise argparse.ArgumentTypeError(problem)
@@ -38,6 +39,12 @@ def store_problem(text: str) -> str | None:
     """Why ``text`` cannot be a store directory, or None."""
     if not text.strip():
         return "the store path is empty"
+    if is_bucket(text):
+        try:
+            BucketURL.parse(text)
+        except ValueError as exc:
+            return str(exc)
+        return None
     path = Path(text)
     if path.exists() and not path.is_dir():
         return f"{text} is not a directory (a store is a directory)"
@@ -70,6 +77,17 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a finite, positive number of seconds, got {text!r}")
+    return value
+
+
+def nonneg_seconds(text: str) -> float:
+    """A finite, non-negative number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite, non-negative number of seconds, got {text!r}")
     return value
 
 

@@ -8,6 +8,7 @@ import sys
 
 from tracer.cli import add_command, options, status
 from tracer.errors import CommandError, StoreError
+from tracer.store.settings import is_bucket
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,8 +42,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(
             f"{store.path}: {result.segments_compacted} segments, {result.rows_inserted} spans moved into "
-            f"spans.duckdb ({result.duplicates_skipped} duplicates skipped); {result.segments_deleted} segment "
-            f"files deleted"
+            f"{'one object per day' if is_bucket(store.path) else 'spans.duckdb'} "
+            f"({result.duplicates_skipped} duplicates skipped); {result.segments_deleted} segment "
+            f"{'objects' if is_bucket(store.path) else 'files'} deleted"
             + (
                 f", {result.deletes_deferred} left for the next run (readers busy)"
                 if result.deletes_deferred

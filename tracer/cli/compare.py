@@ -18,6 +18,7 @@ from typing import Any
 from policies.errors import PolicyError
 from tracer.cli.export import send_after
 from tracer.cli.replay import add_common, depends_on, describe, load_sessions, recorded_outcome, recording
+from tracer.store.settings import resolve_store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     rec, path = sweep
-    store = Path(rec["options"]["store"])
+    store = resolve_store(rec["options"]["store"])
     recorded = [r["replay_id"] for a in rec["arms"] for r in a["replays"]]
     depends = depends_on(args, store, len(recorded) if args.trace else 0)
     sent_status, sent = send_after(args, store_path_arg(str(store)), [r for r in recorded if r], "compare")
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     return rc or sent_status
 
 
-def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path]:
+def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path | str]:
     """Run and store the sweep ``args`` describe; raises SystemExit(2) after saying what is wrong."""
     from policies import get_policy
     from tracer.lab import sweep

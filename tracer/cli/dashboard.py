@@ -16,7 +16,7 @@ import sys
 
 from tracer.cli import add_command, options
 from tracer.errors import CommandError
-from tracer.store.settings import STORE_ENV, resolve_store
+from tracer.store.settings import STORE_ENV, BucketURL, resolve_store
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8501
@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def handler(args: argparse.Namespace) -> int:
     store = resolve_store(args.store)
-    if store.exists() and not store.is_dir():
+    if not isinstance(store, BucketURL) and store.exists() and not store.is_dir():
         raise CommandError(f"--store {store}: not a directory")
     if not store.exists():
         print(f"prunegate dashboard: {store} does not exist yet; the dashboard will show sessions as "

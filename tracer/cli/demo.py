@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tracer.cli import add_command, options, status
 from tracer.errors import CommandError
-from tracer.store.settings import resolve_store
+from tracer.store.settings import local_store
 
 DEMO_POLICIES = "salience,recency,similarity,mask,tiered,langchain_trim"
 DEMO_SEED = 7  # the arrival order of parallel tool results in the demo's replays (said when it runs)
@@ -54,7 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tracer.cli import dashboard as dashboard_cmd
 
-    path = resolve_store(args.store)
+    try:
+        path = local_store(args.store)
+    except ValueError as exc:
+        raise CommandError(f"--store {exc}") from None
     if args.fresh and path.exists():
         shutil.rmtree(path)
     marker = path / ".demo-built"

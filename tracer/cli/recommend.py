@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
         found: dict[str, Any] | None
         try:
             if args.sweep:
-                path = store.path / sweep.SWEEPS_DIR / f"{args.sweep}.json"
-                found = sweep.load(path if path.exists() else args.sweep)
+                named = [p for p in sweep.list_sweeps(store.path) if p.name == f"{args.sweep}.json"]
+                found = sweep.load(named[0] if named else args.sweep)
             else:
                 found = sweep.last_sweep(store.path)
         except ValueError as exc:

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     error = None
     moved = 0
     try:
-        moved = spool.recover(store.layout)
+        moved = spool.recover(store)
     except OSError as exc:
         error = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
     left = spool.pending_rows()

@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 from tracer.cli import options
-from tracer.cli.checks import nonneg_int, positive_int
+from tracer.cli.checks import nonneg_int, nonneg_seconds, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="requests decoded and written at once; more get 429 with Retry-After (default 4)")
     parser.add_argument("--compact-every", type=nonneg_int, default=64, metavar="N",
                         help="compact the store in the background after every N requests (0: never; default 64)")
+    parser.add_argument("--conversation-idle", type=nonneg_seconds, default=30.0, metavar="S",
+                        help="a GenAI conversation arriving over several requests becomes one session once no "
+                        "turn of it has come for S seconds, or at shutdown (default 30; 0: one session per "
+                        "request, holding the conversation up to that turn)")
     parser.set_defaults(func=run)
 
 
@@ -44,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"prunegate serve: cannot create the store {store.path}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    receiver = Receiver(store, max_body=args.max_body, max_inflight=args.max_inflight, token=args.token)
+    receiver = Receiver(store, max_body=args.max_body, max_inflight=args.max_inflight, token=args.token,
+                        conversation_idle=args.conversation_idle)
     try:
         server = make_server(receiver, args.host, args.port)
     except OSError as exc:
@@ -53,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     host, port = str(server.server_address[0]), int(server.server_address[1])
     if args.compact_every:
         _compact_in_background(receiver, store, args.compact_every)
+    if args.conversation_idle > 0:
+        _sessions_in_background(receiver, args.conversation_idle)
 
     def stop(signum: int, frame: Any) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -62,11 +69,26 @@ def run(args: argparse.Namespace) -> int:
     print(f"prunegate serve: listening on http://{host}:{port}{PATH} -> {store.path}", flush=True)
     server.serve_forever()
     server.server_close()
+    receiver.flush_conversations(force=True)  # the conversations still going become sessions now
+    if len(receiver.conversations):
+        print(f"prunegate serve: {len(receiver.conversations)} model-call spans could not be made into sessions "
+              "(the store refused them; their raw spans are stored)", file=sys.stderr, flush=True)
     s = receiver.stats
     refused = ", ".join(f"{n} x {code}" for code, n in sorted(s.refused.items())) or "none"
     print(f"prunegate serve: stopped; committed {s.spans} spans from {s.requests} requests "
           f"({s.sessions} GenAI sessions); refused: {refused}", flush=True)
     return 0
+
+
+def _sessions_in_background(receiver: Any, idle: float) -> None:
+    """One daemon thread turning quiet conversations into sessions (see tracer.traffic.receiver)."""
+
+    def loop() -> None:
+        while True:
+            threading.Event().wait(min(1.0, idle / 4))
+            receiver.flush_conversations()
+
+    threading.Thread(target=loop, name="prunegate-serve-sessions", daemon=True).start()
 
 
 def _compact_in_background(receiver: Any, store: Any, every: int) -> None:

@@ -54,6 +54,7 @@ from policies.spill import MemorySpillStore, SpillStore
 from policies.tokens import TokenCounter, counter_for
 from policies.validate import Violation
 from tracer.guard import history as _history
+from tracer.guard.tracing import flush_if_owned, guard_tracer_provider, tracing_stats
 from tracer.spans import names as sn
 from tracer.spans.genai import ChatCall, ToolCall, plain
 from tracer.spans.observer import SpanObserver
@@ -120,7 +121,7 @@ class PruneGuard:
         self.token_counter = token_counter if token_counter is not None else counter_for(provider)
         self.count_request = count_request
         self._side_effects = side_effects
-        self.tracer_provider, self._owns_provider = _tracer_provider(store, tracer_provider, otlp_endpoint)
+        self.tracer_provider, self._owns_provider = guard_tracer_provider(store, tracer_provider, otlp_endpoint)
         self._lock = threading.Lock()
         self._chat: ChatCall | None = None
         self.errors = 0  # bodies passed through unchanged because the guard could not handle them
@@ -176,10 +177,7 @@ class PruneGuard:
             self._end_chat()
             if self._session is not None:
                 self._session.end({sn.REQUESTS: self.requests, sn.GUARD_ERRORS: self.errors})
-        if self._owns_provider:
-            flush = getattr(self.tracer_provider, "force_flush", None)
-            if flush is not None:
-                flush()
+        flush_if_owned(self.tracer_provider, self._owns_provider)
 
     def __enter__(self) -> PruneGuard:
         return self
@@ -201,10 +199,7 @@ class PruneGuard:
             except HardCeilingExceeded:
                 raise
             except Exception as exc:  # noqa: BLE001 - the guard must never break the agent
-                self.errors += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                if self.errors == 1:
-                    log.warning("prunegate guard: passing the request through unchanged: %s", self.last_error)
+                self._passed_through(exc)
                 return body if isinstance(body, dict) else plain(body)
 
     def _gate(self, body: Any) -> dict[str, Any]:
@@ -239,11 +234,15 @@ class PruneGuard:
             except HardCeilingExceeded:
                 raise
             except Exception as exc:  # noqa: BLE001 - the guard must never break the agent
-                self.errors += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                if self.errors == 1:
-                    log.warning("prunegate guard: passing the request through unchanged: %s", self.last_error)
+                self._passed_through(exc)
                 return list(messages)
+
+    def _passed_through(self, exc: Exception) -> None:
+        """Count a request the guard could not handle (sent unchanged); log the first one."""
+        self.errors += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        if self.errors == 1:
+            log.warning("prunegate guard: passing the request through unchanged: %s", self.last_error)
 
     def _sent_ids(self) -> list[str]:
         """Context ids in the order :meth:`render` sends them (an Anthropic system prompt first)."""
@@ -469,39 +468,3 @@ def _error_details(error: Any) -> tuple[str, int | None, str | None]:
 
 def _raise(exc: BaseException) -> None:
     raise exc
-
-
-_SHARED: dict[tuple[str, str | None], Any] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def tracing_stats(provider: Any) -> dict[str, dict[str, Any]]:
-    """The span pipeline's counters per sink (``received``, ``stored``, ``spooled``, ``dropped``, ...)
-    for a provider a guard set up: the same numbers its exit summary logs (see docs/store.md)."""
-    with _SHARED_LOCK:
-        for tracing in _SHARED.values():
-            if tracing.provider is provider:
-                return tracing.stats()
-    return {}
-
-
-def _tracer_provider(store: str | Path | None, tracer_provider: trace.TracerProvider | None,
-                     otlp_endpoint: str | None = None) -> tuple[trace.TracerProvider, bool]:
-    """The provider to trace into, and whether the guard set it up (and so flushes it on close).
-
-    Guards given the same store (and OTLP endpoint) share one pipeline for the whole process: a
-    guard per conversation costs no extra threads. The pipeline flushes at exit.
-    """
-    if tracer_provider is not None:
-        return tracer_provider, False
-    if store is None and otlp_endpoint is None:
-        return trace.get_tracer_provider(), False
-    from tracer.spans.setup import setup_tracing  # noqa: PLC0415 - the store pipeline is only needed with a store
-
-    key = (str(Path(store).resolve()) if store is not None else "", otlp_endpoint)
-    with _SHARED_LOCK:
-        tracing = _SHARED.get(key)
-        if tracing is None:
-            tracing = _SHARED[key] = setup_tracing(store if store is not None else False,
-                                                   otlp_endpoint if otlp_endpoint is not None else False)
-    return tracing.provider, True

@@ -37,7 +37,7 @@ from policies.reference import prune_context
 from policies.tokens import DEFAULT_COUNTER, TokenCounter
 from policies.validate import Violation, validate
 from tracer.guard import history as _history
-from tracer.guard.instrument import _tracer_provider, tracing_stats
+from tracer.guard.tracing import flush_if_owned, guard_tracer_provider, tracing_stats
 from tracer.spans import names as sn
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor
@@ -86,7 +86,7 @@ class ShadowGuard:
         self.trimmer = trimmer
         self.budget = budget
         self.counter = token_counter or DEFAULT_COUNTER
-        self.tracer_provider, self._owns_provider = _tracer_provider(store, tracer_provider, otlp_endpoint)
+        self.tracer_provider, self._owns_provider = guard_tracer_provider(store, tracer_provider, otlp_endpoint)
         self.session = TracedSession(self.tracer_provider, SessionConfig(
             session_id=session_id, source="shadow", name=session_name, provider=provider,
             policy=trimmer, gated=False, budget=budget, capture_content=capture_content, redact=redact,
@@ -239,10 +239,7 @@ class ShadowGuard:
     def close(self) -> None:
         """End the session; flush the store pipeline the guard set up."""
         self.session.end({sn.SHADOW_RUNS: self.runs, sn.GUARD_ERRORS: self.errors})
-        if self._owns_provider:
-            flush = getattr(self.tracer_provider, "force_flush", None)
-            if flush is not None:
-                flush()
+        flush_if_owned(self.tracer_provider, self._owns_provider)
 
     def __enter__(self) -> ShadowGuard:
         return self

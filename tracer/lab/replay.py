@@ -141,6 +141,14 @@ class SessionResult:
         d["first_lost_step"] = self.first_lost_step
         return d
 
+    def comparable_dict(self) -> dict[str, Any]:
+        """What two runs of the same replay must agree on (same seed, or another engine or worker
+        count): :meth:`to_dict` without the replay's id, its timing and the pruning spans' ids
+        (which exist only when the replay is traced)."""
+        d = {k: v for k, v in self.to_dict().items() if k not in ("replay_id", "seconds")}
+        d["lost_references"] = [{k: v for k, v in x.items() if k != "prune_span_id"} for x in d["lost_references"]]
+        return d
+
 
 def full_tokens(conv: Conversation) -> int:
     """The token count of the whole conversation held in one context (no pruning)."""

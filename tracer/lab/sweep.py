@@ -14,6 +14,7 @@ command) gets the interval it had in the sweep.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -27,6 +28,7 @@ from typing import Any
 from tracer.lab import metrics
 from tracer.lab.compare import Comparison
 from tracer.lab.replay import ReplaySpec, SessionResult
+from tracer.store.settings import BucketURL, resolve_store, spool_base
 
 SWEEPS_DIR = "sweeps"
 NOT_A_TOOL = "(not a tool result)"
@@ -171,9 +173,14 @@ def record(cmp: Comparison, *, options: dict[str, Any], sessions: Sequence[Any],
     }
 
 
-def save(store_path: str | os.PathLike[str], rec: dict[str, Any]) -> Path:
-    """Write the record into ``<store>/sweeps/<id>.json`` (whole or not at all)."""
-    folder = Path(store_path) / SWEEPS_DIR
+def save(store_path: str | os.PathLike[str] | BucketURL, rec: dict[str, Any]) -> Path | str:
+    """Write the record into ``<store>/sweeps/<id>.json`` (whole or not at all; on a bucket, one PUT:
+    the URL is returned)."""
+    if isinstance(resolve_store(store_path), BucketURL):
+        from tracer.store.s3 import S3Store
+
+        return S3Store(str(store_path)).put_json(f"{SWEEPS_DIR}/{rec['id']}.json", rec)
+    folder = Path(store_path) / SWEEPS_DIR  # type: ignore[arg-type]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{rec['id']}.json"
     tmp = folder / f".{rec['id']}.{os.getpid()}.tmp"
@@ -182,12 +189,36 @@ def save(store_path: str | os.PathLike[str], rec: dict[str, Any]) -> Path:
     return path
 
 
-def list_sweeps(store_path: str | os.PathLike[str]) -> list[Path]:
-    """The stored sweeps, oldest first (their names start with their UTC time to the nanosecond)."""
-    folder = Path(store_path) / SWEEPS_DIR
+def list_sweeps(store_path: str | os.PathLike[str] | BucketURL) -> list[Path]:
+    """The stored sweeps, oldest first (their names start with their UTC time to the nanosecond).
+    A bucket's are copied into a local cache first (sweeps are immutable: each is fetched once)."""
+    where = resolve_store(store_path)
+    if isinstance(where, BucketURL):
+        return _cached_bucket_sweeps(where)
+    folder = where / SWEEPS_DIR
     if not folder.is_dir():
         return []
     return sorted(folder.glob("sweep-*.json"))
+
+
+def _cached_bucket_sweeps(where: BucketURL) -> list[Path]:
+    from tracer.store.s3 import S3Store
+
+    store = S3Store(where)
+    folder = spool_base() / "bucket-sweeps" / hashlib.sha256(str(where).encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for key in store.list_keys(f"{SWEEPS_DIR}/"):
+        name = key.rsplit("/", 1)[-1]
+        if not (name.startswith("sweep-") and name.endswith(".json")):
+            continue
+        local = folder / name
+        if not local.exists():
+            tmp = folder / f".{name}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(store.get_json(key), indent=1))
+            os.replace(tmp, local)
+        out.append(local)
+    return sorted(out)
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -202,7 +233,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def last_sweep(store_path: str | os.PathLike[str]) -> dict[str, Any] | None:
+def last_sweep(store_path: str | os.PathLike[str] | BucketURL) -> dict[str, Any] | None:
     """The most recent stored sweep of a store, or None."""
     paths = list_sweeps(store_path)
     return load(paths[-1]) if paths else None

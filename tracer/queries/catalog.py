@@ -176,8 +176,7 @@ def session_page(
 def policies_seen(src: Source) -> list[str]:
     """Policies of the sessions in the store (the filter's choices)."""
     rows = _con(src).execute(
-        f"SELECT DISTINCT attributes->>'{sn.POLICY}' FROM spans WHERE name = '{SESSION}' "
-        f"AND attributes->>'{sn.POLICY}' IS NOT NULL ORDER BY 1").fetchall()
+        f"SELECT DISTINCT policy FROM spans WHERE name = '{SESSION}' AND policy IS NOT NULL ORDER BY 1").fetchall()
     return [str(r[0]) for r in rows]
 
 

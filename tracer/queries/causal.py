@@ -23,7 +23,7 @@ def violations(src: Source, *, session_id: str | None = None, limit: int = 2000)
     sql = f"""
     WITH v AS (
         SELECT session_id, seq, trace_id, span_id, start_time_ns,
-               attributes->>'{sn.VIOLATION_CODE}' AS code,
+               violation AS code,
                coalesce(attributes->>'{sn.VIOLATION_MESSAGE}', status_message) AS message,
                coalesce(from_json(attributes->'{sn.VIOLATION_IDS}', '["VARCHAR"]'), []) AS ids,
                coalesce(from_json(attributes->'{sn.VIOLATION_MESSAGE_IDS}', '["VARCHAR"]'), []) AS message_ids,
@@ -55,12 +55,12 @@ def violations(src: Source, *, session_id: str | None = None, limit: int = 2000)
            v.evicted_id, v.request_index,
            c.cause_span_id, c.cause_trace_id,
            p.seq AS prune_seq, p.name AS cause_name,
-           p.attributes->>'{sn.POLICY}' AS policy,
-           TRY_CAST(p.attributes->>'{sn.GATED}' AS BOOLEAN) AS prune_gated,
+           p.policy AS policy,
+           p.gated AS prune_gated,
            coalesce(from_json(p.attributes->'{sn.PRUNED_UNITS}', '["VARCHAR"]'), []) AS pruned_units,
            coalesce(from_json(p.attributes->'{sn.PRUNED_IDS}', '["VARCHAR"]'), []) AS pruned_ids,
-           TRY_CAST(p.attributes->>'{sn.TOKENS_BEFORE}' AS BIGINT) AS prune_tokens_before,
-           TRY_CAST(p.attributes->>'{sn.TOKENS_AFTER}' AS BIGINT) AS prune_tokens_after
+           p.tokens_before AS prune_tokens_before,
+           p.tokens_after AS prune_tokens_after
     FROM v
     LEFT JOIN cause c ON c.violation_span_id = v.span_id AND c.violation_trace_id = v.trace_id
     LEFT JOIN spans p ON p.span_id = c.cause_span_id AND p.trace_id = c.cause_trace_id

@@ -89,7 +89,7 @@ def gated_counterpart(src: Source, session_id: str, seq: int) -> dict[str, Any] 
     that step when ``seq`` is a model call. None when the store holds no such replay."""
     twin = _one(src, f"""
         WITH me AS (
-            SELECT attributes->>'{sn.SESSION_SOURCE_ID}' AS source_id, attributes->>'{sn.POLICY}' AS policy,
+            SELECT attributes->>'{sn.SESSION_SOURCE_ID}' AS source_id, policy,
                    coalesce(attributes->>'{sn.POLICY_PARAMS}', '') AS params,
                    coalesce(attributes->>'{sn.REPLAY_SEED}', '') AS seed,
                    coalesce(attributes->>'{sn.REPLAY_STREAM_RESULTS}', '') AS stream
@@ -99,9 +99,9 @@ def gated_counterpart(src: Source, session_id: str, seq: int) -> dict[str, Any] 
         FROM spans s, me
         WHERE s.name = '{SESSION}' AND s.session_id <> $sid
           AND s.attributes->>'{sn.SESSION_SOURCE_ID}' = me.source_id
-          AND s.attributes->>'{sn.POLICY}' = me.policy
+          AND s.policy = me.policy
           AND coalesce(s.attributes->>'{sn.POLICY_PARAMS}', '') = me.params
-          AND TRY_CAST(s.attributes->>'{sn.GATED}' AS BOOLEAN)
+          AND s.gated
         ORDER BY (coalesce(s.attributes->>'{sn.REPLAY_SEED}', '') = me.seed)
                  AND (coalesce(s.attributes->>'{sn.REPLAY_STREAM_RESULTS}', '') = me.stream) DESC,
                  s.start_time_ns DESC, s.session_id

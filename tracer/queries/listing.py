@@ -45,18 +45,16 @@ _ORDER: dict[str, str] = {  # constants only: never user text in SQL
     "oldest": "first_ns NULLS LAST, session_id",
 }
 
+# Root attributes that are not columns (source, policy, gated and budget are: tracer.store.schema.PROMOTED).
 _ROOT_FIELDS = {
-    sn.SESSION_NAME: "VARCHAR", sn.SESSION_SOURCE: "VARCHAR",
-    sn.SESSION_SOURCE_ID: "VARCHAR", sn.PROVIDER: "VARCHAR", sn.POLICY: "VARCHAR",
-    sn.POLICY_PARAMS: "VARCHAR", sn.GATED: "BOOLEAN", sn.BUDGET: "BIGINT",
-    sn.HARD_CEILING: "BIGINT", sn.CONTENT_CAPTURED: "BOOLEAN",
+    sn.SESSION_NAME: "VARCHAR", sn.SESSION_SOURCE_ID: "VARCHAR", sn.PROVIDER: "VARCHAR",
+    sn.POLICY_PARAMS: "VARCHAR", sn.HARD_CEILING: "BIGINT", sn.CONTENT_CAPTURED: "BOOLEAN",
     sn.REPLAY_LABEL: "VARCHAR",
 }
 _COUNT_FIELDS = {
     sn.MESSAGE_ID: "VARCHAR", sn.EVENT: "VARCHAR", sn.MESSAGE_SUMMARY_OF: ["VARCHAR"],
     sn.MESSAGE_CALL_IDS: ["VARCHAR"], sn.SPILLED_UNITS: ["VARCHAR"],
-    sn.CONTEXT_TOKENS: "BIGINT", sn.TOKENS_BEFORE: "BIGINT", sn.TOKENS_AFTER: "BIGINT",
-    sn.BUDGET: "BIGINT", sn.REASON: "VARCHAR",
+    sn.CONTEXT_TOKENS: "BIGINT",
     sn.GEN_AI_OPERATION_NAME: "VARCHAR", sn.TOOL_RETRY: "BOOLEAN", sn.REQUEST_VALID: "BOOLEAN",
 }
 
@@ -65,23 +63,23 @@ _ROOTS = f"""
 roots AS (
     SELECT session_id,
            any_value(a."{sn.SESSION_NAME}") AS label,
-           any_value(a."{sn.SESSION_SOURCE}") AS source,
+           any_value(source) AS source,
            any_value(a."{sn.SESSION_SOURCE_ID}") AS source_id,
            any_value(a."{sn.PROVIDER}") AS provider,
-           any_value(a."{sn.POLICY}") AS policy,
+           any_value(policy) AS policy,
            any_value(a."{sn.POLICY_PARAMS}") AS policy_params,
            any_value(a."{sn.REPLAY_LABEL}") AS replay_label,
-           any_value(a."{sn.GATED}") AS gated,
-           any_value(a."{sn.BUDGET}") AS budget,
+           any_value(gated) AS gated,
+           any_value(budget) AS budget,
            any_value(a."{sn.HARD_CEILING}") AS hard_ceiling,
            any_value(a."{sn.CONTENT_CAPTURED}") AS content_captured
-    FROM (SELECT session_id, from_json(attributes, '{_struct(_ROOT_FIELDS)}') AS a
+    FROM (SELECT session_id, source, policy, gated, budget, from_json(attributes, '{_struct(_ROOT_FIELDS)}') AS a
           FROM spans WHERE name = '{SESSION}' AND session_id IS NOT NULL AND {{where}}) r
     GROUP BY session_id
 )"""
 
 # A spill or failure whose decision had deferred first (tracer.lab.metrics.DEFERRAL_REASONS; constants only).
-_DEFERRED_FIRST = " OR ".join(f"starts_with(coalesce(a.\"{sn.REASON}\", ''), '{r}')" for r in DEFERRAL_REASONS)
+_DEFERRED_FIRST = " OR ".join(f"starts_with(coalesce(reason, ''), '{r}')" for r in DEFERRAL_REASONS)
 
 # Per session: what its spans add up to (the Sessions page's columns; the definitions of docs/replay.md).
 _COUNTS = f"""
@@ -95,16 +93,16 @@ agg AS (
                        AND a."{sn.MESSAGE_SUMMARY_OF}" IS NULL), 0) AS BIGINT) AS tool_calls,
            greatest(
                max(a."{sn.CONTEXT_TOKENS}") FILTER (WHERE name = '{MESSAGE}'),
-               max(a."{sn.TOKENS_BEFORE}") FILTER (WHERE name = '{BUDGET_CHECK}')
+               max(tokens_before) FILTER (WHERE name = '{BUDGET_CHECK}')
            ) AS peak_tokens,
-           arg_max(coalesce(a."{sn.CONTEXT_TOKENS}", a."{sn.TOKENS_AFTER}"), (seq, start_time_ns))
+           arg_max(coalesce(a."{sn.CONTEXT_TOKENS}", tokens_after), (seq, start_time_ns))
                FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS final_tokens,
            count(*) FILTER (WHERE name = '{BUDGET_CHECK}') AS checks,
            count(*) FILTER (WHERE name = '{BUDGET_CHECK}'
-                            AND a."{sn.TOKENS_BEFORE}" > a."{sn.BUDGET}") AS over_budget_checks,
+                            AND tokens_before > budget) AS over_budget_checks,
            count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
            count(*) FILTER (WHERE name = '{PRUNE}') AS prunes,
-           CAST(coalesce(sum(a."{sn.TOKENS_BEFORE}" - a."{sn.TOKENS_AFTER}")
+           CAST(coalesce(sum(tokens_before - tokens_after)
                          FILTER (WHERE name = '{PRUNE}'), 0) AS BIGINT) AS tokens_pruned,
            count(*) FILTER (WHERE name = '{DEFER}' OR (name IN ('{SPILL}', '{FAIL}') AND ({_DEFERRED_FIRST}))) AS deferrals,
            CAST(coalesce(sum(len(a."{sn.SPILLED_UNITS}")) FILTER (WHERE name IN ('{SPILL}', '{FAIL}')), 0)
@@ -118,7 +116,7 @@ agg AS (
            count(*) AS spans,
            min(start_time_ns) AS first_ns,
            max(coalesce(end_time_ns, start_time_ns)) AS last_ns
-    FROM (SELECT session_id, name, seq, start_time_ns, end_time_ns,
+    FROM (SELECT session_id, name, seq, start_time_ns, end_time_ns, reason, tokens_before, tokens_after, budget,
                  from_json(attributes, '{_struct(_COUNT_FIELDS)}') AS a
           FROM spans WHERE session_id IS NOT NULL AND name NOT IN {_AFTERWARDS} AND {{where}}) s
     GROUP BY session_id
@@ -249,8 +247,8 @@ def session_filter_options(src: Source) -> dict[str, list[str]]:
     rows = _one(
         src,
         f"""
-        SELECT list(DISTINCT attributes->>'{sn.SESSION_SOURCE}') FILTER (WHERE attributes->>'{sn.SESSION_SOURCE}' IS NOT NULL),
-               list(DISTINCT attributes->>'{sn.POLICY}') FILTER (WHERE attributes->>'{sn.POLICY}' IS NOT NULL)
+        SELECT list(DISTINCT source) FILTER (WHERE source IS NOT NULL),
+               list(DISTINCT policy) FILTER (WHERE policy IS NOT NULL)
         FROM spans WHERE name = '{SESSION}'
         """,
         {},
@@ -287,10 +285,10 @@ def session_root(src: Source, session_id: str) -> dict[str, Any] | None:
     """A session's root attributes (name as ``label``, source, policy, gated, budget, ...): cheap,
     reads the root span only. None while the session is still recording (no root yet) or unknown."""
     row = _one(src, f"""
-        SELECT j."{sn.SESSION_NAME}", j."{sn.SESSION_SOURCE}", j."{sn.SESSION_SOURCE_ID}",
-               j."{sn.PROVIDER}", j."{sn.POLICY}", j."{sn.GATED}", j."{sn.BUDGET}",
+        SELECT j."{sn.SESSION_NAME}", source, j."{sn.SESSION_SOURCE_ID}",
+               j."{sn.PROVIDER}", policy, gated, budget,
                j."{sn.HARD_CEILING}", j."{sn.CONTENT_CAPTURED}"
-        FROM (SELECT from_json(attributes, '{_ROOT_STRUCT}') AS j FROM spans
+        FROM (SELECT source, policy, gated, budget, from_json(attributes, '{_ROOT_STRUCT}') AS j FROM spans
               WHERE session_id = $sid AND name = '{SESSION}' LIMIT 1) x
         """, {"sid": session_id})
     if row is None:
@@ -311,7 +309,7 @@ def policy_choices(src: Source) -> list[str]:
     """Policy names a comparison can run: the registry's built-ins and any seen in the store."""
     from policies.registry import available
 
-    row = _one(src, f"SELECT list(DISTINCT attributes->>'{sn.POLICY}') FROM spans WHERE name = '{SESSION}'", {})
+    row = _one(src, f"SELECT list(DISTINCT policy) FROM spans WHERE name = '{SESSION}'", {})
     seen = {p for p in ((row[0] if row else None) or []) if p}
     return sorted(set(available()) | {p.split("@", 1)[0] for p in seen})
 

@@ -19,15 +19,15 @@ def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFram
     ),
     s AS (SELECT sp.* FROM spans sp JOIN recent USING (session_id) WHERE sp.name NOT IN {_AFTERWARDS})
     SELECT session_id,
-           any_value(attributes->>'{sn.SESSION_SOURCE}') FILTER (WHERE name = '{SESSION}') AS source,
-           any_value(attributes->>'{sn.POLICY}') FILTER (WHERE name = '{SESSION}') AS policy,
+           any_value(source) FILTER (WHERE name = '{SESSION}') AS source,
+           any_value(policy) FILTER (WHERE name = '{SESSION}') AS policy,
            any_value(attributes->>'{sn.SESSION_NAME}') FILTER (WHERE name = '{SESSION}') AS label,
            count(*) AS spans,
            max(seq) AS last_seq,
-           arg_max(TRY_CAST(coalesce(attributes->>'{sn.CONTEXT_TOKENS}', attributes->>'{sn.TOKENS_AFTER}')
-                            AS BIGINT), (seq, start_time_ns))
+           arg_max(coalesce(TRY_CAST(attributes->>'{sn.CONTEXT_TOKENS}' AS BIGINT), tokens_after),
+                   (seq, start_time_ns))
                FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS tokens,
-           arg_max(attributes->>'{sn.DECISION}', (seq, start_time_ns))
+           arg_max(decision, (seq, start_time_ns))
                FILTER (WHERE name = '{BUDGET_CHECK}') AS last_decision,
            count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
            max(coalesce(end_time_ns, start_time_ns)) AS last_ns

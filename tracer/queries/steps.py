@@ -158,14 +158,11 @@ ORDER BY position
 _EVENT_FIELDS = _struct({
     sn.EVENT: "VARCHAR", sn.MESSAGE_ID: "VARCHAR", sn.MESSAGE_ROLE: "VARCHAR",
     sn.UNIT_ID: "VARCHAR", sn.GEN_AI_TOOL_CALL_ID: "VARCHAR", sn.GEN_AI_OPERATION_NAME: "VARCHAR",
-    sn.DECISION: "VARCHAR", sn.VIOLATION_CODE: "VARCHAR",
     sn.PRUNED_UNITS: ["VARCHAR"], sn.BLOCKING_UNITS: ["VARCHAR"],
     sn.SPILLED_UNITS: ["VARCHAR"], sn.VIOLATION_IDS: ["VARCHAR"],
-    sn.CONTEXT_TOKENS: "BIGINT", sn.TOKENS_BEFORE: "BIGINT", sn.TOKENS_AFTER: "BIGINT",
-    sn.BUDGET: "BIGINT", sn.HARD_CEILING: "BIGINT",
+    sn.CONTEXT_TOKENS: "BIGINT", sn.HARD_CEILING: "BIGINT",
     sn.MESSAGE_CAUSE: "VARCHAR", sn.VIOLATION_MESSAGE: "VARCHAR", sn.ERROR: "VARCHAR",
-    sn.REASON: "VARCHAR", sn.POLICY: "VARCHAR",
-})
+})  # decision, violation code, tokens, budget, reason and policy are columns (tracer.store.schema.PROMOTED)
 _DECISIONS = (BUDGET_CHECK, PRUNE, DEFER, SPILL, REINJECT, FAIL)
 _IN_DECISIONS = ", ".join(f"'{n}'" for n in _DECISIONS)
 
@@ -173,8 +170,8 @@ _IN_DECISIONS = ", ".join(f"'{n}'" for n in _DECISIONS)
 _EVENTS_SQL = f"""
 SELECT seq, t, e, name, span_id, status_code,
        CASE WHEN name = '{MESSAGE}' THEN j."{sn.EVENT}"
-            WHEN name = '{BUDGET_CHECK}' THEN j."{sn.DECISION}"
-            WHEN name = '{VIOLATION}' THEN j."{sn.VIOLATION_CODE}"
+            WHEN name = '{BUDGET_CHECK}' THEN decision
+            WHEN name = '{VIOLATION}' THEN violation
             WHEN j."{sn.GEN_AI_OPERATION_NAME}" IS NOT NULL THEN j."{sn.GEN_AI_OPERATION_NAME}"
             ELSE replace(name, '{sn.PREFIX}', '') END AS what,
        coalesce(j."{sn.MESSAGE_ID}", j."{sn.UNIT_ID}", j."{sn.GEN_AI_TOOL_CALL_ID}",
@@ -183,16 +180,16 @@ SELECT seq, t, e, name, span_id, status_code,
                 nullif(array_to_string(j."{sn.BLOCKING_UNITS}", ', '), ''),
                 nullif(array_to_string(j."{sn.VIOLATION_IDS}", ', '), '')) AS subject,
        j."{sn.MESSAGE_ROLE}" AS role,
-       coalesce(j."{sn.CONTEXT_TOKENS}", j."{sn.TOKENS_AFTER}") AS context_tokens,
-       j."{sn.TOKENS_BEFORE}" AS tokens_before, j."{sn.TOKENS_AFTER}" AS tokens_after,
-       j."{sn.BUDGET}" AS budget, j."{sn.HARD_CEILING}" AS hard_ceiling,
+       coalesce(j."{sn.CONTEXT_TOKENS}", tokens_after) AS context_tokens,
+       tokens_before, tokens_after, budget, j."{sn.HARD_CEILING}" AS hard_ceiling,
        coalesce(j."{sn.MESSAGE_CAUSE}", j."{sn.VIOLATION_MESSAGE}", j."{sn.ERROR}",
-                j."{sn.REASON}", status_message) AS detail,
-       j."{sn.POLICY}" AS policy,
+                reason, status_message) AS detail,
+       policy,
        CASE WHEN name IN ({_IN_DECISIONS}) THEN attributes END AS attributes,
        status_message
 FROM (SELECT seq, start_time_ns AS t, coalesce(end_time_ns, start_time_ns) AS e, name, span_id, status_code,
-             status_message, CAST(attributes AS VARCHAR) AS attributes, from_json(attributes, '{_EVENT_FIELDS}') AS j
+             status_message, decision, violation, tokens_before, tokens_after, budget, reason, policy,
+             CAST(attributes AS VARCHAR) AS attributes, from_json(attributes, '{_EVENT_FIELDS}') AS j
       FROM spans WHERE session_id = $sid AND seq IS NOT NULL AND name <> '{SESSION}') x
 """
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracer.errors import StoreError, StorePermissionError
-from tracer.store.settings import STORE_ENV, resolve_store
+from tracer.store.settings import STORE_ENV, BucketURL, StoreLocation, resolve_store
 
 # pyarrow loads when a Store is made, not on ``import tracer.store`` (the command line's --help and
 # the settings stay cheap); DuckDB only for readers and the compactor: writers never need it.
@@ -43,18 +43,30 @@ __all__ = [
 ENV_STORE = STORE_ENV  # the name tests and callers used before tracer.store.settings
 
 
-def default_store_path() -> Path:
+def default_store_path() -> StoreLocation:
     """``$PRUNEGATE_STORE`` when set, else ``./prunegate-store`` (:func:`~tracer.store.settings.resolve_store`)."""
     return resolve_store(None)
 
 
 class Store:
-    """A handle on a store directory. Cheap to create; touches the disk only when used."""
+    """A handle on a store directory. Cheap to create; touches the disk only when used.
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    ``Store("s3://bucket/prefix")`` (or ``$PRUNEGATE_STORE`` naming one) gives a
+    :class:`tracer.store.s3.S3Store`: the same API over a bucket."""
+
+    def __new__(cls, path: str | os.PathLike[str] | BucketURL | None = None) -> Store:
+        if cls is Store and isinstance(resolve_store(path), BucketURL):
+            from tracer.store.s3 import S3Store
+
+            return super().__new__(S3Store)
+        return super().__new__(cls)
+
+    def __init__(self, path: str | os.PathLike[str] | BucketURL | None = None) -> None:
         from tracer.store.segments import StoreLayout
 
-        self.path = resolve_store(path)
+        where = resolve_store(path)
+        assert isinstance(where, Path)  # a bucket URL made an S3Store (__new__)
+        self.path: Path = where
         self.layout = StoreLayout(self.path)
         self._ensured = False
 
@@ -84,6 +96,13 @@ class Store:
             self.write_table(table, fsync=fsync)
         return table.num_rows
 
+    def ingest_file(self, source: Path, name: str) -> None:
+        """Copy a segment-format file (a spool file) in as segment ``name`` (idempotent per name)."""
+        from tracer.store.segments import ingest_file
+
+        self.ensure()
+        ingest_file(self.layout, source, name)
+
     # -- maintenance -----------------------------------------------------------------------------
     def compact(self, *, timeout: float = 10.0) -> CompactResult:
         """Move segments into ``spans.duckdb`` (see :mod:`tracer.store.compact`)."""
@@ -96,6 +115,21 @@ class Store:
         from tracer.store.segments import list_segments
 
         return list_segments(self.layout)
+
+    def fingerprint(self) -> str:
+        """Changes whenever the store does (a segment written or compacted away, the database
+        rewritten); caches keyed by it are never stale. Stats the directory only, reads no data."""
+        import hashlib
+
+        from tracer.store.segments import list_segments
+
+        names = [p.name for p in list_segments(self.layout)]
+        try:
+            stat = self.layout.main.stat()
+            main = f"{stat.st_mtime_ns}:{stat.st_size}"
+        except OSError:
+            main = "-"
+        return hashlib.sha1("\n".join([main, *names]).encode()).hexdigest()
 
     # -- reading ---------------------------------------------------------------------------------
     def reader(self, *, attach_timeout: float = 2.0) -> StoreReader:

@@ -86,10 +86,23 @@ def int64_array(values: list, *, nullable: bool = True) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), n, [validity, pa.py_buffer(data)], nulls)
 
 
+def bool_array(values: list) -> pa.Array:
+    """A ``pa.bool_()`` array from a list of ``bool`` / ``None``."""
+    n = len(values)
+    validity, nulls = _validity(values)
+    if nulls == n:
+        return pa.nulls(n, pa.bool_())
+    bits = "".join(["1" if v else "0" for v in reversed(values)])
+    data = int(bits, 2).to_bytes((n + 7) // 8, "little")
+    return pa.Array.from_buffers(pa.bool_(), n, [validity, pa.py_buffer(data)], nulls)
+
+
 def column(values: list, typ: pa.DataType, *, nullable: bool = True) -> pa.Array:
-    """One column of the store schema (strings and int64 only)."""
+    """One column of the store schema (strings, int64 and booleans)."""
     if typ == pa.string():
         return string_array(values, nullable=nullable)
     if typ == pa.int64():
         return int64_array(values, nullable=nullable)
+    if typ == pa.bool_():
+        return bool_array(values)
     raise TypeError(f"no buffer builder for {typ}")

@@ -17,8 +17,9 @@ A reader (:class:`~tracer.store.reader.StoreReader`) serves the views ``catalog_
 ``catalog_search``: these rows for what is compacted, the same rows computed on the fly for the
 sessions in segments not compacted yet (few: the sink compacts as it writes). A store compacted by
 an older prunegate has no catalog until its next compaction builds it; readers compute everything
-on the fly meanwhile. Span names and keys come from :mod:`tracer.spans.names`; the relation names
-passed in are this package's constants, never user input.
+on the fly meanwhile. Root attributes, decisions, reasons and violation codes are read from the
+promoted columns (schema 2, :data:`tracer.store.schema.PROMOTED`); span names and keys come from
+:mod:`tracer.spans.names`; the relation names passed in are this package's constants, never user input.
 """
 
 from __future__ import annotations
@@ -48,11 +49,11 @@ def index_sql(rel: str, where: str = "true", *, messages: bool = True) -> str:
 WITH roots AS (
     SELECT session_id,
            any_value(attributes->>'{sn.SESSION_NAME}') AS label,
-           any_value(attributes->>'{sn.SESSION_SOURCE}') AS source,
+           any_value(source) AS source,
            any_value(attributes->>'{sn.SESSION_SOURCE_ID}') AS source_id,
-           any_value(attributes->>'{sn.POLICY}') AS policy,
-           any_value(TRY_CAST(attributes->>'{sn.GATED}' AS BOOLEAN)) AS gated,
-           any_value(TRY_CAST(attributes->>'{sn.BUDGET}' AS BIGINT)) AS budget
+           any_value(policy) AS policy,
+           any_value(gated) AS gated,
+           any_value(budget) AS budget
     FROM {rel} WHERE name = '{sn.SESSION}' AND session_id IS NOT NULL AND ({where}) GROUP BY session_id
 ),
 counts AS (
@@ -82,8 +83,7 @@ FROM (
                                  CAST(attributes->'{sn.MESSAGE_TOOL_NAMES}' AS VARCHAR)) AS text
     FROM {rel} WHERE name = '{sn.MESSAGE}' AND session_id IS NOT NULL
     UNION ALL
-    SELECT session_id, concat_ws(' ', attributes->>'{sn.GEN_AI_TOOL_NAME}', attributes->>'{sn.DECISION}',
-                                 attributes->>'{sn.REASON}', attributes->>'{sn.VIOLATION_CODE}')
+    SELECT session_id, concat_ws(' ', attributes->>'{sn.GEN_AI_TOOL_NAME}', decision, reason, violation)
     FROM {rel}
     WHERE session_id IS NOT NULL AND (name IN ('{sn.BUDGET_CHECK}', '{sn.PRUNE}', '{sn.DEFER}', '{sn.SPILL}',
                                                 '{sn.FAIL}', '{sn.VIOLATION}')

@@ -5,7 +5,8 @@ Order of operations, and why each step is safe to crash in:
 2. open ``spans.duckdb`` read-write, retrying while readers hold it (bounded);
 3. in ONE transaction: insert the new segments' rows (deduplicated by ``(trace_id, span_id)``
    against themselves and the table), update the session catalog of those spans
-   (:mod:`tracer.store.catalog`) and record each segment's name in ``compacted_segments``; COMMIT, CHECKPOINT, close. A crash before COMMIT changes nothing;
+   (:mod:`tracer.store.catalog`) and record each segment's name in ``compacted_segments``;
+   COMMIT, CHECKPOINT, close. A crash before COMMIT changes nothing;
 4. take ``readers.lock`` exclusively (bounded; every reader holds it shared from listing the
    segments until it closes) and delete the absorbed files. A crash before the delete leaves
    files whose names are in the ledger: readers skip them and the next compaction deletes them.
@@ -18,6 +19,7 @@ import logging
 import os
 import random
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,13 +29,13 @@ import duckdb
 from tracer.errors import StoreError, StorePermissionError
 from tracer.store import catalog
 from tracer.store.locks import FileLock, fsync_path
-from tracer.store.schema import MAIN_DDL, SCHEMA_VERSION, select_list
+from tracer.store.schema import MAIN_DDL, PROMOTED, SCHEMA_VERSION, derived, select_list
 from tracer.store.segments import (
     StoreLayout,
     check_writable,
     clean_tmp,
     list_segments,
-    segment_rows,
+    segment_footer,
 )
 
 log = logging.getLogger(__name__)
@@ -84,13 +86,19 @@ def open_main_rw(main: Path, deadline: float) -> duckdb.DuckDBPyConnection | Non
         delay = min(delay * 2, 0.1) * (0.5 + random.random())
 
 
-def _valid_segments(paths: list[Path], result: CompactResult) -> tuple[list[Path], list[int], list[Path]]:
-    """Split segments into readable ones (with row counts) and ones to quarantine."""
+def _valid_segments(
+    paths: list[Path], result: CompactResult, legacy: set[Path]
+) -> tuple[list[Path], list[int], list[Path]]:
+    """Split segments into readable ones (with row counts) and ones to quarantine; add to ``legacy``
+    those written before schema 2 (their promoted columns are derived as they are inserted)."""
     good, rows, bad = [], [], []
     for path in paths:
         try:
-            rows.append(segment_rows(path))
+            n, current = segment_footer(path)
+            rows.append(n)
             good.append(path)
+            if not current:
+                legacy.add(path)
         except FileNotFoundError:
             continue  # deleted by a compactor that ran before us; nothing to do
         except Exception as exc:  # a damaged footer: set it aside instead of blocking forever
@@ -100,29 +108,42 @@ def _valid_segments(paths: list[Path], result: CompactResult) -> tuple[list[Path
     return good, rows, bad
 
 
-# The new spans of a chunk of segments, each once (against themselves and the table): a temp table,
-# so that the catalog (tracer.store.catalog) reads exactly what was inserted.
-_FRESH_SQL = f"""
-CREATE OR REPLACE TEMP TABLE _fresh AS
+def _fresh_sql(*, derive: bool) -> str:
+    """Collect segments' new rows in the temp table ``_fresh``, each span once (against themselves,
+    the table and what ``_fresh`` holds); ``derive`` for segments written before schema 2."""
+    return f"""
+INSERT INTO _fresh
 SELECT {select_list()} FROM (
-    SELECT DISTINCT ON (trace_id, span_id) {select_list(cast_json=True)}
+    SELECT DISTINCT ON (trace_id, span_id) {select_list(cast_json=True, derive=derive)}
     FROM read_parquet(?, union_by_name = true)
 ) p
-WHERE NOT EXISTS (
-    SELECT 1 FROM spans s WHERE s.trace_id = p.trace_id AND s.span_id = p.span_id
-)
+WHERE NOT EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = p.trace_id AND s.span_id = p.span_id)
+  AND NOT EXISTS (SELECT 1 FROM _fresh f WHERE f.trace_id = p.trace_id AND f.span_id = p.span_id)
 """
-_INSERT_SQL = f"INSERT INTO spans SELECT {select_list()} FROM _fresh ORDER BY session_id NULLS LAST, seq NULLS LAST, start_time_ns"
 
 
-def _absorb(con: duckdb.DuckDBPyConnection, paths: list[Path], rows: list[int], listed: list[str]) -> int:
+# The new spans go through a temp table so that the session catalog (tracer.store.catalog) reads
+# exactly what was inserted.
+_FRESH_SQL = {False: _fresh_sql(derive=False), True: _fresh_sql(derive=True)}
+_INSERT_SQL = (f"INSERT INTO spans SELECT {select_list()} FROM _fresh "
+               "ORDER BY session_id NULLS LAST, seq NULLS LAST, start_time_ns")
+
+
+def _absorb(
+    con: duckdb.DuckDBPyConnection, paths: list[Path], rows: list[int], listed: list[str],
+    legacy: AbstractSet[Path] = frozenset(),
+) -> int:
     """One transaction: insert the segments' rows and record their names. Returns rows inserted."""
     now = time.time_ns()
     con.execute("BEGIN TRANSACTION")
     try:
         inserted = 0
         if paths:
-            con.execute(_FRESH_SQL, [[str(p) for p in paths]])
+            con.execute("CREATE OR REPLACE TEMP TABLE _fresh AS SELECT * FROM spans WHERE false")
+            for derive in (False, True):
+                group = [str(p) for p in paths if (p in legacy) == derive]
+                if group:
+                    con.execute(_FRESH_SQL[derive], [group])
             row = con.execute(_INSERT_SQL).fetchone()
             inserted = row[0] if row is not None else 0
             catalog.refresh(con, "_fresh")
@@ -143,13 +164,29 @@ def _absorb(con: duckdb.DuckDBPyConnection, paths: list[Path], rows: list[int], 
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the main tables when missing and record the schema version."""
-    for ddl in MAIN_DDL:
-        con.execute(ddl)
-    con.execute(
-        "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
-        [str(SCHEMA_VERSION)],
-    )
+    """Create the main tables when missing, upgrade a table written before schema 2 (adds the
+    promoted columns, filled from the attributes) and record the schema version, in one transaction;
+    then build the session catalog when it is missing or older (:func:`tracer.store.catalog.ensure`)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for ddl in MAIN_DDL:
+            con.execute(ddl)
+        have = {r[0] for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND schema_name = 'main' AND table_name = 'spans'").fetchall()}
+        missing = [(name, sql_type) for name, sql_type, _, _ in PROMOTED if name not in have]
+        for name, sql_type in missing:
+            con.execute(f"ALTER TABLE spans ADD COLUMN {name} {sql_type}")
+        if missing:
+            con.execute("UPDATE spans SET " + ", ".join(f"{name} = {derived(name)}" for name, _ in missing))
+        con.execute(
+            "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [str(SCHEMA_VERSION)],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
     catalog.ensure(con)
 
 
@@ -198,11 +235,12 @@ def compact(
                 ).fetchall()
             }
             fresh = [p for p in segments if p.name not in done]
-            good, rows, bad = _valid_segments(fresh, result)
+            legacy: set[Path] = set()
+            good, rows, bad = _valid_segments(fresh, result, legacy)
             for start in range(0, max(len(good), 1), max_files_per_transaction):
                 chunk = good[start : start + max_files_per_transaction]
                 chunk_rows = rows[start : start + max_files_per_transaction]
-                inserted = _absorb(con, chunk, chunk_rows, listed)
+                inserted = _absorb(con, chunk, chunk_rows, listed, legacy)
                 result.rows_inserted += inserted
                 result.duplicates_skipped += sum(chunk_rows) - inserted
                 result.segments_compacted += len(chunk)

@@ -28,8 +28,8 @@ from tracer.errors import StoreError
 from tracer.store import catalog
 from tracer.store.compact import is_lock_error
 from tracer.store.locks import FileLock
-from tracer.store.schema import COLUMN_NAMES, VIEWS, empty_select, select_list
-from tracer.store.segments import StoreLayout, list_segments, segment_rows
+from tracer.store.schema import COLUMN_NAMES, PROMOTED_NAMES, VIEWS, empty_select, select_list
+from tracer.store.segments import StoreLayout, list_segments, segment_footer
 
 __all__ = ["StoreError", "StoreReader", "Params"]
 
@@ -50,6 +50,8 @@ class StoreReader:
         self.warnings: list[str] = []
         self.pending_segments: list[Path] = []
         self.damaged_segments: list[Path] = []
+        self.legacy_segments: list[Path] = []  # written before schema 2: promoted columns derived on read
+        self._main_legacy = False
         self._lock = FileLock(layout.readers_lock, shared=True)
         self.con = duckdb.connect(":memory:")
         try:
@@ -88,7 +90,7 @@ class StoreReader:
         good, bad = [], []
         for path in paths:
             try:
-                segment_rows(path)
+                _, current = segment_footer(path)
             except FileNotFoundError:
                 continue  # deleted by a compactor after we listed it: absorbed, so in the table
             except PermissionError as exc:
@@ -104,6 +106,8 @@ class StoreReader:
                 )
             else:
                 good.append(path)
+                if not current:
+                    self.legacy_segments.append(path)
         return good, bad
 
     def _attach_main(self, deadline: float, names: list[str]) -> set[str]:
@@ -137,6 +141,11 @@ class StoreReader:
         self.catalog = self._scalar(
             "SELECT count(*) FROM store.store_meta WHERE key = '" + catalog.META_KEY + "' AND value = '"
             + catalog.CATALOG_VERSION + "'") == 1
+        present = self._scalar(
+            "SELECT count(*) FROM duckdb_columns() WHERE database_name = 'store' AND table_name = 'spans' "
+            f"AND list_contains({list(PROMOTED_NAMES)!r}, column_name)"
+        )
+        self._main_legacy = present < len(PROMOTED_NAMES)  # not yet upgraded by a compaction
         rows = self.con.execute(
             "SELECT name FROM store.compacted_segments WHERE list_contains(?::VARCHAR[], name)", [names]
         ).fetchall()
@@ -145,12 +154,20 @@ class StoreReader:
     def _define_views(self) -> None:
         con = self.con
         if self.main_attached:
-            con.execute(f"CREATE TEMP VIEW _main_spans AS SELECT {select_list()} FROM store.spans")
+            con.execute(f"CREATE TEMP VIEW _main_spans AS SELECT {select_list(derive=self._main_legacy)} "
+                        "FROM store.spans")
         else:
             con.execute(f"CREATE TEMP VIEW _main_spans AS {empty_select()}")
         if self.pending_segments:
-            files = [str(p) for p in self.pending_segments]
-            con.read_parquet(files, union_by_name=True).create_view("_segment_files")
+            legacy = set(self.legacy_segments)
+            current = [str(p) for p in self.pending_segments if p not in legacy]
+            old = [str(p) for p in self.pending_segments if p in legacy]
+            parts = []
+            for name, files, derive in (("_current_files", current, False), ("_legacy_files", old, True)):
+                if files:
+                    con.read_parquet(files, union_by_name=True).create_view(name)
+                    parts.append(f"SELECT {select_list(derive=derive)} FROM {name}")
+            con.execute("CREATE TEMP VIEW _segment_files AS " + " UNION ALL ".join(parts))
             # Spans have ids: a span stored twice (a retried spool recovery, two imports racing) is
             # shown once, here as in compaction.
             anti_join = (

@@ -27,6 +27,7 @@ from tracer.store.schema import (
     ARROW_SCHEMA,
     COLUMN_NAMES,
     JSON_COLUMNS,
+    PROMOTED,
     SEQ_ATTRIBUTE,
     SESSION_ATTRIBUTES,
 )
@@ -94,6 +95,32 @@ def seq_of(attributes: Mapping[str, Any]) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     return None
+
+
+_INT64 = range(-(2**63), 2**63)
+_PYTHON_TYPE = {"VARCHAR": str, "BIGINT": int, "BOOLEAN": bool}
+_PROMOTED_GETTERS = [(methodcaller("get", key), _PYTHON_TYPE[sql_type]) for _, sql_type, _, key in PROMOTED]
+_NONE = type(None)
+
+
+def _typed(values: list[Any], want: type) -> list[Any]:
+    """``values`` with every value that is not of type ``want`` (exactly: a bool is no int) as None."""
+    if values.count(None) == len(values):
+        return values
+    if set(map(type, values)) <= {want, _NONE}:
+        if want is not int:
+            return values
+        present = [v for v in values if v is not None]
+        if _INT64.start <= min(present) and max(present) < _INT64.stop:
+            return values
+    return [v if type(v) is want and (want is not int or v in _INT64) else None for v in values]
+
+
+def promoted_values(dicts: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+    """The promoted columns (schema.PROMOTED) of spans with these attribute dicts, one list per column:
+    the attribute when it has the column's type (str, int within int64, bool), else None. The same
+    rule as ``schema.derived`` applies to segments written before the columns existed."""
+    return [_typed(list(map(get, dicts)), want) for get, want in _PROMOTED_GETTERS]
 
 
 def _attr_dict(holder: Any) -> dict[str, Any]:
@@ -200,6 +227,7 @@ def spans_to_table(spans: Sequence[Any]) -> pa.Table:
     if not all(v is None or type(v) is str for v in sessions):
         sessions = [v if v is None or type(v) is str else str(v) for v in sessions]
     seqs = [v if type(v) is int else None for v in map(methodcaller("get", SEQ_ATTRIBUTE), dicts)]
+    promoted = promoted_values(dicts)
     events_json = _json_lists(list(map(_seq_items, events)), _event_dict)
     links_json = _json_lists(list(map(_seq_items, links)), _link_dict)
     res_col = _same_or_each(resource, n, _resource_json)
@@ -207,7 +235,7 @@ def spans_to_table(spans: Sequence[Any]) -> pa.Table:
     scope_versions = _same_or_each(scope, n, lambda sc: sc.version if sc is not None else None)
     columns = (
         trace_ids, span_ids, parents, states, name, kinds, start, end, codes, messages,
-        attrs_json, events_json, links_json, res_col, scope_names, scope_versions, sessions, seqs,
+        attrs_json, events_json, links_json, res_col, scope_names, scope_versions, sessions, seqs, *promoted,
     )  # fmt: skip
     arrays = [
         _array(col, field.type, n, nullable)
@@ -227,6 +255,7 @@ _NULLABLE_FROM_SDK = tuple(
         "scope_version",
         "session_id",
         "seq",
+        *(p[0] for p in PROMOTED),
         "start_time_ns",
         "end_time_ns",
         "name",
@@ -334,7 +363,8 @@ def empty_table() -> pa.Table:
 
 
 def complete_row(row: Mapping[str, Any]) -> SpanRow:
-    """Fill the defaults and the promoted columns of a span row (a copy; the input is not changed)."""
+    """Fill the defaults and the promoted columns of a span row (a copy; the input is not changed).
+    The schema.PROMOTED columns always come from the attributes (one source of truth)."""
     out: SpanRow = {name: row.get(name) for name in COLUMN_NAMES}
     attrs = out["attributes"] or {}
     out["attributes"] = attrs
@@ -347,6 +377,8 @@ def complete_row(row: Mapping[str, Any]) -> SpanRow:
         out["session_id"] = session_of(attrs)
     if out["seq"] is None:
         out["seq"] = seq_of(attrs)
+    for (name, *_), (value,) in zip(PROMOTED, promoted_values([attrs]), strict=True):
+        out[name] = value
     return out
 
 

@@ -10,7 +10,8 @@ import pyarrow as pa
 
 from tracer.spans import names as sn
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: the attributes the views read are typed columns too (:data:`PROMOTED`). 1: attributes as JSON only."""
 
 # (column, DuckDB type, Arrow type). JSON columns travel as strings in Parquet segments and are
 # cast to DuckDB's JSON type when read.
@@ -34,6 +35,26 @@ COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("session_id", "VARCHAR", pa.string()),  # promoted: gen_ai.conversation.id or prunegate.session.id
     ("seq", "BIGINT", pa.int64()),  # promoted: prunegate.seq, the event index in its session
 )
+
+# The attributes the views and the dashboard's queries filter and aggregate on, promoted to typed
+# columns (schema version 2): reading a column is a fraction of parsing the JSON attributes of every
+# span. (column, DuckDB type, Arrow type, attribute key). Every writer fills them from the span's
+# attributes (tracer.store.rows.promoted_values); the attribute stays in ``attributes`` as well.
+# Segments and tables written before (version 1) have none: readers derive them from ``attributes``
+# with :func:`derived` (the same values) and compaction upgrades what it rewrites.
+PROMOTED: tuple[tuple[str, str, pa.DataType, str], ...] = (
+    ("source", "VARCHAR", pa.string(), sn.SESSION_SOURCE),  # the session root's source (import, replay, ...)
+    ("policy", "VARCHAR", pa.string(), sn.POLICY),  # session roots, budget checks, decisions
+    ("gated", "BOOLEAN", pa.bool_(), sn.GATED),
+    ("budget", "BIGINT", pa.int64(), sn.BUDGET),
+    ("decision", "VARCHAR", pa.string(), sn.DECISION),  # budget checks: prune, defer, ...
+    ("reason", "VARCHAR", pa.string(), sn.REASON),
+    ("tokens_before", "BIGINT", pa.int64(), sn.TOKENS_BEFORE),
+    ("tokens_after", "BIGINT", pa.int64(), sn.TOKENS_AFTER),
+    ("violation", "VARCHAR", pa.string(), sn.VIOLATION_CODE),  # violation spans: the code
+)
+COLUMNS = COLUMNS + tuple((name, sql_type, arrow_type) for name, sql_type, arrow_type, _ in PROMOTED)
+PROMOTED_NAMES: tuple[str, ...] = tuple(p[0] for p in PROMOTED)
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c[0] for c in COLUMNS)
 JSON_COLUMNS: frozenset[str] = frozenset(c[0] for c in COLUMNS if c[1] == "JSON")
@@ -64,12 +85,16 @@ MAIN_DDL = (
 )
 
 
-def select_list(alias: str = "", *, cast_json: bool = False) -> str:
-    """The column list in schema order (optionally casting the JSON columns from strings)."""
+def select_list(alias: str = "", *, cast_json: bool = False, derive: bool = False) -> str:
+    """The column list in schema order (optionally casting the JSON columns from strings). With
+    ``derive`` the promoted columns are computed from ``attributes`` (a version 1 source)."""
     prefix = f"{alias}." if alias else ""
     parts = []
+    promoted = dict((p[0], p) for p in PROMOTED) if derive else {}
     for name, sql_type, _ in COLUMNS:
-        if cast_json and sql_type == "JSON":
+        if name in promoted:
+            parts.append(f"{derived(name, prefix)} AS {name}")
+        elif cast_json and sql_type == "JSON":
             parts.append(f"CAST({prefix}{name} AS JSON) AS {name}")
         elif cast_json:
             parts.append(f"CAST({prefix}{name} AS {sql_type}) AS {name}")
@@ -82,6 +107,20 @@ def empty_select() -> str:
     """A typed SELECT with no rows: stands in for a missing main table or an empty segment list."""
     cols = ", ".join(f"CAST(NULL AS {sql_type}) AS {name}" for name, sql_type, _ in COLUMNS)
     return f"SELECT {cols} WHERE false"
+
+
+def derived(column: str, prefix: str = "") -> str:
+    """SQL computing promoted ``column`` from the JSON attributes of a version 1 source: the value
+    when the attribute has the column's type (text, integer, boolean), else NULL, exactly as
+    :func:`tracer.store.rows.promoted_values` fills the column when a span is written."""
+    _, sql_type, _, key = next(p for p in PROMOTED if p[0] == column)
+    json_types = {"VARCHAR": "'VARCHAR'", "BIGINT": "'BIGINT', 'UBIGINT'", "BOOLEAN": "'BOOLEAN'"}[sql_type]
+    value = f"{prefix}attributes->>'{key}'"
+    if sql_type == "BIGINT":
+        value = f"TRY_CAST({value} AS BIGINT)"
+    elif sql_type == "BOOLEAN":
+        value = f"{value} = 'true'"
+    return f"CASE WHEN json_type({prefix}attributes->'{key}') IN ({json_types}) THEN {value} END"
 
 
 def _names(names: tuple[str, ...]) -> str:
@@ -114,9 +153,9 @@ VIEWS: tuple[tuple[str, str], ...] = (
                count(DISTINCT trace_id) AS trace_count,
                max(seq) AS max_seq,
                any_value({_str(sn.SESSION_NAME)}) FILTER (WHERE name = '{SESSION_ROOT}') AS name,
-               any_value({_str(sn.SESSION_SOURCE)}) FILTER (WHERE name = '{SESSION_ROOT}') AS source,
-               any_value({_str(sn.POLICY)}) FILTER (WHERE name = '{SESSION_ROOT}') AS policy,
-               any_value({_bool(sn.GATED)}) FILTER (WHERE name = '{SESSION_ROOT}') AS gated,
+               any_value(source) FILTER (WHERE name = '{SESSION_ROOT}') AS source,
+               any_value(policy) FILTER (WHERE name = '{SESSION_ROOT}') AS policy,
+               any_value(gated) FILTER (WHERE name = '{SESSION_ROOT}') AS gated,
                count(*) FILTER (WHERE name = '{BUDGET_CHECK}') AS budget_checks,
                count(*) FILTER (WHERE name IN ({_names(DECISION_NAMES)})) AS decisions,
                count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
@@ -132,15 +171,11 @@ VIEWS: tuple[tuple[str, str], ...] = (
         f"""
         SELECT session_id, seq, trace_id, span_id, parent_span_id, start_time_ns, end_time_ns,
                {_int(sn.CHECK)} AS check_index,
-               {_str(sn.DECISION)} AS decision,
-               {_str(sn.REASON)} AS reason,
-               {_int(sn.TOKENS_BEFORE)} AS tokens_before,
-               {_int(sn.TOKENS_AFTER)} AS tokens_after,
-               {_int(sn.BUDGET)} AS budget,
+               decision, reason, tokens_before, tokens_after, budget,
                {_int(sn.HARD_CEILING)} AS hard_ceiling,
                {_int(sn.PENDING_CALLS)} AS pending_calls,
                {_int(sn.OPEN_MESSAGES)} AS open_messages,
-               {_bool(sn.GATED)} AS gated,
+               gated,
                attributes
         FROM spans
         WHERE name = '{BUDGET_CHECK}'
@@ -152,12 +187,9 @@ VIEWS: tuple[tuple[str, str], ...] = (
         SELECT session_id, seq, trace_id, span_id, parent_span_id AS budget_check_span_id, name,
                start_time_ns, end_time_ns,
                replace(name, '{sn.PREFIX}', '') AS decision,
-               {_str(sn.POLICY)} AS policy,
-               {_str(sn.REASON)} AS reason,
-               {_int(sn.TOKENS_BEFORE)} AS tokens_before,
-               {_int(sn.TOKENS_AFTER)} AS tokens_after,
+               policy, reason, tokens_before, tokens_after,
                {_bool(sn.BUDGET_MET)} AS budget_met,
-               {_bool(sn.GATED)} AS gated,
+               gated,
                status_code, attributes
         FROM spans
         WHERE name IN ({_names(DECISION_NAMES)})
@@ -167,7 +199,7 @@ VIEWS: tuple[tuple[str, str], ...] = (
         "violations",
         f"""
         SELECT session_id, seq, trace_id, span_id, parent_span_id, start_time_ns,
-               {_str(sn.VIOLATION_CODE)} AS code,
+               violation AS code,
                coalesce({_str(sn.VIOLATION_MESSAGE)}, status_message) AS message,
                {_int(sn.VIOLATION_INDEX)} AS message_index,
                links->0->>'trace_id' AS cause_trace_id,

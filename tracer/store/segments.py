@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from tracer.errors import StorePermissionError
 from tracer.store.locks import fsync_path, pid_alive
-from tracer.store.schema import ARROW_SCHEMA, SCHEMA_VERSION
+from tracer.store.schema import ARROW_SCHEMA, PROMOTED_NAMES, SCHEMA_VERSION
 
 
 def check_writable(layout: StoreLayout) -> None:
@@ -174,6 +174,13 @@ def list_segments(layout: StoreLayout) -> list[Path]:
 def segment_rows(path: Path) -> int:
     """Row count from the Parquet footer (no data read)."""
     return pq.read_metadata(str(path)).num_rows
+
+
+def segment_footer(path: Path) -> tuple[int, bool]:
+    """Row count, and whether the segment has the promoted columns (schema 2; a segment written
+    before has only the JSON attributes), from the Parquet footer (no data read)."""
+    meta = pq.read_metadata(str(path))
+    return meta.num_rows, set(PROMOTED_NAMES) <= set(meta.schema.names)
 
 
 def clean_tmp(layout: StoreLayout, *, min_age: float = 60.0, max_age: float = 86400.0) -> int:

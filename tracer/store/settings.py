@@ -9,11 +9,17 @@ Standard library only, like the rest of the store.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 STORE_ENV = "PRUNEGATE_STORE"
-"""The trace store directory used when none is given (``--store``, ``Store(path)``, the dashboard's).
-``prunegate dashboard`` sets it for the Streamlit process it starts."""
+"""The trace store used when none is given (``--store``, ``Store(path)``, the dashboard's): a directory
+or ``s3://bucket/prefix``. ``prunegate dashboard`` sets it for the Streamlit process it starts."""
+
+S3_ENDPOINT_ENV = "PRUNEGATE_S3_ENDPOINT"
+"""Endpoint URL of the S3-compatible service for ``s3://`` stores (MinIO, moto, R2, ...); when unset,
+boto3's own ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` or AWS itself. Credentials and region come
+from the usual AWS variables and files (``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``, ``AWS_REGION``, ...)."""
 
 SPOOL_DIR_ENV = "PRUNEGATE_SPOOL_DIR"
 """Where writers spool span batches the store refused (one subdirectory per store path);
@@ -34,7 +40,8 @@ PRICES_ENV = "PRUNEGATE_PRICES"
 """A price table (JSON or TOML) laid over the dated default for compare/recommend costs (docs/replay.md)."""
 
 ENVIRONMENT: dict[str, str] = {
-    STORE_ENV: "trace store directory when --store is not given (default ./prunegate-store)",
+    STORE_ENV: "trace store (directory or s3://bucket/prefix) when --store is not given (default ./prunegate-store)",
+    S3_ENDPOINT_ENV: "endpoint URL of the S3-compatible service for s3:// stores (default: AWS_ENDPOINT_URL_S3, AWS)",
     SPOOL_DIR_ENV: "spool directory for span batches the store refused (default ~/.cache/prunegate/spool)",
     CAPTURE_CONTENT_ENV: "true/false: record message content in spans (default: off)",
     PRICES_ENV: "price table (JSON or TOML) over the dated default, for compare and recommend",
@@ -44,15 +51,80 @@ ENVIRONMENT: dict[str, str] = {
 """Every ``PRUNEGATE_*`` variable, with one line on what it does (shown by ``prunegate --help``)."""
 
 DEFAULT_STORE_DIRNAME = "prunegate-store"
-STORE_HELP = f"trace store directory (default: ${STORE_ENV}, else ./{DEFAULT_STORE_DIRNAME})"
+STORE_HELP = f"trace store: a directory or s3://bucket/prefix (default: ${STORE_ENV}, else ./{DEFAULT_STORE_DIRNAME})"
+BUCKET_SCHEME = "s3://"
 
 
-def resolve_store(arg: str | os.PathLike[str] | None = None) -> Path:
-    """The store directory: ``arg`` when given, else ``$PRUNEGATE_STORE``, else ``./prunegate-store``."""
+@dataclass(frozen=True)
+class BucketURL:
+    """A store on an S3-compatible bucket: ``s3://bucket/prefix`` (the prefix empty or ending in ``/``).
+
+    It stands where a store's directory ``Path`` does (``store.path``): ``str()`` gives the URL back,
+    ``exists()`` asks the bucket (tracer.store.s3); it is no ``os.PathLike``, so nothing opens it as
+    a local file by mistake."""
+
+    bucket: str
+    prefix: str = ""
+
+    @classmethod
+    def parse(cls, url: str) -> BucketURL:
+        rest = url[len(BUCKET_SCHEME):]
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            raise ValueError(f"{url}: no bucket name (expected s3://bucket/prefix)")
+        prefix = prefix.strip("/")
+        return cls(bucket, prefix + "/" if prefix else "")
+
+    def __str__(self) -> str:
+        return f"{BUCKET_SCHEME}{self.bucket}/{self.prefix}"
+
+    def exists(self) -> bool:
+        """Whether the store holds any object (one LIST)."""
+        from tracer.store.s3 import bucket_has_objects
+
+        return bucket_has_objects(self)
+
+    def is_dir(self) -> bool:
+        return self.exists()
+
+    def resolve(self) -> BucketURL:
+        return self
+
+    def absolute(self) -> BucketURL:
+        return self
+
+
+StoreLocation = Path | BucketURL
+
+
+def is_bucket(arg: object) -> bool:
+    """Whether ``arg`` names a store on a bucket (``s3://...``)."""
+    return isinstance(arg, BucketURL) or str(arg).startswith(BUCKET_SCHEME)
+
+
+def resolve_store(arg: str | os.PathLike[str] | BucketURL | None = None) -> StoreLocation:
+    """The store: ``arg`` when given, else ``$PRUNEGATE_STORE``, else ``./prunegate-store``; a directory
+    ``Path``, or a :class:`BucketURL` for ``s3://bucket/prefix``."""
+    if isinstance(arg, BucketURL):
+        return arg
     if arg is not None and str(arg) != "":
-        return Path(arg)
-    env = os.environ.get(STORE_ENV)
-    return Path(env) if env else Path.cwd() / DEFAULT_STORE_DIRNAME
+        text = str(arg) if isinstance(arg, str) else os.fspath(arg)
+    else:
+        text = os.environ.get(STORE_ENV) or str(Path.cwd() / DEFAULT_STORE_DIRNAME)
+    return BucketURL.parse(text) if text.startswith(BUCKET_SCHEME) else Path(text)
+
+
+def local_store(arg: str | os.PathLike[str] | None = None) -> Path:
+    """:func:`resolve_store` for what only works on a directory (the demo, the spool); ValueError for a bucket."""
+    where = resolve_store(arg)
+    if isinstance(where, BucketURL):
+        raise ValueError(f"{where}: this needs a store directory, not a bucket")
+    return where
+
+
+def s3_endpoint() -> str | None:
+    """The endpoint URL for ``s3://`` stores: ``$PRUNEGATE_S3_ENDPOINT``, else boto3's own resolution (None)."""
+    return os.environ.get(S3_ENDPOINT_ENV) or None
 
 
 def spool_base() -> Path:

@@ -75,7 +75,7 @@ class StoreSink:
 
     def recover(self) -> int:
         """Move spooled batches into the store; returns spans moved (raises if the store refuses)."""
-        return self.spool.recover(self.store.layout)
+        return self.spool.recover(self.store)
 
     def describe_spooled(self) -> str:
         """One line: how many spans wait in the spool, where, and the command that moves them in."""

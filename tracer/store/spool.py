@@ -14,6 +14,7 @@ import logging
 import os
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,33 +24,39 @@ from tracer.store.schema import ARROW_SCHEMA
 from tracer.store.segments import (
     SEGMENT_SUFFIX,
     TMP_SUFFIX,
-    StoreLayout,
-    ingest_file,
     new_segment_name,
     write_parquet,
 )
-from tracer.store.settings import spool_base
+from tracer.store.settings import BucketURL, StoreLocation, spool_base
+
+if TYPE_CHECKING:
+    from tracer.store import Store
 
 log = logging.getLogger(__name__)
 
 CLAIM = ".claimed-"
 
 
-def default_spool_dir(store_root: Path) -> Path:
-    """``$PRUNEGATE_SPOOL_DIR/<hash>`` or ``~/.cache/prunegate/spool/<hash>`` for this store path."""
-    digest = hashlib.sha256(str(Path(store_root).absolute()).encode()).hexdigest()[:16]
+def _where(store_root: StoreLocation) -> str:
+    """The store's absolute path, or its ``s3://`` URL."""
+    return str(store_root) if isinstance(store_root, BucketURL) else str(Path(store_root).absolute())
+
+
+def default_spool_dir(store_root: StoreLocation) -> Path:
+    """``$PRUNEGATE_SPOOL_DIR/<hash>`` or ``~/.cache/prunegate/spool/<hash>`` for this store path (or URL)."""
+    digest = hashlib.sha256(_where(store_root).encode()).hexdigest()[:16]
     return spool_base() / digest
 
 
-def recover_command(store_root: Path, spool_dir: Path | None = None) -> str:
+def recover_command(store_root: StoreLocation, spool_dir: Path | None = None) -> str:
     """The command that moves a spool's spans into the store (named in every spool message)."""
-    cmd = f"prunegate recover --store {shlex.quote(str(Path(store_root).absolute()))}"
-    if spool_dir is not None and Path(spool_dir).absolute() != default_spool_dir(Path(store_root)).absolute():
+    cmd = f"prunegate recover --store {shlex.quote(_where(store_root))}"
+    if spool_dir is not None and Path(spool_dir).absolute() != default_spool_dir(store_root).absolute():
         cmd += f" --spool-dir {shlex.quote(str(spool_dir))}"
     return cmd
 
 
-def spooled_line(spans: int, spool_dir: Path, store_root: Path, why: str | None = None) -> str:
+def spooled_line(spans: int, spool_dir: Path, store_root: StoreLocation, why: str | None = None) -> str:
     """The one line a command prints when spans went to the spool instead of the store."""
     because = f" ({why})" if why else ""
     return (f"{spans} spans did not reach the store {store_root}{because}: they are in the spool {spool_dir}; "
@@ -59,19 +66,19 @@ def spooled_line(spans: int, spool_dir: Path, store_root: Path, why: str | None 
 class Spool:
     """A directory of spooled span tables for one store."""
 
-    def __init__(self, path: Path, store_root: Path | None = None) -> None:
+    def __init__(self, path: Path, store_root: StoreLocation | None = None) -> None:
         self.path = Path(path)
         self.store_root = store_root
 
     @classmethod
-    def for_store(cls, store_root: Path, spool_dir: Path | None = None) -> Spool:
+    def for_store(cls, store_root: StoreLocation, spool_dir: Path | None = None) -> Spool:
         return cls(Path(spool_dir) if spool_dir else default_spool_dir(store_root), store_root)
 
     def _ensure(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         note = self.path / "STORE"
         if self.store_root is not None and not note.exists():
-            note.write_text(f"{Path(self.store_root).absolute()}\n")
+            note.write_text(f"{_where(self.store_root)}\n")
 
     def write_table(self, table: pa.Table) -> Path:
         """Persist ``table`` atomically (tmp, fsync, rename). Raises OSError when the disk refuses."""
@@ -126,7 +133,7 @@ class Spool:
         except (FileNotFoundError, NotADirectoryError):
             return []
 
-    def recover(self, layout: StoreLayout) -> int:
+    def recover(self, store: Store) -> int:
         """Move spooled files into the store; returns rows moved. Raises OSError if the store
         still refuses writes (the file is then left, unclaimed, for the next attempt)."""
         moved = 0
@@ -144,8 +151,7 @@ class Spool:
                 os.rename(claimed, self.path / f"{base}.damaged")
                 continue
             try:
-                layout.ensure()
-                ingest_file(layout, claimed, f"spool-{base}")
+                store.ingest_file(claimed, f"spool-{base}")
             except BaseException:
                 os.rename(claimed, self.path / base)
                 raise

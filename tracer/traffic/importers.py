@@ -92,6 +92,7 @@ class Conversation:
     streamed_calls: tuple[str, ...] = ()
     session_id: str | None = None  # set once recorded (or when loaded from the store)
     source_key: str | None = None  # what identifies it wherever its file lies (spans: the conversation key)
+    source_spans: tuple[str, ...] = ()  # spans: the model-call spans stitched into it (span ids, oldest first)
 
     @property
     def tool_calls(self) -> int:
@@ -547,7 +548,8 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str,
             _dry_run(msgs, last.provider)
             extra = {"model": last.model} if last.model else {}
             out.append(Conversation(name=name, provider=last.provider, messages=msgs, request_extra=extra, file=file,
-                                    line=None, format=f"otlp-{last.family}", renamed=renamed, source_key=key))
+                                    line=None, format=f"otlp-{last.family}", renamed=renamed, source_key=key,
+                                    source_spans=tuple(c.span_id for c in chain)))
         except _Refused as exc:
             out.append(Refusal(file, None, f"span {last.span_id} ({key}): {exc}"))
     return out

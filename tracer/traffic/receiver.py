@@ -14,6 +14,16 @@ already run; ``prunegate serve`` is the one place their spans become a store. Wh
 - spans are stored **as they are** (prunegate's own spans are sessions already); the GenAI chat
   spans of other instrumentations also become import sessions through the same importer as
   ``prunegate import`` (:func:`tracer.traffic.importers.conversations_from_genai_rows`).
+
+Conversations over many requests: an agent exports each turn's model call as it ends, so one
+conversation arrives in many requests. The receiver keeps the decoded model-call spans of
+conversations still going (:class:`Conversations`) and stitches them exactly as ``import`` stitches
+a file's spans; a conversation becomes one session once no call of it has arrived for
+``conversation_idle`` seconds (and at shutdown). Its raw spans were durable on arrival; the session
+is derived from them, and its id is the one ``prunegate import`` gives the same spans read from a
+Collector file, so importing that file later adds nothing. With ``conversation_idle=0`` every request
+commits the conversations it carries at once (one session per request, holding the conversation up
+to that turn).
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import hmac
 import json
 import logging
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,17 +121,85 @@ def foreign_genai(rows: list[SpanRow]) -> list[SpanRow]:
             and not any(k.startswith(names.PREFIX) for k in (r.get("attributes") or {}))]
 
 
+def model_calls(rows: list[SpanRow]) -> list[SpanRow]:
+    """The spans among ``rows`` that may hold a conversation turn (a model call, or content)."""
+    from tracer.traffic.genai_spans import content_families, is_model_call
+
+    out = []
+    for r in rows:
+        a = r.get("attributes") or {}
+        if is_model_call(a) or content_families(a):
+            out.append(r)
+    return out
+
+
+class Conversations:
+    """Model-call spans of conversations still going, until each has been quiet for ``idle`` seconds.
+
+    Bounded by what the active conversations sent in the last ``idle`` seconds; every call re-stitches
+    the waiting spans with :func:`conversations_from_genai_rows` (the importer's own code), so a turn
+    that arrives in a later request joins its conversation however the importer would join it."""
+
+    def __init__(self, idle: float) -> None:
+        self.idle = idle
+        self._rows: dict[tuple[str, str], tuple[float, SpanRow]] = {}  # (trace, span) -> (arrival, row)
+        self._lock = threading.Lock()
+
+    def add(self, rows: list[SpanRow], now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            for r in rows:
+                self._rows[(str(r.get("trace_id")), str(r.get("span_id")))] = (now, r)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def due(self, *, force: bool = False, now: float | None = None) -> tuple[list[Any], list[Any], list[SpanRow]]:
+        """Take the conversations quiet for ``idle`` seconds (all with ``force``): (conversations,
+        refusals, their rows). Put the rows back with :meth:`add` when they could not be committed."""
+        from tracer.traffic.importers import Refusal, conversations_from_genai_rows
+
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            waiting = dict(self._rows)
+        if not waiting:
+            return [], [], []
+        arrival = {k[1]: t for k, (t, _) in waiting.items()}
+        convs: list[Any] = []
+        refusals: list[Any] = []
+        taken: set[str] = set()
+        stitched: set[str] = set()
+        for conv in conversations_from_genai_rows([r for _, r in waiting.values()], "otlp"):
+            if isinstance(conv, Refusal):
+                continue
+            stitched.update(conv.source_spans)
+            last = max((arrival.get(s, now) for s in conv.source_spans), default=now)
+            if force or now - last >= self.idle:
+                convs.append(conv)
+                taken.update(conv.source_spans)
+        # spans older than idle in no conversation (no content, not a model call): said once, dropped
+        stale = {k for k, (t, _) in waiting.items() if k[1] not in stitched and (force or now - t >= self.idle)}
+        if stale:
+            refusals = [c for c in conversations_from_genai_rows([waiting[k][1] for k in stale], "otlp")
+                        if isinstance(c, Refusal)]
+        with self._lock:
+            rows = [self._rows.pop(k)[1] for k in list(self._rows) if k[1] in taken or k in stale]
+        return convs, refusals, rows
+
+
 class Receiver:
     """Turns one decoded request into committed segments (and import sessions)."""
 
     def __init__(self, store: Store, *, max_body: int = 16 << 20, max_inflight: int = 4,
-                 token: str | None = None, wait_busy: float = 5.0) -> None:
+                 token: str | None = None, wait_busy: float = 5.0, conversation_idle: float = 0.0) -> None:
         self.store = store
         self.max_body = max_body
         self.token = token
         self.wait_busy = wait_busy
         self.slots = threading.BoundedSemaphore(max_inflight)
         self.stats = ReceiverStats()
+        self.conversations = Conversations(conversation_idle)
+        self._flushing = threading.Lock()
 
     def authorized(self, header: str | None) -> bool:
         if self.token is None:
@@ -139,15 +218,34 @@ class Receiver:
             self.store.write_table(rows_to_table(rows))  # fsync + rename: the commit
         except OSError as exc:
             raise _Refused(503, f"the store refused the spans: {exc.strerror or exc}", retry_after=5) from None
-        self._sessions(foreign_genai(rows))
+        foreign = foreign_genai(rows)
+        if self.conversations.idle <= 0:
+            self._sessions(foreign)
+        else:
+            self.conversations.add(model_calls(foreign))
         self.stats.count(requests=1, spans=len(rows))
         return len(rows)
 
+    def flush_conversations(self, *, force: bool = False) -> int:
+        """Commit the conversations quiet for ``conversation_idle`` seconds (every one with ``force``,
+        at shutdown); returns how many sessions were committed. A store that refuses them keeps
+        them waiting for the next call (logged)."""
+        with self._flushing:
+            convs, refusals, rows = self.conversations.due(force=force)
+            for refusal in refusals:
+                log.warning("prunegate serve: GenAI spans not turned into a session: %s", refusal)
+            if not convs:
+                return 0
+            try:
+                return self._commit(convs)
+            except _Refused as exc:
+                self.conversations.add(rows)
+                log.warning("prunegate serve: %s; trying again later", exc)
+                return 0
+
     def _sessions(self, rows: list[SpanRow]) -> None:
         """GenAI chat spans -> import sessions, committed whole (or a 503: the retry redoes it)."""
-        from tracer.traffic.committer import SessionCommitter
         from tracer.traffic.importers import Refusal, conversations_from_genai_rows
-        from tracer.traffic.recorded import record_conversation, session_id_for
 
         convs = []
         for conv in conversations_from_genai_rows(rows, "otlp") if rows else []:
@@ -155,8 +253,14 @@ class Receiver:
                 log.warning("prunegate serve: GenAI spans not turned into a session: %s", conv)
             else:
                 convs.append(conv)
-        if not convs:
-            return
+        if convs:
+            self._commit(convs)
+
+    def _commit(self, convs: list[Any]) -> int:
+        """Record and commit conversations as import sessions (claimed: each once); 503 when not all were."""
+        from tracer.traffic.committer import SessionCommitter
+        from tracer.traffic.recorded import record_conversation, session_id_for
+
         committer = SessionCommitter(self.store, wait_busy=self.wait_busy)
         for conv in convs:
             sid = session_id_for(conv)
@@ -168,6 +272,7 @@ class Receiver:
             raise _Refused(503, f"GenAI sessions not committed ({report.store_error or 'held by another process'})",
                           retry_after=5)
         self.stats.count(sessions=len(report.stored))
+        return len(report.stored)
 
 
 def _recorder(record: Callable[..., Any], conv: Any, sid: str) -> Callable[[Any], None]:

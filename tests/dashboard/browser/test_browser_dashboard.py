@@ -2,8 +2,7 @@
 ``prunegate dashboard`` server on 127.0.0.1, over a demo-like store.
 
 Skipped (with the reason) only when /usr/bin/chromium is absent outside CI; in CI (``CI=true``)
-a missing browser fails. Screenshots land in tests/artifacts/ (gitignored). The server, the
-browser and the waits are helpers.py's (beside this file).
+a missing browser fails. Screenshots land in tests/artifacts/ (gitignored).
 """
 
 from __future__ import annotations
@@ -16,16 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.dashboard.browser.helpers import (
-    assert_literal_text,
-    click_until,
-    dashboard_server,
-    open_page,
-    pick_option,
-    require_chromium,
-    settle,
-    wait_for_url,
-)
+from tests.dashboard.browser.chromium import click_until, dashboard_server, require_chromium, settle
 from tests.dashboard_fixtures import (
     HOSTILE,
     HOSTILE_NAME,
@@ -48,13 +38,45 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     with recording(path) as provider:  # written last: the most recent session, named with HTML
         gated_session(provider)
         orphan_session(provider, name=HOSTILE_NAME)
-    with dashboard_server(path, tmp_path_factory.mktemp("logs")) as srv:
-        yield {**srv, "info": info, "path": path}
+    with dashboard_server(path, tmp_path_factory.mktemp("logs")) as (base, proc):
+        yield {"base": base, "info": info, "path": path, "proc": proc}
+
+
+def wait_for_url(pg: Any, part: str, timeout: float = 15.0) -> None:
+    def address() -> str:  # the address bar (history.replaceState can run ahead of Playwright's pg.url)
+        return str(pg.evaluate("location.href"))
+
+    deadline = time.monotonic() + timeout
+    while part not in address() and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert part in address(), f"expected {part!r} in {address()}"
+
+
+def open_page(pg: Any, server: dict[str, Any], path: str, charts: int = 0) -> None:
+    pg.goto(server["base"] + path)
+    settle(pg, charts=charts)
+
+
+def assert_literal_hostile_text(pg: Any, where: str, expect: str) -> None:
+    """``expect`` (recorded HTML) is visible as literal text; nothing it holds became markup."""
+    assert pg.dialogs == [], f"{where}: a dialog fired: {pg.dialogs}"
+    shown = pg.get_by_text(expect, exact=False)
+    assert shown.count() > 0 and any(shown.nth(i).is_visible() for i in range(shown.count())), \
+        f"{where}: {expect!r} is not visible as text"
+    assert pg.locator("b", has_text="bold").count() == 0, f"{where}: a <b> element was created from recorded text"
+    assert pg.locator("script", has_text="alert(1)").count() == 0, f"{where}: a <script> element was created"
+
+
+def pick_option(pg: Any, label: str, option_text: str) -> None:
+    """Choose an option of the Streamlit selectbox labelled ``label``."""
+    pg.get_by_role("combobox", name=label, exact=True).click()
+    pg.get_by_role("option").filter(has_text=option_text).first.click()
+    settle(pg)
 
 
 # ----------------------------------------------------------------------------- tests
 def test_browser_opens_a_violation_and_shows_its_causal_eviction(server: dict[str, Any], page: Any) -> None:
-    open_page(page, server["base"], "/sessions")
+    open_page(page, server, "/sessions")
     assert page.get_by_role("heading", name="Sessions").is_visible()
     click_until(page, page.get_by_role("link", name="Violations").first, lambda: "/violations" in page.url,
                 "open the Violations page")
@@ -80,41 +102,41 @@ def test_browser_opens_a_violation_and_shows_its_causal_eviction(server: dict[st
 def test_browser_renders_recorded_html_as_text_on_every_page(server: dict[str, Any], page: Any) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     # Sessions: search the hostile name; the picker shows it literally
-    open_page(page, server["base"], "/sessions")
+    open_page(page, server, "/sessions")
     page.get_by_label("Search sessions", exact=True).fill("bold")
     page.get_by_label("Search sessions", exact=True).press("Enter")
     settle(page)
-    assert_literal_text(page, "sessions", HOSTILE_NAME)
+    assert_literal_hostile_text(page, "sessions", HOSTILE_NAME)
     page.screenshot(path=str(ARTIFACTS / "hostile-sessions.png"), full_page=True)
 
     # Replay: the session's name and the tool result holding the script, as text
-    open_page(page, server["base"], "/replay?session=s-orphan&step=7", charts=2)
-    assert_literal_text(page, "replay", HOSTILE_NAME)
-    assert_literal_text(page, "replay content", "<script>alert(1)</script> and <b>bold</b>")
+    open_page(page, server, "/replay?session=s-orphan&step=7", charts=2)
+    assert_literal_hostile_text(page, "replay", HOSTILE_NAME)
+    assert_literal_hostile_text(page, "replay content", "<script>alert(1)</script> and <b>bold</b>")
     page.screenshot(path=str(ARTIFACTS / "hostile-replay.png"), full_page=True)
 
     # Violations: the evicted turn's recorded content
-    open_page(page, server["base"], "/violations?session=s-orphan", charts=2)
-    assert_literal_text(page, "violations", HOSTILE)
+    open_page(page, server, "/violations?session=s-orphan", charts=2)
+    assert_literal_hostile_text(page, "violations", HOSTILE)
     page.screenshot(path=str(ARTIFACTS / "hostile-violations.png"), full_page=True)
 
     # Compare: recorded session names in the picker and the chart labels
-    open_page(page, server["base"], "/compare", charts=3)
-    assert_literal_text(page, "compare", "trip <b>bold</b>")
+    open_page(page, server, "/compare", charts=3)
+    assert_literal_hostile_text(page, "compare", "trip <b>bold</b>")
     page.screenshot(path=str(ARTIFACTS / "hostile-compare.png"), full_page=True)
 
     # Live: the most recent session (named with HTML) is followed by default
-    open_page(page, server["base"], "/live", charts=1)
-    assert_literal_text(page, "live", HOSTILE_NAME)
+    open_page(page, server, "/live", charts=1)
+    assert_literal_hostile_text(page, "live", HOSTILE_NAME)
     page.screenshot(path=str(ARTIFACTS / "hostile-live.png"), full_page=True)
     assert page.dialogs == []
 
 
 def test_browser_replay_steps_and_plays(server: dict[str, Any], page: Any) -> None:
-    open_page(page, server["base"], "/replay?session=s-gated&step=0", charts=2)
+    open_page(page, server, "/replay?session=s-gated&step=0", charts=2)
     click_until(page, page.get_by_role("button", name="Next deferral"), lambda: "step=5" in page.url,
                 "jump to the next deferral")
-    open_page(page, server["base"], "/replay?session=s-gated&step=6", charts=2)
+    open_page(page, server, "/replay?session=s-gated&step=6", charts=2)
     switch = page.get_by_role("switch", name="Play")  # the input is hidden; its label takes the click
     for _ in range(4):  # not click_until: its settle() would wait for Play to finish
         page.get_by_text("Play", exact=True).click()
@@ -193,7 +215,7 @@ def _cells(pg: Any) -> list[str]:
 def test_browser_replay_shows_why_a_request_broke(server: dict[str, Any], page: Any) -> None:
     v = _multi_unit_ungated_violation(server["path"])
     sid, seq, pseq = v["session_id"], int(v["seq"]), int(v["prune_seq"])
-    open_page(page, server["base"], f"/replay?session={sid}&step={seq}", charts=4)
+    open_page(page, server, f"/replay?session={sid}&step={seq}", charts=4)
     assert page.get_by_role("heading", name="Why this request broke").is_visible()
     assert page.get_by_text(f"violation(s) at step {seq}", exact=False).first.is_visible()
     # the complete causal eviction: every evicted unit named and outlined before the prune
@@ -241,7 +263,7 @@ def test_browser_replay_shows_why_a_request_broke(server: dict[str, Any], page: 
 
 def test_browser_violations_outline_every_evicted_unit(server: dict[str, Any], page: Any) -> None:
     v = _multi_unit_ungated_violation(server["path"])
-    open_page(page, server["base"], f"/violations?session={v['session_id']}&violation={v['span_id']}", charts=2)
+    open_page(page, server, f"/violations?session={v['session_id']}&violation={v['span_id']}", charts=2)
     before = _chart(page, f"before the prune (step {int(v['prune_seq']) - 1})")
     assert _drawn(before.locator(f'.point path[style*="{EVICTED_STROKE}"]')) == len(v["units"])
     cells = _cells(page)
@@ -281,11 +303,11 @@ def test_browser_every_page_has_a_path(server: dict[str, Any], page: Any) -> Non
                           ("/violations", "Violations"), ("/compare", "Compare policies"), ("/live", "Live"),
                           ("/annotations", "Annotations"),
                           ("/", "prunegate")):
-        open_page(page, server["base"], path)
+        open_page(page, server, path)
         assert page.get_by_role("heading", name=heading, exact=True).is_visible(), path
         assert page.get_by_text("Page not found").count() == 0, path
     # a session at a step is a link
-    open_page(page, server["base"], "/replay?session=s-gated&step=5", charts=2)
+    open_page(page, server, "/replay?session=s-gated&step=5", charts=2)
     assert page.locator('[data-testid="stSliderThumbValue"]').inner_text().strip() == "5"
     # a violation is a link
     from tracer import queries
@@ -294,13 +316,13 @@ def test_browser_every_page_has_a_path(server: dict[str, Any], page: Any) -> Non
     with Store(server["path"]).reader() as r:
         v = queries.violations(r, session_id="s-orphan")
     one = v[v["code"] == "orphan_tool_result"].iloc[0]
-    open_page(page, server["base"], f"/violations?violation={one['span_id']}", charts=2)
+    open_page(page, server, f"/violations?violation={one['span_id']}", charts=2)
     assert page.get_by_text(f"orphan_tool_result at step {int(one['seq'])} of session s-orphan").is_visible()
 
 
 def test_browser_sessions_search_filters_and_pages(server: dict[str, Any], page: Any) -> None:
     want = _store_counts(server["path"])
-    open_page(page, server["base"], "/sessions")
+    open_page(page, server, "/sessions")
     assert _metric(page, "Matching sessions") == f"{len(want['all']):,}"
     assert _metric(page, "● Recorded") == f"{len(want['recorded']):,}"
     assert _metric(page, "↻ Replays") == f"{len(want['all']) - len(want['recorded']):,}"
@@ -313,15 +335,15 @@ def test_browser_sessions_search_filters_and_pages(server: dict[str, Any], page:
     assert _metric(page, "Matching sessions") == f"{len(want['hotel']):,}"
     assert set(_cells(page)) & want["hotel"] == want["hotel"]
     # search a violation code
-    open_page(page, server["base"], "/sessions?q=orphan_tool_result")
+    open_page(page, server, "/sessions?q=orphan_tool_result")
     assert _metric(page, "Matching sessions") == f"{len(want['orphan_code']):,}"
     # recorded traffic only: every row says so at a glance
-    open_page(page, server["base"], "/sessions?kind=recorded")
+    open_page(page, server, "/sessions?kind=recorded")
     assert _metric(page, "Matching sessions") == f"{len(want['recorded']):,}"
     kinds = [c for c in _cells(page) if c in ("● recorded", "↻ replay")]
     assert kinds and set(kinds) == {"● recorded"}
     # paging: 10 per page
-    open_page(page, server["base"], "/sessions?size=10")
+    open_page(page, server, "/sessions?size=10")
     total = len(want["all"])
     assert page.get_by_text(f"Showing 1–10 of {total:,} (page 1 of {-(-total // 10)})").is_visible()
     click_until(page, page.get_by_role("button", name="next page ▶"), lambda: "page=2" in page.evaluate("location.href"), "next page")
@@ -346,7 +368,7 @@ def _selected(pg: Any, label: str) -> str:
 
 
 def test_browser_compare_results_read_at_a_glance_and_link(server: dict[str, Any], page: Any) -> None:
-    open_page(page, server["base"], "/compare", charts=3)
+    open_page(page, server, "/compare", charts=3)
     assert "recency · gated" in _selected(page, "Baseline arm")  # not the alphabetically first arm
     chart = page.locator('[data-testid="stPlotlyChart"]').filter(has=page.locator(".legendtitletext"))
     chart = chart.filter(has_text="arm − baseline").first
@@ -377,7 +399,7 @@ def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any
                                     limit=2000)
         peaks = queries.session_metrics(r, session_ids=list(recorded["session_id"][:5]))["peak_tokens"]
     before = _replay_count(server["path"])
-    open_page(page, server["base"], "/compare", charts=3)
+    open_page(page, server, "/compare", charts=3)
     click_until(page, page.get_by_role("tab", name="Run a comparison"),
                 lambda: page.get_by_text("Default budget", exact=False).count() > 0, "open the run tab")
     budget = int(page.get_by_label("Budget (tokens; 0: 60% of each session)").input_value().replace(",", ""))
@@ -417,7 +439,7 @@ def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any
     for line in lines:
         assert page.get_by_text(line, exact=True).is_visible(), line
     assert _replay_count(server["path"]) == runs_before
-    open_page(page, server["base"], "/compare", charts=3)
+    open_page(page, server, "/compare", charts=3)
     click_until(page, page.get_by_role("tab", name="Run a comparison"),
                 lambda: page.get_by_text("Default budget", exact=False).count() > 0, "open the run tab again")
     # a failed run clears the previous success
@@ -437,7 +459,7 @@ def test_browser_annotates_a_violation_lists_and_filters_by_its_label(server: di
         v = queries.violations(r, session_id="s-orphan")
     one = v[v["code"] == "orphan_tool_result"].iloc[0]
     step = int(one["seq"])
-    open_page(page, server["base"], f"/replay?session=s-orphan&step={step}", charts=2)
+    open_page(page, server, f"/replay?session=s-orphan&step={step}", charts=2)
     page.get_by_role("heading", name="Annotations").scroll_into_view_if_needed()
     pick_option(page, "On", f"the violation at step {step}")
     page.get_by_label("Label", exact=True).fill("needs-review")
@@ -451,12 +473,12 @@ def test_browser_annotates_a_violation_lists_and_filters_by_its_label(server: di
     assert page.get_by_text("Labels: needs-review", exact=False).is_visible()  # the page shows it at once
     assert "needs-review" in _cells(page)
     # listed on the Annotations page, the note as text
-    open_page(page, server["base"], "/annotations?label=needs-review")
+    open_page(page, server, "/annotations?label=needs-review")
     assert page.get_by_text("1 annotations labelled needs-review").is_visible()
     assert "partner evicted: <b>bold</b> <script>alert(1)</script>" in _cells(page)
     assert page.dialogs == [] and page.locator("b", has_text="bold").count() == 0
     # the Sessions page filters by it, and the address bar says so
-    open_page(page, server["base"], "/sessions")
+    open_page(page, server, "/sessions")
     page.get_by_role("combobox", name="Annotation label").click()
     page.get_by_role("option").filter(has_text="needs-review").first.click()
     settle(page)
@@ -471,7 +493,7 @@ def test_browser_saves_a_comparison_and_reopens_it_from_its_url(server: dict[str
     from tracer import queries
     from tracer.store import Store
 
-    open_page(page, server["base"], "/compare?metric=prunes", charts=3)
+    open_page(page, server, "/compare?metric=prunes", charts=3)
     page.get_by_role("heading", name="Save").scroll_into_view_if_needed()
     page.get_by_label("Title", exact=True).first.fill("prunes per arm")
     page.get_by_role("button", name="Save this comparison").first.click()
@@ -482,7 +504,7 @@ def test_browser_saves_a_comparison_and_reopens_it_from_its_url(server: dict[str
         metrics = queries.session_metrics(r)
     summary = queries.arm_summary(metrics[metrics["source"] == "replay"], "prunes")
     # listed on the page
-    open_page(page, server["base"], "/compare", charts=3)
+    open_page(page, server, "/compare", charts=3)
     click_until(page, page.get_by_text("Saved comparisons"), lambda: "prunes per arm" in _cells(page),
                 "open the list of saved comparisons")
     # a new page opens the URL: the stored numbers, the same the store gives now

@@ -10,12 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.dashboard.browser.helpers import (
-    click_until,
-    dashboard_server,
-    require_chromium,
-    settle,
-)
+from tests.dashboard.browser.chromium import click_until, dashboard_server, require_chromium, settle
 from tests.paths import ARTIFACTS
 from tracer.cli import main
 from tracer.lab import sweep
@@ -40,8 +35,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     assert main(["compare", "--store", str(path), "--policies", "recency,salience", "--budget", "1500,6000",
                  "--gated", "both", "--session", *names]) == 0
     rec = sweep.last_sweep(path)
-    with dashboard_server(path, tmp_path_factory.mktemp("logs")) as srv:
-        yield {**srv, "path": path, "sweep": rec}
+    with dashboard_server(path, tmp_path_factory.mktemp("logs")) as (base, _):
+        yield {"base": base, "path": path, "sweep": rec}
 
 
 def open_frontier(pg: Any, server: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from policies.errors import PolicyError, PruneBoundaryViolation, PrunegateError
-from tests.paths import REPO
+from tests.paths import REPO, SESSIONS
 from tracer import errors
 from tracer.cli import COMMANDS, main, status
 from tracer.store import Store
@@ -82,7 +82,7 @@ def test_resolve_store_is_the_one_rule(monkeypatch: pytest.MonkeyPatch, tmp_path
 def test_the_store_option_and_the_environment_reach_the_same_store(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    body = REPO / "data" / "sessions" / "anthropic-parallel.jsonl"
+    body = SESSIONS / "anthropic-parallel.jsonl"
     assert main(["import", str(body), "--store", str(tmp_path / "a")]) == status.SUCCESS
     monkeypatch.setenv(STORE_ENV, str(tmp_path / "b"))
     assert main(["import", str(body)]) == status.SUCCESS

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import REPO
+from tests.paths import REPO, SESSIONS
 from tracer.store import Store
 
-SAMPLE = REPO / "data" / "sessions" / "anthropic-parallel.jsonl"
+SAMPLE = SESSIONS / "anthropic-parallel.jsonl"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

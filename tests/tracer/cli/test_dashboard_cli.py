@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -14,14 +12,9 @@ import pytest
 
 from tests.dashboard_fixtures import scripted_store
 from tests.paths import REPO
+from tests.servers import free_port, wait_for_http
 from tracer.cli import main
 from tracer.cli.dashboard import dashboard_command
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_the_command_neither_imports_nor_searches_for_the_dashboard() -> None:
@@ -66,22 +59,14 @@ def test_store_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureF
 def test_real_server_serves_the_store_and_stops_with_sigterm(tmp_path: Path) -> None:
     store = tmp_path / "store"
     scripted_store(store)
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tracer.cli", "dashboard", "--store", str(store), "--port",
                              str(port)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as resp:
-                    assert resp.read().strip() == b"ok"
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(proc.stdout.read().decode() if proc.stdout else "no output") from None
-                time.sleep(0.3)
+        wait_for_http(base + "/_stcore/health", proc, "the dashboard", seconds=60, expect=b"ok",
+                      output=lambda: proc.stdout.read().decode() if proc.stdout else "no output")
         with urllib.request.urlopen(base + "/", timeout=5) as resp:
             assert resp.status == 200 and b"<html" in resp.read().lower()
     finally:
@@ -96,20 +81,12 @@ def test_real_server_serves_the_store_and_stops_with_sigterm(tmp_path: Path) -> 
 
 def test_missing_store_is_announced_not_fatal(tmp_path: Path) -> None:
     # the server starts on a store that does not exist yet (sessions appear as they are recorded)
-    port = _free_port()
+    port = free_port()
     missing = tmp_path / "later"
     proc = subprocess.Popen([sys.executable, "-m", "tracer.cli", "dashboard", "--store", str(missing), "--port",
                              str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        healthy = False
-        while not healthy and time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as resp:
-                    healthy = resp.read().strip() == b"ok"
-            except OSError:
-                time.sleep(0.3)
-        assert healthy
+        wait_for_http(f"http://127.0.0.1:{port}/_stcore/health", proc, "the dashboard", seconds=60, expect=b"ok")
         assert not missing.exists()  # serving it creates nothing
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -32,17 +32,6 @@ def tau(tau_sessions: list[Conversation]) -> list[Conversation]:
     return tau_sessions[:12]
 
 
-def stable(results):
-    out = []
-    for r in results:
-        d = r.to_dict()
-        d.pop("replay_id"), d.pop("seconds")
-        for x in d["lost_references"]:
-            x.pop("prune_span_id")  # a span id exists only when the replay is traced
-        out.append(d)
-    return out
-
-
 def test_rows_have_the_documented_keys_one_per_policy_and_gating(tau):
     c = compare(tau, "recency,salience", gated="both", budget=3000)
     assert [(r["policy"], r["gated"]) for r in c.rows] == [
@@ -107,7 +96,8 @@ def test_two_workers_give_the_same_metrics_and_each_writes_its_own_segments(tau,
     serial = run_replays(tau, specs)
     parallel = run_replays(tau, specs, workers=2, store_path=tmp_path / "s", chunk=1,
                            progress=lambda d, t: seen.append((d, t)))
-    assert [stable(rs) for rs in parallel] == [stable(rs) for rs in serial]
+    assert ([[r.comparable_dict() for r in rs] for rs in parallel]
+            == [[r.comparable_dict() for r in rs] for rs in serial])
     total = len(tau) * len(specs)
     assert seen[0] == (0, total) and seen[-1] == (total, total)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)

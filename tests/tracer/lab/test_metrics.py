@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.paths import REPO
+from tests.paths import REPO, SESSIONS
 from tests.traffic import TAU
 from tracer import queries
 from tracer.cli import main
@@ -37,7 +37,7 @@ TAU_RUN, SHIPPED_RUN = (3000, 3400, 3), (1500, 1800, 3)
 def compared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A store with imported sessions and one ``prunegate compare --json`` run over 8 of them."""
     path = tmp_path_factory.mktemp("metrics") / "store"
-    report = import_paths([TAU if TAU.exists() else REPO / "data" / "sessions"], path)
+    report = import_paths([TAU if TAU.exists() else SESSIONS], path)
     assert report.sessions >= 8 and not report.refused
     names = [r["name"] for r in queries.list_sessions(path)][:8]
     run = TAU_RUN if TAU.exists() else SHIPPED_RUN

@@ -34,16 +34,8 @@ def local_ray():
 
 
 def stable(results):
-    """Results without what differs on every run: ids (replay, pruning span) and timings."""
-    out = []
-    for rs in results:
-        row = []
-        for r in rs:
-            d = {k: v for k, v in r.to_dict().items() if k not in ("replay_id", "seconds")}
-            d["lost_references"] = [{k: v for k, v in x.items() if k != "prune_span_id"} for x in d["lost_references"]]
-            row.append(d)
-        out.append(row)
-    return out
+    """Per session, what the two engines must agree on (tracer.lab.replay.SessionResult.comparable_dict)."""
+    return [[r.comparable_dict() for r in rs] for rs in results]
 
 
 def stored_replays(store):

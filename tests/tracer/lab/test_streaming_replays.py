@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from tests.paths import REPO
+from tests.paths import SESSIONS
 from tracer.lab.compare import arms, parse_policies, run_replays
 from tracer.store import Store
 from tracer.traffic.importers import Conversation, read_paths
 from tracer.traffic.recorded import import_paths, iter_conversations, load_conversations, select_sessions
 
-DATA = REPO / "data" / "sessions"
-
 
 def _conversations() -> list[Conversation]:
-    return [c for c in read_paths([DATA]) if isinstance(c, Conversation)]
+    return [c for c in read_paths([SESSIONS]) if isinstance(c, Conversation)]
 
 
 def _plain(results):
@@ -44,7 +42,7 @@ def test_a_generator_of_sessions_gives_the_list_results_with_two_workers(tmp_pat
 
 def test_stored_sessions_are_read_a_batch_at_a_time_in_the_same_order(tmp_path):
     store = Store(tmp_path / "s")
-    import_paths([DATA], store)
+    import_paths([SESSIONS], store)
     picked = select_sessions(store)
     whole = load_conversations(store)
     batched = list(iter_conversations(store, picked, batch=2))

@@ -6,7 +6,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.paths import REPO
+from tests.paths import SESSIONS
 from tracer.lab.replay import ReplaySpec, replay_session
 from tracer.spans.direct import DirectSpan
 from tracer.spans.pipeline import ReliableSpanProcessor
@@ -16,12 +16,11 @@ from tracer.store import Store
 from tracer.store.sink import StoreSink
 from tracer.traffic.importers import Conversation, read_paths
 
-DATA = REPO / "data" / "sessions"
 SPEC = ReplaySpec("recency", gated=False, budget=400, stream_results=2)
 
 
 def _conversations() -> list[Conversation]:
-    convs = [c for c in read_paths([DATA]) if isinstance(c, Conversation)]
+    convs = [c for c in read_paths([SESSIONS]) if isinstance(c, Conversation)]
     assert len(convs) >= 4
     return convs
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.paths import REPO, TEST_DATA
+from tests.paths import SESSIONS, TEST_DATA
+from tests.servers import free_port, wait_for_http
 from tracer.cli import main
 from tracer.spans.openinference import first_user_text, last_answer_text
 from tracer.store import Store
@@ -31,7 +31,6 @@ from tracer.traffic.recorded import load_conversations
 
 pytestmark = pytest.mark.slow
 
-DATA = REPO / "data" / "sessions"
 WEATHER = TEST_DATA / "otel" / "openllmetry-anthropic.jsonl"
 PROJECT = "prunegate-test"
 
@@ -42,12 +41,6 @@ def _phoenix_bin() -> str | None:
         return env
     beside = Path(sys.executable).with_name("phoenix")
     return str(beside) if beside.exists() else shutil.which("phoenix")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _get(url: str) -> Any:
@@ -70,22 +63,15 @@ def phoenix(tmp_path_factory):
     if binary is None:
         pytest.skip("arize-phoenix is not installed (pip install -e '.[phoenix]', or set PRUNEGATE_PHOENIX)")
     work = tmp_path_factory.mktemp("phoenix")
-    port, grpc = _free_port(), _free_port()
+    port, grpc = free_port(), free_port()
     env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_TELEMETRY_ENABLED": "false",
            "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc)}
     log = open(work / "phoenix.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([binary, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=work)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/healthz", timeout=2):  # noqa: S310 - loopback
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"Phoenix did not start: {(work / 'phoenix.log').read_text()[-2000:]}")
-                time.sleep(1)
+        wait_for_http(f"{base}/healthz", proc, "Phoenix", seconds=180, pause=1,
+                      output=lambda: (work / "phoenix.log").read_text())
         yield base
     finally:
         proc.terminate()
@@ -100,7 +86,7 @@ def phoenix(tmp_path_factory):
 def store(tmp_path_factory) -> Store:
     """Imported sessions (with content) and their ungated replays (content captured, violations)."""
     path = tmp_path_factory.mktemp("store") / "s"
-    assert main(["import", str(DATA / "anthropic-parallel.jsonl"), str(WEATHER), "--store", str(path)]) == 0
+    assert main(["import", str(SESSIONS / "anthropic-parallel.jsonl"), str(WEATHER), "--store", str(path)]) == 0
     assert main(["replay", "--policy", "salience", "--ungated", "--budget", "1500", "--capture-content",
                  "--store", str(path)]) == 0
     return Store(path)

@@ -4,11 +4,6 @@ each span once (retried PUTs, compaction run twice), fewer requests after compac
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -18,34 +13,6 @@ from tests.traffic import TAU
 from tracer.store import Store
 from tracer.store.bucket import BucketStore, day_of
 from tracer.traffic.recorded import import_paths
-
-boto3 = pytest.importorskip("boto3", reason="boto3 and moto[server] are in the test extra")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3():
-    port = _free_port()
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.time() < deadline and proc.poll() is None, "moto_server did not start"
-            time.sleep(0.2)
-    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                          aws_access_key_id="test", aws_secret_access_key="test")
-    yield client
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -106,10 +73,23 @@ def test_bucket_store_answers_like_the_local_store_and_compaction_cuts_requests(
     one = bucket.query("SELECT count(*) AS n FROM spans WHERE session_id = ?", [sid], days=[day])
     one_session = bucket.requests - before
     assert one[0]["n"] == local.query("SELECT count(*) AS n FROM spans WHERE session_id = ?", [sid])[0]["n"]
+    # the same session by ranged reads: its footer, then only the row groups whose statistics may hold it
+    one_sql = "SELECT * FROM spans WHERE session_id = ? ORDER BY span_id"
+    got = bucket.bytes_read
+    whole = bucket.query(one_sql, [sid], days=[day])
+    whole_bytes, got = bucket.bytes_read - got, bucket.bytes_read
+    ranged = bucket.query(one_sql, [sid], days=[day], sessions=[sid])
+    ranged_bytes, got = bucket.bytes_read - got, bucket.bytes_read
+    again = bucket.query(one_sql, [sid], days=[day], sessions=[sid])  # footers cached: row groups only
+    row_group_bytes = bucket.bytes_read - got
+    assert ranged == whole == again == local.query(one_sql, [sid])
+    assert 0 < row_group_bytes < ranged_bytes < whole_bytes and row_group_bytes < 0.6 * whole_bytes
+    assert all(m.num_row_groups >= 2 for m in bucket._footers.values())  # so there were row groups to skip
     with capsys.disabled():
         print(f"\n{n_spans} spans in {objects_before} objects over {len(days)} day(s): count(*) took {count_before} "
               f"requests; after compaction {objects_after} objects, {count_after} requests; one session on a known "
-              f"day {one_session} requests ({one[0]['n']} spans)")
+              f"day {one_session} requests ({one[0]['n']} spans); the session's row groups by ranged reads: "
+              f"{ranged_bytes} bytes ({row_group_bytes} with footers cached) instead of {whole_bytes}")
 
 
 def test_compaction_killed_between_put_and_delete_is_finished_by_the_next_run(s3, local):

@@ -127,7 +127,7 @@ def test_kill_9_mid_batch_loses_only_unflushed_spans_and_never_corrupts(tmp_path
     proc.wait(30)
     assert proc.returncode == -signal.SIGKILL
     # What the next process does first: take back whatever the dead one had spooled.
-    Spool.for_store(store.path, tmp_path / "spool").recover(store.layout)
+    Spool.for_store(store.path, tmp_path / "spool").recover(store)
 
     with store.reader() as r:
         row = r.query(

@@ -29,13 +29,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from policies import Gate, get_policy
-from tests.paths import REPO
+from tests.paths import REPO, SESSIONS
 from tests.traffic import FULL
 from tracer.store import Store
 from tracer.traffic.recorded import import_paths
 
 TAU = FULL / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"  # 30 dialogues of the full traffic, else SHIPPED[:-1]
-SHIPPED = sorted((REPO / "data" / "sessions").glob("*.jsonl"))
+SHIPPED = sorted(SESSIONS.glob("*.jsonl"))
 IS_ROOT = os.geteuid() == 0
 
 

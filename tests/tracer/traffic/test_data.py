@@ -8,12 +8,10 @@ import pytest
 
 from data.generate import SHIPPED, generate, main, write_jsonl
 from policies.validate import validate
-from tests.paths import REPO
+from tests.paths import SESSIONS
 from tracer.lab.replay import ReplaySpec, replay_session
 from tracer.traffic.events import build_events
 from tracer.traffic.importers import Conversation, Refusal, read_paths
-
-SESSIONS = REPO / "data" / "sessions"
 
 
 def shipped() -> list[Conversation]:

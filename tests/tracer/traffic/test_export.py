@@ -19,11 +19,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from tests.paths import REPO, TEST_DATA
+from tests.paths import SESSIONS, TEST_DATA
 from tracer.cli import main
 from tracer.store import Store
 
-DATA = REPO / "data" / "sessions"
 WEATHER = TEST_DATA / "otel" / "openllmetry-anthropic.jsonl"
 
 
@@ -94,7 +93,7 @@ def receiver():
 def store(tmp_path_factory) -> Store:
     """Two imported sessions and their ungated replay (violations linked to their evictions)."""
     path = tmp_path_factory.mktemp("export") / "store"
-    assert main(["import", str(DATA / "anthropic-parallel.jsonl"), str(WEATHER), "--store", str(path)]) == 0
+    assert main(["import", str(SESSIONS / "anthropic-parallel.jsonl"), str(WEATHER), "--store", str(path)]) == 0
     assert main(["replay", "--policy", "salience", "--ungated", "--budget", "1500", "--store", str(path)]) == 0
     return Store(path)
 

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.servers import free_port, wait_for_port
 from tracer.lab.replay import ReplaySpec, replay_session
 from tracer.store import Store
 from tracer.traffic.importers import conversation_from_body
@@ -59,7 +60,7 @@ class Served:
 
 @pytest.fixture
 def served(tmp_path):
-    s = Served(tmp_path / "store", "--max-body", "200000", "--compact-every", "0")
+    s = Served(tmp_path / "store", "--max-body", "200000", "--compact-every", "0", "--conversation-idle", "0")
     yield s
     if s.proc.poll() is None:
         s.stop()
@@ -215,16 +216,10 @@ def _non_loopback_address() -> str:
     return addr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_sdk_through_rotel_collector_into_serve(served, tmp_path):
     rotel = pytest.importorskip("rotel", reason="rotel (the test extra) installs a Collector binary")
     binary = Path(rotel.__file__).parent / "rotel-agent"
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_port(), free_port()
     proc = subprocess.Popen(
         [str(binary), "start", "--otlp-http-endpoint", f"127.0.0.1:{http_port}",
          "--otlp-grpc-endpoint", f"127.0.0.1:{grpc_port}", "--exporter", "otlp",
@@ -232,14 +227,7 @@ def test_sdk_through_rotel_collector_into_serve(served, tmp_path):
          "--pid-file", str(tmp_path / "rotel.pid"), "--log-file", str(tmp_path / "rotel.log")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "NO_COLOR": "1"})
     try:
-        deadline = time.time() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", http_port), timeout=1).close()
-                break
-            except OSError:
-                assert time.time() < deadline and proc.poll() is None, "rotel did not start"
-                time.sleep(0.2)
+        wait_for_port(http_port, proc, "rotel", seconds=20)
         sent, sids = replay_through(f"http://127.0.0.1:{http_port}/v1/traces")
         deadline = time.time() + 30
         while len(span_counts(served.store)) < len(sent) and time.time() < deadline:
@@ -250,3 +238,79 @@ def test_sdk_through_rotel_collector_into_serve(served, tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)
+
+
+def _turns(turns: int) -> list[list[dict]]:
+    """A growing GenAI conversation: each call's input is the previous input, its reply and a new user turn."""
+    history: list[dict] = [{"role": "system", "parts": [{"type": "text", "content": "You plan trips."}]}]
+    calls = []
+    for i in range(turns):
+        history = [*history, {"role": "user", "parts": [{"type": "text", "content": f"day {i}: where next?"}]}]
+        reply = {"role": "assistant", "parts": [{"type": "text", "content": f"city {i}"}], "finish_reason": "stop"}
+        calls.append([*history])
+        history = [*history, {k: v for k, v in reply.items() if k != "finish_reason"}]
+    return calls
+
+
+def _export_turns(url: str, conversation: str | None, turns: int = 4) -> None:
+    """Each turn a model-call span in its own trace, exported as its own request by the SDK's OTLP exporter."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=url)))
+    tracer = provider.get_tracer("some.genai.lib")
+    for i, inp in enumerate(_turns(turns)):
+        out = [{"role": "assistant", "parts": [{"type": "text", "content": f"city {i}"}], "finish_reason": "stop"}]
+        attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o",
+                 "gen_ai.input.messages": json.dumps(inp), "gen_ai.output.messages": json.dumps(out)}
+        if conversation:
+            attrs["gen_ai.conversation.id"] = conversation
+        with tracer.start_as_current_span("chat gpt-4o", attributes=attrs):
+            time.sleep(0.01)
+    provider.shutdown()
+
+
+def _imports(store: Path) -> list[dict]:
+    return Store(store).query("SELECT session_id, span_count FROM sessions WHERE source = 'import' ORDER BY 1")
+
+
+@pytest.mark.parametrize("conversation", ["trip-42", None], ids=["conversation-id", "prefix-stitched"])
+def test_a_conversation_over_many_requests_is_one_session_as_import_makes_it(tmp_path, conversation):
+    s = Served(tmp_path / "store", "--compact-every", "0", "--conversation-idle", "1.5")
+    try:
+        _export_turns(s.url, conversation)
+        deadline = time.time() + 30
+        while not _imports(s.store) and time.time() < deadline:  # quiet for 1.5 s: the session is committed
+            time.sleep(0.3)
+    finally:
+        out = s.stop()
+    served = _imports(s.store)
+    assert len(served) == 1, served
+    assert "(1 GenAI sessions)" in out
+    chats = Store(s.store).query("SELECT * FROM spans WHERE scope_name = 'some.genai.lib'")
+    assert len(chats) == 4 and len({c["trace_id"] for c in chats}) == 4  # four requests, four traces
+    messages = Store(s.store).query(
+        "SELECT count(*) AS n FROM spans WHERE session_id = ? AND name = 'prunegate.message'", [served[0]["session_id"]])
+    assert messages[0]["n"] >= 8  # the whole conversation (system, 4 user turns, 3 replies and the last reply)
+
+    # the same spans as a Collector file, imported: the same session, once
+    from tracer.store.rows import decode_row
+    from tracer.traffic.otlp_json import write_otlp_json
+
+    collector = tmp_path / "collector.jsonl"
+    write_otlp_json([decode_row(c) for c in chats], collector)
+    other = tmp_path / "imported"
+    done = subprocess.run([str(VENV_BIN / "prunegate"), "import", str(collector), "--store", str(other), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert _imports(other) == served
+    again = subprocess.run([str(VENV_BIN / "prunegate"), "import", str(collector), "--store", str(s.store), "--json"],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and json.loads(again.stdout)["sessions"] == 0 and _imports(s.store) == served
+
+
+def test_conversation_idle_zero_commits_each_request(tmp_path):
+    s = Served(tmp_path / "store", "--compact-every", "0", "--conversation-idle", "0")
+    try:
+        _export_turns(s.url, "trip-7", turns=3)
+    finally:
+        s.stop()
+    assert len(_imports(s.store)) == 3  # one per request, each the conversation up to its turn

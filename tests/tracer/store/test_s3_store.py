@@ -1,0 +1,112 @@
+"""``--store s3://bucket/prefix`` on the S3 stand-in (moto's server, started by the tests): the commands
+import into it and list it, compact it, serve into it, and the dashboard's sessions query reads it;
+every answer equals the same commands' on a local directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.traffic import TAU
+from tracer.store import Store
+from tracer.store.s3 import S3Store
+
+PRUNEGATE = [sys.executable, "-m", "tracer.cli"]
+
+
+@pytest.fixture
+def s3_env(s3_endpoint, s3, tmp_path, monkeypatch):
+    """The environment a user sets for a bucket store: the endpoint, credentials, region (here and for
+    the commands the test starts); a fresh bucket per test."""
+    bucket = f"t{os.urandom(4).hex()}"
+    s3.create_bucket(Bucket=bucket)
+    env = {"PRUNEGATE_S3_ENDPOINT": s3_endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+           "AWS_DEFAULT_REGION": "us-east-1", "PRUNEGATE_SPOOL_DIR": str(tmp_path / "spool")}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return bucket, {**os.environ, **env}
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PRUNEGATE, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def _sample(tmp_path: Path) -> Path:
+    dialogues = json.loads(TAU.read_text())
+    src = tmp_path / "tau.json"
+    src.write_text(json.dumps(dialogues[:4]))
+    return src
+
+
+def test_import_sessions_compact_and_the_dashboard_on_a_bucket(s3_env, s3, tmp_path):
+    bucket, env = s3_env
+    url = f"s3://{bucket}/team/traces"
+    src = _sample(tmp_path)
+    local = tmp_path / "local"
+    assert cli(env, "import", str(src), "--store", str(local)).returncode == 0
+
+    done = cli(env, "import", str(src), "--store", url, "--json")
+    assert done.returncode == 0, done.stderr
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert keys and all(k.startswith("team/traces/segments/day=") for k in keys)
+    again = cli(env, "import", str(src), "--store", url, "--json")  # exactly once: nothing more stored
+    assert again.returncode == 0 and json.loads(again.stdout)["sessions"] == 0
+
+    listed = cli(env, "sessions", "--store", url, "--json")
+    want = cli(env, "sessions", "--store", str(local), "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == json.loads(want.stdout) and json.loads(want.stdout)
+    store = Store(url)
+    assert isinstance(store, S3Store) and store.count() == Store(local).count()
+
+    compacted = cli(env, "compact", "--store", url)
+    assert compacted.returncode == 0, compacted.stderr
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert keys and all(k.startswith("team/traces/compacted/day=") for k in keys)
+    assert json.loads(cli(env, "sessions", "--store", url, "--json").stdout) == json.loads(want.stdout)
+
+    # the dashboard's Sessions page query, with the store the dashboard command hands it
+    os.environ["PRUNEGATE_STORE"] = url
+    from dashboard.components import data
+
+    page = data.session_page()
+    os.environ["PRUNEGATE_STORE"] = str(local)
+    local_page = data.session_page()
+    cols = ["session_id", "label", "source", "messages", "peak_tokens", "violations"]
+    assert page["total"] == local_page["total"] > 0
+    assert page["rows"][cols].to_dict("records") == local_page["rows"][cols].to_dict("records")
+
+
+def test_a_bad_bucket_url_is_one_line(s3_env):
+    _, env = s3_env
+    bad = cli(env, "sessions", "--store", "s3:///prefix")
+    assert bad.returncode == 2 and "no bucket name" in bad.stderr and "Traceback" not in bad.stderr
+    missing = cli(env, "sessions", "--store", "s3://no-such-bucket-here/x")
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
+
+
+def test_serve_into_a_bucket(s3_env, tmp_path):
+    from tests.tracer.traffic.test_serve import _export_turns
+
+    bucket, env = s3_env
+    url = f"s3://{bucket}/served"
+    proc = subprocess.Popen([*PRUNEGATE, "serve", "--store", url, "--port", "0", "--compact-every", "0",
+                             "--conversation-idle", "0.5"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert f"-> {url}/" in line, (line, proc.stderr.read() if proc.stderr else "")
+        _export_turns(line.split(" on ", 1)[1].split(" ", 1)[0], "trip-s3", turns=3)
+    finally:
+        proc.send_signal(15)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "committed 3 spans from 3 requests (1 GenAI sessions)" in out
+    store = Store(url)
+    assert store.query("SELECT count(*) AS n FROM spans WHERE scope_name = 'some.genai.lib'")[0]["n"] == 3
+    assert [r["source"] for r in store.sessions() if r["source"]] == ["import"]  # (and the raw spans, keyed "trip-s3")
