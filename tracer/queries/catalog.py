@@ -83,7 +83,7 @@ def session_index(src: Source) -> pa.Table:
     reader serves the catalog compaction keeps (:mod:`tracer.store.catalog`) plus what its pending
     segments add; any other connection computes it from ``spans``. The dashboard keeps it per store
     state; every filter and page then runs over it."""
-    if isinstance(src, StoreReader):
+    if isinstance(src, StoreReader) and src.catalog_views:
         return src.con.sql("SELECT * FROM catalog_sessions").to_arrow_table()
     return _con(src).sql(store_catalog.index_sql("spans", messages=False)).to_arrow_table()
 
@@ -92,7 +92,7 @@ def search_hits(src: Source, q: str) -> pa.Table:
     """The sessions whose searchable text (message text, tool names, decisions, reasons, violation
     codes, annotations) contains ``q`` (case-insensitive): a scan of the texts compaction extracted,
     plus those of the pending segments."""
-    rel = "catalog_search" if isinstance(src, StoreReader) else f"({store_catalog.search_sql('spans')})"
+    rel = "catalog_search" if isinstance(src, StoreReader) and src.catalog_views else f"({store_catalog.search_sql('spans')})"
     return _con(src).sql(f"SELECT DISTINCT session_id FROM {rel} WHERE contains(text, $q)",
                          params={"q": q.strip().lower()}).to_arrow_table()
 

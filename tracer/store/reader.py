@@ -42,11 +42,13 @@ _LOGGED: set[str] = set()  # damaged files already logged by this process (the d
 class StoreReader:
     """Query the unified views of one store snapshot. Use as a context manager."""
 
+    catalog = False  # spans.duckdb holds the session catalog compaction keeps (tracer.store.catalog)
+    catalog_views = False  # the views catalog_sessions and catalog_search are defined (not on every subclass)
+
     def __init__(self, layout: StoreLayout, *, attach_timeout: float = 2.0) -> None:
         self.layout = layout
         self.complete = True
         self.main_attached = False
-        self.catalog = False  # spans.duckdb holds the session catalog compaction keeps (tracer.store.catalog)
         self.warnings: list[str] = []
         self.pending_segments: list[Path] = []
         self.damaged_segments: list[Path] = []
@@ -188,6 +190,7 @@ class StoreReader:
         )
         for name, sql in (*VIEWS, *catalog.views(self.catalog, "_segment_spans")):
             con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+        self.catalog_views = True
 
     # -- queries -------------------------------------------------------------------------------
     def arrow(self, sql: str, params: Params = None) -> pa.Table:
