@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from streamlit.testing.v1 import AppTest
 
+from tests.dashboard.test_dashboard_app import page  # the app at a page, after one run
 from tests.dashboard_fixtures import demo_store
 from tests.paths import REPO
 from tracer import queries
@@ -27,8 +27,6 @@ from tracer.spans import names as sn
 from tracer.store import ENV_STORE, Store
 from tracer.store import catalog as store_catalog
 from tracer.traffic.otlp_export import select_rows
-
-APP = str(REPO / "dashboard" / "app.py")
 
 
 @pytest.fixture(scope="module")
@@ -150,17 +148,6 @@ def test_an_older_store_gets_its_catalog_at_the_next_compaction(tmp_path: Path) 
 
 
 # ----------------------------------------------------------------------------- the dashboard
-def page(name: str, **params: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page(f"views/{name}.py")
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
 def test_replay_page_adds_and_lists_an_annotation_as_text(store: dict) -> None:
     v = store["violation"]
     with Store(store["path"]).reader() as r:
