@@ -37,7 +37,7 @@ st.title("Compare policies")
 
 if qp.get("saved"):  # a saved comparison: its stored numbers, nothing re-run
     saved.show_saved(str(qp["saved"]))
-    st.page_link("views/compare.py", label="◀ all comparisons", query_params={})
+    st.button("◀ all comparisons", key="compare_saved_back", on_click=st.query_params.clear)
     st.stop()
 
 with st.expander("Saved comparisons", expanded=False):

@@ -517,3 +517,6 @@ def test_browser_saves_a_comparison_and_reopens_it_from_its_url(server: dict[str
         assert other.get_by_text(line, exact=False).is_visible(), line
     ARTIFACTS.mkdir(exist_ok=True)
     other.screenshot(path=str(ARTIFACTS / "compare-saved.png"), full_page=True)
+    click_until(other, other.get_by_role("button", name="◀ all comparisons"),
+                lambda: "saved=" not in other.evaluate("location.href"), "back to all comparisons")
+    assert other.get_by_role("tab", name="Run a comparison").is_visible()
