@@ -7,6 +7,7 @@ text: tables and ``st.text`` show them literally, never as HTML.
 
 from __future__ import annotations
 
+import time
 from urllib.parse import quote
 
 import pandas as pd
@@ -18,6 +19,7 @@ from dashboard.components.widgets import ts_column
 from tracer.errors import AnnotationError
 from tracer.spans import names as sn
 
+FLASH_S = 60.0  # how long "Saved the annotation …" stays above the form
 TARGET_NAMES = {sn.VIOLATION: "violation", sn.BUDGET_CHECK: "decision", **{n: "decision" for n in sn.DECISION_SPANS}}
 
 
@@ -41,7 +43,11 @@ def table(frame: pd.DataFrame, *, key: str, with_session: bool = True) -> None:
 
 def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str) -> None:
     """Add an annotation: pick what it is on (``targets``: (what it reads as, span id or None for the
-    session)), type a label and a note, save. Saved through the store's normal path."""
+    session)), type a label and a note, save. Saved through the store's normal path; the page then
+    reruns, so the lists above show it, and says so under the form for a minute."""
+    flash = st.session_state.get(f"{key}_saved")  # (session, when, what): kept through the reruns that follow
+    if flash and flash[0] == session_id and time.monotonic() - flash[1] < FLASH_S:
+        st.success(md(flash[2]))
     with st.form(f"{key}_form", clear_on_submit=True):
         c1, c2 = st.columns([2, 1])
         names = [t[0] for t in targets]
@@ -60,7 +66,8 @@ def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str) ->
             st.error(md(str(exc)))
             return
         st.cache_data.clear()
-        st.session_state[f"{key}_saved"] = f"Saved the annotation “{row['label']}” on the {row['target']}."
+        st.session_state[f"{key}_saved"] = (session_id, time.monotonic(),
+                                             f"Saved the annotation “{row['label']}” on the {row['target']}.")
         st.rerun()  # the lists above this form were drawn before the save
 
 
