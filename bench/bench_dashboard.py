@@ -302,6 +302,8 @@ def clone_sessions(template: Path, target: Path, sessions: int) -> int:
     span ids, and start times one second later per copy. Returns the number of spans written."""
     import duckdb
 
+    from tracer.store.schema import ARROW_SCHEMA, PROMOTED_NAMES
+
     with Store(template).reader() as r:
         table = r.con.execute("SELECT * FROM spans").to_arrow_table()
         per_copy = int(r.con.execute("SELECT count(DISTINCT session_id) FROM spans").fetchall()[0][0])
@@ -310,8 +312,9 @@ def clone_sessions(template: Path, target: Path, sessions: int) -> int:
     con.register("t", table)
     store = Store(target)
     written = 0
+    promoted = ", ".join(PROMOTED_NAMES)  # the typed columns (schema 2): no session id in them, copied as they are
     for start in range(0, copies, 50):
-        out = con.execute("""
+        out = con.execute(f"""
             SELECT md5(trace_id || '-' || i::VARCHAR) AS trace_id,
                    substr(md5(span_id || '-' || i::VARCHAR), 1, 16) AS span_id,
                    CASE WHEN parent_span_id IS NULL THEN NULL
@@ -324,12 +327,10 @@ def clone_sessions(template: Path, target: Path, sessions: int) -> int:
                    CAST(events AS VARCHAR) AS events,
                    CASE WHEN links IS NULL THEN NULL ELSE CAST(links AS VARCHAR) END AS links,
                    CAST(resource AS VARCHAR) AS resource, scope_name, scope_version,
-                   session_id || '-c' || i::VARCHAR AS session_id, seq
+                   session_id || '-c' || i::VARCHAR AS session_id, seq, {promoted}
             FROM t, range($lo, $hi) r(i)
             WHERE session_id IS NOT NULL
         """, {"lo": start, "hi": min(copies, start + 50)}).to_arrow_table()
-        from tracer.store.schema import ARROW_SCHEMA
-
         store.write_table(out.cast(ARROW_SCHEMA), fsync=False)
         written += out.num_rows
     return written
