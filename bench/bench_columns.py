@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_columns.py                 # ~400k spans: τ-bench replays copied 40 times
     .venv/bin/python bench/bench_columns.py --copies 10
 
-Builds a store from real replays (τ-bench from ../shared/traffic, else the shipped sample, replayed
+Builds a store from real replays (τ-bench from ../shared/traffic, else data/sessions, replayed
 through recency, gated and ungated, with a tight budget so that there are many budget checks and
 decisions), copied ``--copies`` times under new trace and session ids, written as segments and
 compacted. Then times, alternating rounds on the same snapshot, each query as the views run it now
@@ -29,15 +29,13 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.sources import tau_or_sessions  # noqa: E402
 from tracer.lab.compare import arms, parse_policies, run_replays  # noqa: E402
 from tracer.spans import names as sn  # noqa: E402
 from tracer.store import Store  # noqa: E402
 from tracer.store.schema import PROMOTED_NAMES  # noqa: E402
 from tracer.store.segments import write_segment  # noqa: E402
 from tracer.traffic.importers import Conversation, read_paths  # noqa: E402
-
-FULL = ROOT.parent / "shared" / "traffic" / "tau-bench-gpt4o-airline"
-SAMPLE = ROOT / "tests" / "data" / "traffic" / "tau-bench-gpt4o-airline"
 
 _J = "attributes->>"
 _DECISIONS = ", ".join(f"'{n}'" for n in sn.DECISION_SPANS)
@@ -66,7 +64,8 @@ QUERIES = [
 
 
 def base_table(tmp: Path, sessions: int) -> pa.Table:
-    src = FULL if FULL.is_dir() else SAMPLE
+    src = tau_or_sessions()
+    print(f"sessions from {src}")
     convs = [c for c in read_paths([src]) if isinstance(c, Conversation)][:sessions]
     store = Store(tmp / "base")
     specs = arms(parse_policies("recency"), gated="both", budget=2500)

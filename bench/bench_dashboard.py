@@ -206,53 +206,32 @@ def against_baseline(baseline: Path, store: Path, sid: str, seq: int, repeat: in
 
 def browser_steps(store_dir: Path, sid: str, seq: int, clicks: int = 4) -> list[float]:
     """Seconds from a "Next prune/deferral" click to the page fully drawn, in Debian's chromium
-    against a real ``prunegate dashboard`` server (``--browser``)."""
-    import signal
-    import socket
-    import subprocess
-    import urllib.request
-
+    against a real ``prunegate dashboard`` server (``--browser``; the browser tests' server and chromium)."""
     from playwright.sync_api import sync_playwright
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "tracer.cli", "dashboard", "--store", str(store_dir), "--port",
-                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    from tests.dashboard.browser.chromium import CHROMIUM, CHROMIUM_ARGS, dashboard_server
+
     out: list[float] = []
-    try:
-        for _ in range(200):
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.2)
-        idle = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-        args = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=args)
-            page = browser.new_page(viewport={"width": 1500, "height": 1500})
-            page.goto(f"{base}/replay?session={sid}&step={seq}")
-            page.wait_for_selector(idle, timeout=120_000)
-            page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=120_000)
-            time.sleep(2)
-            for i in range(clicks):
-                thumb = page.locator('[data-testid="stSliderThumbValue"]').inner_text()
-                t0 = time.perf_counter()
-                page.get_by_role("button", name="Next prune" if i % 2 == 0 else "Next deferral").click()
-                page.wait_for_function("b => document.querySelector('[data-testid=stSliderThumbValue]')"
-                                       ".innerText != b", arg=thumb, timeout=60_000)
-                page.wait_for_selector(idle, timeout=60_000)
-                page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-                out.append(time.perf_counter() - t0)
-                time.sleep(0.5)
-            browser.close()
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=20)
+    idle = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+    with tempfile.TemporaryDirectory(prefix="bench-dashboard-logs-") as logs, \
+            dashboard_server(store_dir, Path(logs)) as (base, _), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1500})
+        page.goto(f"{base}/replay?session={sid}&step={seq}")
+        page.wait_for_selector(idle, timeout=120_000)
+        page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=120_000)
+        time.sleep(2)
+        for i in range(clicks):
+            thumb = page.locator('[data-testid="stSliderThumbValue"]').inner_text()
+            t0 = time.perf_counter()
+            page.get_by_role("button", name="Next prune" if i % 2 == 0 else "Next deferral").click()
+            page.wait_for_function("b => document.querySelector('[data-testid=stSliderThumbValue]')"
+                                   ".innerText != b", arg=thumb, timeout=60_000)
+            page.wait_for_selector(idle, timeout=60_000)
+            page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            out.append(time.perf_counter() - t0)
+            time.sleep(0.5)
+        browser.close()
     return out
 
 

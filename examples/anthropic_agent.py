@@ -23,7 +23,7 @@ import anthropic  # noqa: E402
 from cassettes import ANTHROPIC, load_scripts, recorded_tools  # noqa: E402
 from standin_server import loop_main  # noqa: E402
 
-from tracer.guard.instrument import PruneGuard, assistant_message, tool_calls, tool_results_message  # noqa: E402
+from tracer.guard import PruneGuard, assistant_message, tool_calls, tool_results_message  # noqa: E402
 
 MODEL = "claude-haiku-4-5"
 SYSTEM = "You are a helpful assistant. Use the tools; call them in parallel when you can."

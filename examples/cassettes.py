@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from tracer.traffic.importers import provider_of_uri
+
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _FULL = Path(__file__).resolve().parents[2] / "shared" / "traffic"
@@ -49,14 +51,6 @@ class Script:
 def interactions(path: Path) -> list[dict[str, Any]]:
     """The recorded interactions of one cassette file (parsed once per process)."""
     return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader).get("interactions", [])
-
-
-def provider_of(uri: str) -> str | None:
-    if "api.anthropic.com/v1/messages" in uri:
-        return ANTHROPIC
-    if uri.rstrip("/").endswith("/chat/completions"):
-        return OPENAI
-    return None
 
 
 def call_ids(response: Mapping[str, Any], provider: str) -> list[str]:
@@ -120,7 +114,7 @@ def load_scripts(files: Iterable[str] | None = None, root: Path = CASSETTES) -> 
     for path in paths:
         for it in interactions(path):
             req, resp = it.get("request", {}), it.get("response", {})
-            provider = provider_of(req.get("uri", ""))
+            provider = provider_of_uri(req.get("uri", ""))
             body, answer = req.get("parsed_body"), resp.get("parsed_body")
             if provider is None or not isinstance(body, dict) or not isinstance(answer, dict):
                 continue
@@ -188,7 +182,7 @@ def recorded_tools(files: Iterable[str] | None = None, root: Path = CASSETTES) -
     paths = sorted(root.rglob("*.yaml")) if files is None else [root / f for f in files]
     for path in paths:
         for it in interactions(path):
-            provider = provider_of(it["request"].get("uri", ""))
+            provider = provider_of_uri(it["request"].get("uri", ""))
             body = it["request"].get("parsed_body")
             if provider and isinstance(body, dict):
                 tools.add_request(provider, body)

@@ -22,7 +22,7 @@ import openai  # noqa: E402
 from cassettes import OPENAI, load_scripts, recorded_tools  # noqa: E402
 from standin_server import loop_main  # noqa: E402
 
-from tracer.guard.instrument import PruneGuard, assistant_message, tool_calls, tool_results_message  # noqa: E402
+from tracer.guard import PruneGuard, assistant_message, tool_calls, tool_results_message  # noqa: E402
 
 MODEL = "gpt-4o-mini"
 SYSTEM = "You are a helpful assistant and a dice game host. Use the tools."

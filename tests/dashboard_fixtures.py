@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link
 
-from tracer.spans.session import SessionConfig, TracedSession
+from tracer.spans import SessionConfig, TracedSession
 from tracer.store import Store
 from tracer.store.rows import spans_to_table
 
@@ -278,13 +278,8 @@ def demo_store(path: Path, *, per_file: int = 3, policies: Sequence[tuple[str, b
     """A store like the demo's: recorded sessions imported from data/sessions (``per_file`` from
     each file) plus the hostile one, each replayed under ``policies`` (name, gated), all through
     the real importer, replay engine, observer and store pipeline."""
-    from tracer.lab.replay import ReplaySpec, replay_session
-    from tracer.traffic.recorded import (
-        close_provider,
-        import_paths,
-        load_conversations,
-        store_tracer_provider,
-    )
+    from tracer.lab import ReplaySpec, replay_session
+    from tracer.traffic import close_provider, import_paths, load_conversations, store_tracer_provider
 
     src = path.parent / (path.name + "-inputs")
     src.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,7 @@ recompute all of it from the messages and compare, so any drift fails the test t
 
 from __future__ import annotations
 
-from policies import Context, Message, Policy, Proposal
-from policies.policy import ContextView, Eviction
+from policies import Context, ContextView, Eviction, Message, Policy, Proposal
 
 
 def assert_consistent(ctx: Context, *, gated: bool = True) -> None:

@@ -1,19 +1,24 @@
-"""Real servers the tests start on 127.0.0.1: a free port, waiting until one answers, the command.
+"""Real processes the tests start: ``prunegate`` commands, and servers on 127.0.0.1 (a free port,
+waiting until one answers).
 
-One copy of what the server tests (``serve``, ``dashboard``, moto's S3, a Collector, Phoenix, the
-browser tests) each used to write for themselves.
+One copy of what the command and server tests (``serve``, ``dashboard``, moto's S3, a Collector,
+Phoenix, the browser tests) each used to write for themselves.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
+
+from tests.paths import REPO
 
 
 def free_port() -> int:
@@ -60,3 +65,11 @@ def prunegate_command() -> list[str]:
         return [str(script)]
     found = shutil.which("prunegate")
     return [found] if found else [sys.executable, "-m", "tracer.cli"]
+
+
+def run_prunegate(*args: str, env: Mapping[str, str] | None = None, timeout: float = 600,
+                  **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """``python -m tracer.cli ARGS`` run from the repository as a user runs it, output captured as
+    text; ``env`` is added to this process's environment."""
+    return subprocess.run([sys.executable, "-m", "tracer.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout, **kwargs)

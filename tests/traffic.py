@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from tracer.traffic.importers import provider_of_uri
+
 FULL = Path(__file__).resolve().parents[2] / "shared" / "traffic"
 SAMPLE = Path(__file__).resolve().parent / "data" / "traffic"
 TRAFFIC = FULL if FULL.is_dir() else SAMPLE
@@ -35,21 +37,13 @@ def tau_spread(n: int) -> list[dict]:
     return convs[:: max(1, len(convs) // n)][:n]
 
 
-def provider_of(uri: str) -> str | None:
-    if "api.anthropic.com/v1/messages" in uri:
-        return "anthropic"
-    if uri.endswith("/chat/completions"):
-        return "openai"
-    return None
-
-
 def cassette_bodies() -> Iterator[tuple[str, str, dict]]:
     """(cassette name + interaction index, provider, request body) for every Anthropic/OpenAI request."""
     for path in sorted(CASSETTES.rglob("*.yaml")):
         data = yaml.safe_load(path.read_text())
         for i, interaction in enumerate(data.get("interactions", [])):
             request = interaction["request"]
-            provider = provider_of(request.get("uri", ""))
+            provider = provider_of_uri(request.get("uri", ""))
             body = request.get("parsed_body")
             if provider and isinstance(body, dict):
                 yield f"{path.relative_to(CASSETTES)}#{i}", provider, body

@@ -14,14 +14,16 @@ Defined once, imported everywhere: span names and attribute keys in ``tracer.spa
 ``PRUNEGATE_*`` environment variables and the store path rule in ``tracer.store.settings``, the
 tracer's errors (``TracerError`` and its subclasses) in ``tracer.errors``.
 
-The names most users need are importable from here; they load lazily so that ``import tracer``
-stays cheap for the command line.
+The names most users need are importable from here, and each wing's ``__init__`` declares its
+public surface in ``__all__`` (``from tracer.lab import ReplaySpec``); names load on first use
+(``tracer/_lazy.py``) so that ``import tracer`` stays cheap for the command line.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracer._lazy import lazy_surface
 
 if TYPE_CHECKING:
     from tracer.guard.instrument import PruneGuard
@@ -31,16 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["PruneGuard", "ShadowGuard", "Store", "setup_tracing"]
 
-_LAZY = {
-    "PruneGuard": "tracer.guard.instrument",
-    "ShadowGuard": "tracer.guard.shadow",
-    "Store": "tracer.store",
-    "setup_tracing": "tracer.spans.setup",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tracer' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_surface(__name__, {
+    "tracer.guard.instrument": ["PruneGuard"],
+    "tracer.guard.shadow": ["ShadowGuard"],
+    "tracer.spans.setup": ["setup_tracing"],
+    "tracer.store": ["Store"],
+})

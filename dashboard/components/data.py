@@ -146,7 +146,7 @@ def _session_page(path: str, fp: str, q: str | None, labels: tuple[str, ...], fi
 @st.cache_resource(ttl=600, max_entries=8, show_spinner=False)
 def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
     # Shared, not copied, across reruns (cache_resource): callers treat it as read-only.
-    with Store(path).reader() as r:
+    with Store(path).reader(sessions=[session_id]) as r:  # on a bucket: only this session's row groups
         root = queries.session_root(r, session_id)
         tables = queries.session_tables(r, session_id)
         annotations = queries.annotation_list(r, session_id=session_id)  # same snapshot: no second reader

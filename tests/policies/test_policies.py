@@ -7,6 +7,7 @@ import pytest
 from policies import (
     Block,
     Context,
+    ContextView,
     DecisionKind,
     Gate,
     Message,
@@ -15,14 +16,13 @@ from policies import (
     text_message,
     tool_result,
     tool_use,
+    validate,
 )
 from policies.builtin.head_tail import marker_text
 from policies.builtin.mask import MASK_PREFIX, is_masked
 from policies.builtin.salience import Features, SaliencePolicy, default_scorer
 from policies.builtin.summarize import EXTRACTIVE_LABEL, ExtractiveSummarizer
 from policies.naive import NaiveRuntime
-from policies.policy import ContextView
-from policies.validate import validate
 from tests.invariants import assert_consistent
 
 

@@ -17,10 +17,11 @@ from policies import (
     PolicyError,
     available,
     get_policy,
+    register,
     registry,
     text_message,
 )
-from policies.registry import BUILTINS, ENTRY_POINT_GROUP, register
+from policies.registry import BUILTINS, ENTRY_POINT_GROUP
 from tests.invariants import assert_consistent
 from tests.paths import REPO
 

@@ -6,9 +6,8 @@ import re
 
 import pytest
 
-from policies import Context, Gate, MemorySpillStore, Runtime, build_runtime, text_message
+from policies import Context, Gate, MemorySpillStore, Observer, Runtime, build_runtime, text_message
 from policies.naive import NaiveRuntime
-from policies.observer import Observer
 from tests.invariants import Scripted
 from tests.paths import REPO
 

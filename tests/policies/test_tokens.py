@@ -8,11 +8,19 @@ import sys
 
 import pytest
 
-from policies import Context, Gate, get_policy, text_message, tool_result, tool_use
-from policies.errors import PolicyError
-from policies.messages import Message
-from policies.tokens import ApproxTokenCounter, counter_for
+from policies import (
+    ApproxTokenCounter,
+    Context,
+    Gate,
+    Message,
+    PolicyError,
+    get_policy,
+    text_message,
+    tool_result,
+    tool_use,
+)
 from policies.tokens import bpe as bpe_mod
+from policies.tokens import counter_for
 from policies.tokens.calibrated import CODE, JSON, PROSE, AnthropicCounter, kind_of
 from tests.paths import REPO
 from tests.traffic import FULL

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies.validate import CODES, Violation, is_valid, validate
-from tests.paths import REPO
+from policies import Violation, is_valid, validate
+from policies.validate import CODES
+from tests.servers import run_prunegate
 from tests.traffic import TAU_DIALOGUES, TRAFFIC, cassette_bodies, tau_conversations
 
 
@@ -371,11 +370,6 @@ def test_any_json_value_gets_violations_not_exceptions(body, provider):
 # --- the CLI, end to end --------------------------------------------------------------------
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tracer.cli", "validate", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-
-
 def _jsonl(path: Path, records: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
@@ -384,7 +378,7 @@ def _jsonl(path: Path, records: list[dict]) -> Path:
 def test_cli_single_json_body_ok(tmp_path):
     body = tmp_path / "body.json"
     body.write_text(json.dumps(_body(PARALLEL, 1), indent=2))
-    run = _cli(str(body), "--provider", "anthropic")
+    run = run_prunegate("validate", str(body), "--provider", "anthropic")
     assert (run.returncode, run.stdout, run.stderr) == (0, f"{body}:1: OK\n", "")
 
 
@@ -394,7 +388,7 @@ def test_cli_jsonl_reports_each_body_and_exits_1(tmp_path):
     k, call = _first_call(broken)
     del broken["messages"][k + 1]
     path = _jsonl(tmp_path / "bodies.jsonl", [{"id": "t0", **good}, {"id": "t1", **broken}])
-    run = _cli(str(path), "--provider", "openai")
+    run = run_prunegate("validate", str(path), "--provider", "openai")
     assert run.returncode == 1, run.stderr
     assert run.stdout.splitlines() == [
         f"{path}:1 t0: OK",
@@ -403,7 +397,7 @@ def test_cli_jsonl_reports_each_body_and_exits_1(tmp_path):
         f"responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {call}",
     ]
 
-    run = _cli(str(path), "--provider", "openai", "--json")
+    run = run_prunegate("validate", str(path), "--provider", "openai", "--json")
     assert run.returncode == 1
     report = json.loads(run.stdout)
     assert [(r["file"], r["line"], r["id"], r["valid"]) for r in report] == [
@@ -417,7 +411,7 @@ def test_cli_half_written_jsonl_names_file_and_line(tmp_path):
     lines = [json.dumps({"id": f"t{n}", **_tau(n)}) for n in range(3)]
     path = tmp_path / "bodies.jsonl"
     path.write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][: len(lines[2]) // 2])
-    run = _cli(str(path), "--provider", "openai")
+    run = run_prunegate("validate", str(path), "--provider", "openai")
     assert run.returncode == 2
     assert run.stderr.startswith(f"prunegate: {path}:3: invalid JSON: ")
     assert "(column " in run.stderr
@@ -426,7 +420,7 @@ def test_cli_half_written_jsonl_names_file_and_line(tmp_path):
 def test_cli_broken_pretty_json_points_at_the_bad_line(tmp_path):
     path = tmp_path / "body.json"
     path.write_text('{\n  "messages": [\n    {"role": "user" "content": "hi"}\n  ]\n}\n')
-    run = _cli(str(path), "--provider", "anthropic")
+    run = run_prunegate("validate", str(path), "--provider", "anthropic")
     assert run.returncode == 2
     assert run.stderr == f"prunegate: {path}:3: invalid JSON: Expecting ',' delimiter (column 21)\n"
 
@@ -437,7 +431,7 @@ def test_cli_unreadable_input_exits_2_but_reports_the_rest(tmp_path):
     missing = tmp_path / "missing.jsonl"
     not_object = _jsonl(tmp_path / "list.jsonl", [{"messages": []}])
     not_object.write_text(not_object.read_text() + "[1, 2]\n")
-    run = _cli(str(good), str(missing), str(not_object), "--provider", "openai", "--json")
+    run = run_prunegate("validate", str(good), str(missing), str(not_object), "--provider", "openai", "--json")
     assert run.returncode == 2
     # the bad line is refused; the file's other lines are still checked
     assert [(r["file"], r["line"]) for r in json.loads(run.stdout)] == [(str(good), 1), (str(not_object), 1)]
@@ -450,6 +444,6 @@ def test_cli_unreadable_input_exits_2_but_reports_the_rest(tmp_path):
 def test_cli_needs_a_known_provider(tmp_path):
     path = tmp_path / "b.json"
     path.write_text("{}")
-    run = _cli(str(path), "--provider", "gemini")
+    run = run_prunegate("validate", str(path), "--provider", "gemini")
     assert run.returncode == 2
     assert "invalid choice: 'gemini'" in run.stderr

@@ -11,6 +11,7 @@ import argparse
 import math
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -71,23 +72,21 @@ def nonneg_int(text: str) -> int:
 
 def positive_seconds(text: str) -> float:
     """A finite, positive number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite, positive number of seconds, got {text!r}")
-    return value
+    return _seconds(text, "positive", lambda v: v > 0)
 
 
 def nonneg_seconds(text: str) -> float:
     """A finite, non-negative number of seconds."""
+    return _seconds(text, "non-negative", lambda v: v >= 0)
+
+
+def _seconds(text: str, kind: str, ok: Callable[[float], bool]) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite, non-negative number of seconds, got {text!r}")
+    if not math.isfinite(value) or not ok(value):
+        raise argparse.ArgumentTypeError(f"expected a finite, {kind} number of seconds, got {text!r}")
     return value
 
 

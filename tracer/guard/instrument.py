@@ -53,7 +53,7 @@ from policies.runtime import Runtime, build_runtime
 from policies.spill import MemorySpillStore, SpillStore
 from policies.tokens import TokenCounter, counter_for
 from policies.validate import Violation
-from tracer.guard import history as _history
+from tracer.guard import _history
 from tracer.guard.tracing import flush_if_owned, guard_tracer_provider, tracing_stats
 from tracer.spans import names as sn
 from tracer.spans.genai import ChatCall, ToolCall, plain

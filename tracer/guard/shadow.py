@@ -36,7 +36,7 @@ from policies.errors import PruneBoundaryViolation
 from policies.reference import prune_context
 from policies.tokens import DEFAULT_COUNTER, TokenCounter
 from policies.validate import Violation, validate
-from tracer.guard import history as _history
+from tracer.guard import _history
 from tracer.guard.tracing import flush_if_owned, guard_tracer_provider, tracing_stats
 from tracer.spans import names as sn
 from tracer.spans.observer import SpanObserver

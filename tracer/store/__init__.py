@@ -73,6 +73,10 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its path or URL (a worker rebuilds its own handle; __new__ picks the kind)."""
+        return (Store, (str(self.path),))
+
     # -- writing ---------------------------------------------------------------------------------
     def ensure(self) -> None:
         """Create the directory tree if needed (raises OSError when the path cannot be a store)."""
@@ -132,8 +136,10 @@ class Store:
         return hashlib.sha1("\n".join([main, *names]).encode()).hexdigest()
 
     # -- reading ---------------------------------------------------------------------------------
-    def reader(self, *, attach_timeout: float = 2.0) -> StoreReader:
-        """A consistent snapshot for several queries; close it (``with``) promptly."""
+    def reader(self, *, attach_timeout: float = 2.0, sessions: list[str] | None = None) -> StoreReader:
+        """A consistent snapshot for several queries; close it (``with``) promptly. ``sessions`` says
+        the queries look only at those sessions: a bucket store then fetches only the row groups that
+        may hold them (a directory's Parquet and DuckDB scans skip the rest by themselves)."""
         from tracer.store.reader import StoreReader
 
         return StoreReader(self.layout, attach_timeout=attach_timeout)

@@ -28,7 +28,7 @@ from tracer.errors import StoreError
 from tracer.store import catalog
 from tracer.store.compact import is_lock_error
 from tracer.store.locks import FileLock
-from tracer.store.schema import COLUMN_NAMES, PROMOTED_NAMES, VIEWS, empty_select, select_list
+from tracer.store.schema import COLUMN_NAMES, COLUMNS, PROMOTED_NAMES, VIEWS, empty_select, select_list
 from tracer.store.segments import StoreLayout, list_segments, segment_footer
 
 __all__ = ["StoreError", "StoreReader", "Params"]
@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 
 Params = Sequence[Any] | dict[str, Any] | None
 _LOGGED: set[str] = set()  # damaged files already logged by this process (the dashboard reads often)
+
+
+# A version 1 segment's columns, with the promoted ones NULL until derived (see _define_views).
+_LEGACY_SELECT = ", ".join(
+    name if name not in PROMOTED_NAMES else f"CAST(NULL AS {sql_type}) AS {name}" for name, sql_type, _ in COLUMNS
+)
 
 
 class StoreReader:
@@ -165,11 +171,13 @@ class StoreReader:
             current = [str(p) for p in self.pending_segments if p not in legacy]
             old = [str(p) for p in self.pending_segments if p in legacy]
             parts = []
-            for name, files, derive in (("_current_files", current, False), ("_legacy_files", old, True)):
+            for name, files, legacy_files in (("_current_files", current, False), ("_legacy_files", old, True)):
                 if files:
                     con.read_parquet(files, union_by_name=True).create_view(name)
-                    parts.append(f"SELECT {select_list(derive=derive)} FROM {name}")
-            con.execute("CREATE TEMP VIEW _segment_files AS " + " UNION ALL ".join(parts))
+                    parts.append(f"SELECT {_LEGACY_SELECT if legacy_files else '*'}, {legacy_files} AS _legacy FROM {name}")
+            # Version 1 rows get their promoted columns derived after the dedupe below, so a query's
+            # filter (on name, session) is applied before any attribute is parsed.
+            con.execute("CREATE TEMP VIEW _segment_files AS " + " UNION ALL BY NAME ".join(parts))
             # Spans have ids: a span stored twice (a retried spool recovery, two imports racing) is
             # shown once, here as in compaction.
             anti_join = (
@@ -179,7 +187,7 @@ class StoreReader:
                 else ""
             )
             con.execute(
-                f"CREATE TEMP VIEW _segment_spans AS SELECT {select_list(cast_json=True)} FROM ("
+                f"CREATE TEMP VIEW _segment_spans AS SELECT {select_list(cast_json=True, derive='_legacy')} FROM ("
                 f"SELECT DISTINCT ON (trace_id, span_id) * FROM _segment_files f {anti_join})"
             )
         else:

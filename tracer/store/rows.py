@@ -99,7 +99,6 @@ def seq_of(attributes: Mapping[str, Any]) -> int | None:
 
 _INT64 = range(-(2**63), 2**63)
 _PYTHON_TYPE = {"VARCHAR": str, "BIGINT": int, "BOOLEAN": bool}
-_PROMOTED_GETTERS = [(methodcaller("get", key), _PYTHON_TYPE[sql_type]) for _, sql_type, _, key in PROMOTED]
 _NONE = type(None)
 
 
@@ -116,11 +115,28 @@ def _typed(values: list[Any], want: type) -> list[Any]:
     return [v if type(v) is want and (want is not int or v in _INT64) else None for v in values]
 
 
+_PROMOTED_KEYS = frozenset(key for *_, key in PROMOTED)
+_PROMOTED_GETTERS = [(methodcaller("get", key), _PYTHON_TYPE[sql_type]) for _, sql_type, _, key in PROMOTED]
+
+
 def promoted_values(dicts: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
     """The promoted columns (schema.PROMOTED) of spans with these attribute dicts, one list per column:
     the attribute when it has the column's type (str, int within int64, bool), else None. The same
-    rule as ``schema.derived`` applies to segments written before the columns existed."""
-    return [_typed(list(map(get, dicts)), want) for get, want in _PROMOTED_GETTERS]
+    rule as ``schema.derived`` applies to segments written before the columns existed.
+
+    On the agent's thread (tracer.spans.pipeline): most spans (messages, tool calls) carry none of
+    these keys, so one C-level test per span finds the few that do before any value is read."""
+    n = len(dicts)
+    hits = [i for i, none in enumerate(map(_PROMOTED_KEYS.isdisjoint, dicts)) if not none]
+    if len(hits) == n:
+        return [_typed(list(map(get, dicts)), want) for get, want in _PROMOTED_GETTERS]
+    columns: list[list[Any]] = [[None] * n for _ in PROMOTED]
+    if hits:
+        picked = [dicts[i] for i in hits]
+        for column, (get, want) in zip(columns, _PROMOTED_GETTERS, strict=True):
+            for i, v in zip(hits, _typed(list(map(get, picked)), want), strict=True):
+                column[i] = v
+    return columns
 
 
 def _attr_dict(holder: Any) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from tracer.store.settings import BucketURL, resolve_store, s3_endpoint, spool_b
 log = logging.getLogger(__name__)
 
 _CLIENTS: dict[str | None, Any] = {}
+_BUCKETS: dict[str, BucketStore] = {}
 
 
 def client(endpoint: str | None = None) -> Any:
@@ -76,7 +77,10 @@ class S3Store(Store):
         if not isinstance(where, BucketURL):
             raise ValueError(f"{where}: not an s3:// store")
         self.path: BucketURL = where  # type: ignore[assignment]
-        self.bucket = BucketStore(client(), where.bucket, where.prefix)
+        key = f"{s3_endpoint()}|{where}"
+        if key not in _BUCKETS:  # one per process: its request counters hook the client, its footer cache is shared
+            _BUCKETS[key] = BucketStore(client(), where.bucket, where.prefix)
+        self.bucket = _BUCKETS[key]
         digest = hashlib.sha256(str(where).encode()).hexdigest()[:16]
         self.layout = StoreLayout(spool_base() / "bucket-claims" / digest)  # claims only: see the module doc
         self._ensured = False
@@ -163,8 +167,8 @@ class S3Store(Store):
         return hashlib.sha1("\n".join(sorted(names)).encode()).hexdigest()
 
     # -- reading ---------------------------------------------------------------------------------
-    def reader(self, *, attach_timeout: float = 2.0, days: list[str] | None = None,
-               sessions: list[str] | None = None) -> StoreReader:
+    def reader(self, *, attach_timeout: float = 2.0, sessions: list[str] | None = None,
+               days: list[str] | None = None) -> StoreReader:
         """A snapshot: the listed objects of ``days`` (all by default), each span once; with
         ``sessions``, only the row groups that may hold them (ranged GETs; filter on session_id)."""
         return BucketReader(self, days, sessions)

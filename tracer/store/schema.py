@@ -85,14 +85,17 @@ MAIN_DDL = (
 )
 
 
-def select_list(alias: str = "", *, cast_json: bool = False, derive: bool = False) -> str:
+def select_list(alias: str = "", *, cast_json: bool = False, derive: bool | str = False) -> str:
     """The column list in schema order (optionally casting the JSON columns from strings). With
-    ``derive`` the promoted columns are computed from ``attributes`` (a version 1 source)."""
+    ``derive`` the promoted columns are computed from ``attributes`` (a version 1 source); with
+    ``derive="flag"``, only in rows whose boolean column ``flag`` is true (mixed sources)."""
     prefix = f"{alias}." if alias else ""
     parts = []
-    promoted = dict((p[0], p) for p in PROMOTED) if derive else {}
+    promoted = {p[0] for p in PROMOTED} if derive else set()
     for name, sql_type, _ in COLUMNS:
-        if name in promoted:
+        if name in promoted and isinstance(derive, str):
+            parts.append(f"CASE WHEN {prefix}{derive} THEN {derived(name, prefix)} ELSE {prefix}{name} END AS {name}")
+        elif name in promoted:
             parts.append(f"{derived(name, prefix)} AS {name}")
         elif cast_json and sql_type == "JSON":
             parts.append(f"CAST({prefix}{name} AS JSON) AS {name}")

@@ -136,9 +136,12 @@ def model_calls(rows: list[SpanRow]) -> list[SpanRow]:
 class Conversations:
     """Model-call spans of conversations still going, until each has been quiet for ``idle`` seconds.
 
-    Bounded by what the active conversations sent in the last ``idle`` seconds; every call re-stitches
-    the waiting spans with :func:`conversations_from_genai_rows` (the importer's own code), so a turn
-    that arrives in a later request joins its conversation however the importer would join it."""
+    Bounded by what the active conversations sent since they started; a call once the oldest waiting
+    span is ``idle`` seconds old re-stitches the waiting spans with
+    :func:`conversations_from_genai_rows` (the importer's own code), so a turn that arrives in a
+    later request joins its conversation however the importer would join it. That costs a decode of
+    every waiting span per call (about once a second): one ``serve`` is sized for hundreds of
+    conversations going at once, not millions."""
 
     def __init__(self, idle: float) -> None:
         self.idle = idle
@@ -162,8 +165,8 @@ class Conversations:
         now = time.monotonic() if now is None else now
         with self._lock:
             waiting = dict(self._rows)
-        if not waiting:
-            return [], [], []
+        if not waiting or (not force and now - min(t for t, _ in waiting.values()) < self.idle):
+            return [], [], []  # nothing waiting has been quiet long enough: no need to stitch
         arrival = {k[1]: t for k, (t, _) in waiting.items()}
         convs: list[Any] = []
         refusals: list[Any] = []

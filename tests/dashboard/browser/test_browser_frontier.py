@@ -13,13 +13,11 @@ import pytest
 from tests.dashboard.browser.chromium import click_until, dashboard_server, require_chromium, settle
 from tests.paths import ARTIFACTS
 from tracer.cli import main
-from tracer.lab import sweep
-from tracer.lab.lost import lost_references
+from tracer.lab import lost_references, sweep
 from tracer.lab.recommend import recommend
 from tracer.queries import list_sessions
 from tracer.store import Store
-from tracer.traffic.importers import shipped_sessions_dir
-from tracer.traffic.recorded import import_paths
+from tracer.traffic import import_paths, shipped_sessions_dir
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")

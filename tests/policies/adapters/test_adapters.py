@@ -8,7 +8,7 @@ from policies import Context, text_message
 from policies.adapters._native import Originals
 from policies.adapters.responses import from_items, to_items
 from policies.messages import TOOL_USE
-from tracer.guard.instrument import PruneGuard
+from tracer.guard import PruneGuard
 from tracer.store import Store
 
 

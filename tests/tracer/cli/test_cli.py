@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from policies.errors import PolicyError, PruneBoundaryViolation, PrunegateError
+from policies import PolicyError, PruneBoundaryViolation
+from policies.errors import PrunegateError
 from tests.paths import REPO, SESSIONS
 from tracer import errors
 from tracer.cli import COMMANDS, main, status
-from tracer.store import Store
-from tracer.store.settings import ENVIRONMENT, STORE_ENV, resolve_store
+from tracer.store import Store, resolve_store
+from tracer.store.settings import ENVIRONMENT, STORE_ENV
 
 CLI = REPO / "tracer" / "cli"
 

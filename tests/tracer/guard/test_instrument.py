@@ -11,7 +11,7 @@ from opentelemetry.trace import StatusCode
 
 from policies import ApproxTokenCounter, HardCeilingExceeded, validate
 from tests.invariants import Scripted
-from tracer.guard.instrument import PruneGuard, assistant_message, tool_calls, tool_results_message
+from tracer.guard import PruneGuard, assistant_message, tool_calls, tool_results_message
 
 FILLER = "details " * 60
 

@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage, trim_messages
 
 from policies import validate
-from tracer.guard.shadow import ShadowGuard
+from tracer.guard import ShadowGuard
 
 
 def langchain_history() -> list:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.traffic import TAU
-from tracer.traffic.importers import Conversation, read_file
+from tracer.traffic import Conversation, read_file
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,9 @@ import json
 import pytest
 
 from policies import Eviction, Proposal
-from tracer.lab.replay import ReplaySpec, replay_session
+from tracer.lab import ReplaySpec, replay_session
 from tracer.store import Store
-from tracer.traffic.importers import conversation_from_body
-from tracer.traffic.recorded import close_provider, store_tracer_provider
+from tracer.traffic import close_provider, conversation_from_body, store_tracer_provider
 
 
 def call(cid: str, name: str) -> dict:

@@ -5,26 +5,18 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 
 import pytest
 
 from tests.traffic import TAU
 from tracer.cli import main
-from tracer.lab.compare import (
-    ROW_KEYS,
-    aggregate,
-    arms,
-    compare,
-    parse_policies,
-    progress_bar,
-    run_replays,
-)
-from tracer.lab.metrics import Interval, interval, t95
-from tracer.lab.replay import ReplaySpec
+from tracer.lab import Interval, ReplaySpec, arms, interval, parse_policies, run_replays
+from tracer.lab.compare import ROW_KEYS, aggregate, compare, progress_bar
+from tracer.lab.metrics import t95
 from tracer.queries import list_sessions
 from tracer.store import Store
-from tracer.traffic.importers import Conversation
-from tracer.traffic.recorded import import_paths
+from tracer.traffic import Conversation, import_paths
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +97,9 @@ def test_two_workers_give_the_same_metrics_and_each_writes_its_own_segments(tau,
     assert len(rows) == total and {r["source"] for r in rows} == {"replay"}
     assert {r["id"] for r in rows} == {r.replay_id for rs in parallel for r in rs}
     pids = {p.name.split("-")[1] for p in (tmp_path / "s" / "segments").glob("*.parquet")}
-    assert len(pids) >= 2  # one writer per worker process
+    # Workers write their own segments; the parent writes none. (Which worker gets how many tasks
+    # is the pool's business: under load one worker can take them all.)
+    assert pids and str(os.getpid()) not in pids and len(pids) <= 2
 
 
 @pytest.mark.slow

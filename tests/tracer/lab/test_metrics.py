@@ -25,7 +25,7 @@ from tracer import queries
 from tracer.cli import main
 from tracer.lab import metrics
 from tracer.store import ENV_STORE, Store
-from tracer.traffic.recorded import import_paths
+from tracer.traffic import import_paths
 
 APP = str(REPO / "dashboard" / "app.py")
 POLICIES = ("recency", "salience")

@@ -9,9 +9,10 @@ import pytest
 from tests.synthetic import synthetic_bodies
 from tests.traffic import TAU
 from tracer.cli import main
-from tracer.lab.compare import arms, compare, parse_policies, run_replays
+from tracer.lab import arms, parse_policies, run_replays
+from tracer.lab.compare import compare
 from tracer.store import Store
-from tracer.traffic.importers import Conversation, conversation_from_body, read_file
+from tracer.traffic import Conversation, conversation_from_body, read_file
 
 ray = pytest.importorskip("ray", reason="Ray is the 'ray' extra (also in the test extra)")
 pytestmark = pytest.mark.slow

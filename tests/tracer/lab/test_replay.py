@@ -10,11 +10,9 @@ import policies
 from policies import Eviction, Proposal
 from tests.scenarios import BATCH
 from tracer.cli import main
-from tracer.lab.compare import run_replays
-from tracer.lab.replay import ReplaySpec, replay_session
+from tracer.lab import ReplaySpec, replay_session, run_replays
 from tracer.store import Store
-from tracer.traffic.importers import Conversation, conversation_from_body
-from tracer.traffic.recorded import import_paths, load_conversations
+from tracer.traffic import Conversation, conversation_from_body, import_paths, load_conversations
 
 BUILTINS = ("head_tail", "langchain_trim", "mask", "recency", "salience", "similarity", "summarize", "tiered")
 

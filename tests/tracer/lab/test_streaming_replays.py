@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from tests.paths import SESSIONS
-from tracer.lab.compare import arms, parse_policies, run_replays
+from tracer.lab import arms, parse_policies, run_replays
 from tracer.store import Store
-from tracer.traffic.importers import Conversation, read_paths
-from tracer.traffic.recorded import import_paths, iter_conversations, load_conversations, select_sessions
+from tracer.traffic import (
+    Conversation,
+    import_paths,
+    iter_conversations,
+    load_conversations,
+    read_paths,
+    select_sessions,
+)
 
 
 def _conversations() -> list[Conversation]:

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import sys
 
 import pytest
 
-from tests.paths import REPO
+from tests.servers import run_prunegate
 from tracer.cli import main
-from tracer.lab import cost, sweep
-from tracer.lab.compare import arms, parse_policies
+from tracer.lab import arms, cost, parse_policies, sweep
 from tracer.lab.recommend import recommend
 from tracer.queries import list_sessions
 from tracer.store import Store
-from tracer.traffic.importers import shipped_sessions_dir
-from tracer.traffic.recorded import import_paths
+from tracer.traffic import import_paths, shipped_sessions_dir
 
 POLICIES = "recency,salience,mask"
 BUDGETS = "1500,3000,6000"
@@ -156,8 +152,7 @@ def test_the_recommendation_is_reproduced_by_its_command(swept, capsys):
     # run the printed command as a user would, in a new process
     argv = shlex.split(rec["command"])
     assert argv[:2] == ["prunegate", "compare"]
-    proc = subprocess.run([sys.executable, "-m", "tracer.cli", *argv[1:], "--json"], capture_output=True,
-                          text=True, timeout=600, cwd=REPO)
+    proc = run_prunegate(*argv[1:], "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr
     [again] = json.loads(proc.stdout)["arms"]
     for key in ("arm", "policy", "params", "gated", "budget", "sessions", "references", "retained", "retention",
@@ -190,7 +185,7 @@ def test_recommend_can_run_the_sweep_itself(swept, capsys):
 
 def test_a_sweep_builds_each_session_event_stream_once(monkeypatch):
     from tracer.lab import compare as compare_mod
-    from tracer.traffic.importers import Conversation, read_paths
+    from tracer.traffic import Conversation, read_paths
 
     convs = [c for c in read_paths([shipped_sessions_dir()]) if isinstance(c, Conversation)][:5]
     built: list[str] = []

@@ -193,7 +193,7 @@ def test_violation_without_link_and_unknown_ids(scripted: tuple[Store, dict], tm
     with store.reader() as r:
         assert q.causal_eviction(r, "0000000000000000") is None
     # a violation recorded with no eviction to blame has no cause and no partners
-    from tracer.spans.session import SessionConfig, TracedSession
+    from tracer.spans import SessionConfig, TracedSession
 
     with recording(tmp_path / "s") as provider:
         ts = TracedSession(provider, SessionConfig(session_id="lonely", source="live", name="x"))

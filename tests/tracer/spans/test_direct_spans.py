@@ -7,14 +7,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.paths import SESSIONS
-from tracer.lab.replay import ReplaySpec, replay_session
-from tracer.spans.direct import DirectSpan
-from tracer.spans.pipeline import ReliableSpanProcessor
-from tracer.spans.session import SessionConfig, TracedSession
-from tracer.spans.setup import setup_tracing
+from tracer.lab import ReplaySpec, replay_session
+from tracer.spans import DirectSpan, ReliableSpanProcessor, SessionConfig, TracedSession, setup_tracing
 from tracer.store import Store
 from tracer.store.sink import StoreSink
-from tracer.traffic.importers import Conversation, read_paths
+from tracer.traffic import Conversation, read_paths
 
 SPEC = ReplaySpec("recency", gated=False, budget=400, stream_results=2)
 

@@ -22,8 +22,7 @@ from policies.naive import NaiveRuntime
 from tests.invariants import Scripted
 from tests.otel_memory import Recorder, all_attribute_text
 from tests.scenarios import history, open_stream, parallel_batch, result
-from tracer.spans.observer import SpanObserver
-from tracer.spans.session import SessionConfig, TracedSession
+from tracer.spans import SessionConfig, SpanObserver, TracedSession
 
 SECRET = "hunter2-secret-token"
 

@@ -27,7 +27,7 @@ from tests.servers import free_port, wait_for_http
 from tracer.cli import main
 from tracer.spans.openinference import first_user_text, last_answer_text
 from tracer.store import Store
-from tracer.traffic.recorded import load_conversations
+from tracer.traffic import load_conversations
 
 pytestmark = pytest.mark.slow
 

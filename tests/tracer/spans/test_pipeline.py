@@ -22,7 +22,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor
+from tracer.spans import ExporterSink, ReliableSpanProcessor
 from tracer.store import Store
 from tracer.store.sink import StoreSink
 from tracer.store.spool import Spool

@@ -93,8 +93,7 @@ def test_traced_sessions_emit_only_defined_names() -> None:
     from tests.invariants import Scripted
     from tests.otel_memory import Recorder
     from tests.scenarios import history, parallel_batch, result
-    from tracer.spans.observer import SpanObserver
-    from tracer.spans.session import SessionConfig, TracedSession
+    from tracer.spans import SessionConfig, SpanObserver, TracedSession
 
     rec = Recorder()
     gated = TracedSession(rec.provider, SessionConfig(source="synthetic", policy="scripted", budget=100, capture_content=True))

@@ -12,7 +12,7 @@ from tests.synthetic import synthetic_bodies
 from tests.traffic import TAU
 from tracer.store import Store
 from tracer.store.bucket import BucketStore, day_of
-from tracer.traffic.recorded import import_paths
+from tracer.traffic import import_paths
 
 
 @pytest.fixture(scope="module")

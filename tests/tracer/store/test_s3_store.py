@@ -43,7 +43,7 @@ def _sample(tmp_path: Path) -> Path:
     return src
 
 
-def test_import_sessions_compact_and_the_dashboard_on_a_bucket(s3_env, s3, tmp_path):
+def test_import_sessions_compact_and_the_dashboard_on_a_bucket(s3_env, s3, tmp_path, monkeypatch):
     bucket, env = s3_env
     url = f"s3://{bucket}/team/traces"
     src = _sample(tmp_path)
@@ -71,15 +71,36 @@ def test_import_sessions_compact_and_the_dashboard_on_a_bucket(s3_env, s3, tmp_p
     assert json.loads(cli(env, "sessions", "--store", url, "--json").stdout) == json.loads(want.stdout)
 
     # the dashboard's Sessions page query, with the store the dashboard command hands it
-    os.environ["PRUNEGATE_STORE"] = url
+    monkeypatch.setenv("PRUNEGATE_STORE", url)
     from dashboard.components import data
 
     page = data.session_page()
-    os.environ["PRUNEGATE_STORE"] = str(local)
+    monkeypatch.setenv("PRUNEGATE_STORE", str(local))
     local_page = data.session_page()
     cols = ["session_id", "label", "source", "messages", "peak_tokens", "violations"]
     assert page["total"] == local_page["total"] > 0
     assert page["rows"][cols].to_dict("records") == local_page["rows"][cols].to_dict("records")
+
+    # one session's page: read from its row groups only, the same steps as from the directory
+    sid = str(local_page["rows"]["session_id"].iloc[0])
+    from_bucket, from_dir = data.replay_session(url, sid), data.replay_session(str(local), sid)
+    assert from_bucket["bounds"] == from_dir["bounds"] and from_bucket["info"] == from_dir["info"]
+    assert from_bucket["series"].equals(from_dir["series"])
+
+    # and the Sessions page itself renders them (Streamlit's AppTest runs the real app)
+    from streamlit.testing.v1 import AppTest
+
+    from tests.paths import REPO
+
+    monkeypatch.setenv("PRUNEGATE_STORE", url)
+    at = AppTest.from_file(str(REPO / "dashboard" / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("views/sessions.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Sessions"
+    assert len(at.dataframe[0].value) == local_page["total"]
+    assert any(url in str(c.value) for c in at.code)  # the sidebar names the bucket store
 
 
 def test_a_bad_bucket_url_is_one_line(s3_env):
@@ -110,3 +131,21 @@ def test_serve_into_a_bucket(s3_env, tmp_path):
     store = Store(url)
     assert store.query("SELECT count(*) AS n FROM spans WHERE scope_name = 'some.genai.lib'")[0]["n"] == 3
     assert [r["source"] for r in store.sessions() if r["source"]] == ["import"]  # (and the raw spans, keyed "trip-s3")
+
+
+def test_a_missing_bucket_is_a_refused_write_spooled_then_recovered(s3_env, s3, tmp_path):
+    _, env = s3_env
+    bucket = f"late{os.urandom(3).hex()}"
+    url = f"s3://{bucket}/x"
+    src = _sample(tmp_path)
+    refused = cli(env, "import", str(src), "--store", url)
+    assert refused.returncode == 3 and f"prunegate recover --store {url}/" in refused.stderr
+    s3.create_bucket(Bucket=bucket)
+    moved = cli(env, "recover", "--store", url)
+    assert moved.returncode == 0, moved.stderr
+    local = tmp_path / "local"
+    assert cli(env, "import", str(src), "--store", str(local)).returncode == 0
+    assert Store(url).count() == Store(local).count() > 0
+    again = cli(env, "import", str(src), "--store", url, "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["sessions"] == 0
+    assert Store(url).count() == Store(local).count()

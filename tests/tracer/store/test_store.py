@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from tracer.spans.pipeline import ReliableSpanProcessor
+from tracer.spans import ReliableSpanProcessor
 from tracer.store import Store, StoreError, default_store_path
 from tracer.store.compact import _absorb, ensure_schema, open_main_rw
 from tracer.store.rows import rows_to_table, spans_to_table

@@ -30,9 +30,10 @@ import pytest
 
 from policies import Gate, get_policy
 from tests.paths import REPO, SESSIONS
+from tests.servers import run_prunegate
 from tests.traffic import FULL
 from tracer.store import Store
-from tracer.traffic.recorded import import_paths
+from tracer.traffic import import_paths
 
 TAU = FULL / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"  # 30 dialogues of the full traffic, else SHIPPED[:-1]
 SHIPPED = sorted(SESSIONS.glob("*.jsonl"))
@@ -40,11 +41,6 @@ IS_ROOT = os.geteuid() == 0
 
 
 # ----------------------------------------------------------------------------------- helpers
-def cli(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tracer.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=300, **kw)
-
-
 def counts(store: Path) -> dict[str, int]:
     """Spans per session, read back from the store (sessions only: no process stats rows)."""
     if not store.exists():
@@ -106,7 +102,7 @@ def env(tmp_path) -> dict[str, str]:
 
 
 def import_json(*args: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, dict]:
-    run = cli("import", "--json", *args, env=env)
+    run = run_prunegate("import", "--json", *args, env=env)
     return run, json.loads(run.stdout) if run.stdout.strip() else {}
 
 
@@ -170,7 +166,7 @@ def test_full_disk_spools_the_rest_names_it_and_recover_moves_it_in_exactly_once
     assert {s: got[s] for s in reference["other"]} == reference["other"]  # nothing earlier was lost
     if how == "tmpfs":
         filler.unlink()
-    rec = cli("recover", "--store", str(store), env=env)
+    rec = run_prunegate("recover", "--store", str(store), env=env)
     assert rec.returncode == 0, rec.stderr
     assert counts(store) == {**reference["other"], **ref}
     again, second = import_json(str(traffic), "--store", str(store), env=env)
@@ -211,7 +207,7 @@ def _chmod_tree(path: Path, writable: bool) -> None:
 def test_read_only_store_exit_3_twice_then_recover_stores_each_span_once(read_only, traffic, other_traffic,
                                                                           reference, env):
     store, view, extra = read_only
-    assert cli("import", str(other_traffic), "--store", str(store), env=env).returncode == 0
+    assert run_prunegate("import", str(other_traffic), "--store", str(store), env=env).returncode == 0
     env = {**env, "PRUNEGATE_SPOOL_DIR": env["PRUNEGATE_SPOOL_DIR"]}
     if extra.get("chmod"):
         _chmod_tree(store, writable=False)
@@ -222,20 +218,20 @@ def test_read_only_store_exit_3_twice_then_recover_stores_each_span_once(read_on
         assert report["sessions"] == 0 and report["spooled_spans"] == sum(ref.values())
         assert "spans did not reach the store" in run.stderr and "prunegate recover --store" in run.stderr
         assert counts(store) == reference["other"]
-    comp = cli("compact", "--store", str(view), env=env)
+    comp = run_prunegate("compact", "--store", str(view), env=env)
     assert comp.returncode == 2
     assert "permission denied" in comp.stderr.lower() and "busy" not in comp.stderr
     assert len(comp.stderr.strip().splitlines()) == 1
     if extra.get("chmod"):
         _chmod_tree(store, writable=True)
     # The spool is tied to the path the import was given: recover through it once it is writable.
-    rec = cli("recover", "--store", str(store), "--spool-dir", str(next(Path(env["PRUNEGATE_SPOOL_DIR"]).iterdir())),
+    rec = run_prunegate("recover", "--store", str(store), "--spool-dir", str(next(Path(env["PRUNEGATE_SPOOL_DIR"]).iterdir())),
               env=env)
     assert rec.returncode == 0, rec.stderr
     assert counts(store) == {**reference["other"], **ref}  # two spooled copies, each span once
-    rec2 = cli("recover", "--store", str(store), env=env)
+    rec2 = run_prunegate("recover", "--store", str(store), env=env)
     assert rec2.returncode == 0
-    comp = cli("compact", "--store", str(store), env=env)
+    comp = run_prunegate("compact", "--store", str(store), env=env)
     assert comp.returncode == 0, comp.stderr
     assert counts(store) == {**reference["other"], **ref}
     assert total_rows(store) == sum(reference["other"].values()) + sum(ref.values())
@@ -315,7 +311,7 @@ def test_truncated_and_zero_byte_segments_are_skipped_named_then_quarantined(tmp
     empty = store / "segments" / (segments[-1].name.replace(".parquet", "-zero.parquet"))
     empty.write_bytes(b"")
     expected = {s: n for s, n in ref.items() if s not in lost}
-    run = cli("sessions", "--json", "--store", str(store), env=env)
+    run = run_prunegate("sessions", "--json", "--store", str(store), env=env)
     assert run.returncode == 0, run.stderr
     assert {r["id"] for r in json.loads(run.stdout)} == set(expected)
     warned = [line for line in run.stderr.splitlines() if "skipping unreadable segment" in line]
@@ -326,14 +322,14 @@ def test_truncated_and_zero_byte_segments_are_skipped_named_then_quarantined(tmp
     with Store(store).reader() as r:
         assert set(queries.sessions(r)["session_id"]) == set(expected)
         assert sorted(r.damaged_segments) == sorted([victim, empty]) and not r.complete
-    replay = cli("replay", "--policy", "recency", "--no-trace", "--store", str(store), env=env)
+    replay = run_prunegate("replay", "--policy", "recency", "--no-trace", "--store", str(store), env=env)
     assert replay.returncode == 0, replay.stderr
-    comp = cli("compact", "--json", "--store", str(store), env=env)
+    comp = run_prunegate("compact", "--json", "--store", str(store), env=env)
     assert comp.returncode == 0, comp.stderr
     assert sorted(json.loads(comp.stdout)["quarantined"]) == sorted([victim.name, empty.name])
     assert sorted(p.name for p in (store / "quarantine").iterdir()) == sorted([victim.name, empty.name])
     assert counts(store) == expected
-    clean = cli("sessions", "--store", str(store), env=env)
+    clean = run_prunegate("sessions", "--store", str(store), env=env)
     assert clean.returncode == 0 and "skipping" not in clean.stderr
 
 
@@ -393,12 +389,12 @@ def test_deep_huge_and_broken_lines_are_refused_with_file_line_and_the_rest_impo
     good.write_bytes(b"\n".join(line if i in (0, 2, 6, 7) else b"" for i, line in enumerate(lines)) + b"\n")
     assert counts(store) == counts_of_import(good, tmp_path / "ref")
     # a limit on the size of one value: over it, refused with the line, the rest imported
-    small = cli("import", "--json", str(src), "--store", str(tmp_path / "small"),
+    small = run_prunegate("import", "--json", str(src), "--store", str(tmp_path / "small"),
                 env={**env, "PRUNEGATE_MAX_INPUT_BYTES": "10000000"})
     assert {r["line"] for r in json.loads(small.stdout)["refused"]} == {2, 4, 5, 6, 7}
     assert "too large" in {r["line"]: r["reason"] for r in json.loads(small.stdout)["refused"]}[7]
     assert len(counts(tmp_path / "small")) == 3
-    val = cli("validate", str(src), "--provider", "anthropic", env=env)
+    val = run_prunegate("validate", str(src), "--provider", "anthropic", env=env)
     assert val.returncode == 2 and "Traceback" not in val.stderr
     assert re.findall(rf"^prunegate: {re.escape(str(src))}:(\d+): ", val.stderr, re.M) == ["2", "4", "5", "6"]
     assert re.findall(rf"^{re.escape(str(src))}:(\d+) \S+: OK$", val.stdout, re.M) == ["1", "3", "7", "8"]
@@ -412,14 +408,14 @@ def counts_of_import(path: Path, store: Path) -> dict[str, int]:
 def test_validate_json_is_strict_and_names_the_other_providers_shape(tmp_path, env):
     src = tmp_path / "bodies.jsonl"
     src.write_text('{"id": 1e999, "messages": [{"role": "user", "content": "x", "n": 1e999}]}\n')
-    run = cli("validate", "--json", str(src), "--provider", "openai", env=env)
+    run = run_prunegate("validate", "--json", str(src), "--provider", "openai", env=env)
     assert run.returncode == 0, run.stderr
 
     def no_constants(name: str) -> None:
         raise AssertionError(f"not RFC 8259 JSON: {name}")
 
     assert json.loads(run.stdout, parse_constant=no_constants)[0]["id"] == "1e999"
-    wrong = cli("validate", "--json", str(SHIPPED[0]), "--provider", "openai", env=env)
+    wrong = run_prunegate("validate", "--json", str(SHIPPED[0]), "--provider", "openai", env=env)
     results = json.loads(wrong.stdout)
     assert wrong.returncode == 1
     assert results and all(not r["valid"] and r["errors"][0]["code"] == "wrong_provider" for r in results)
@@ -455,7 +451,7 @@ def test_bad_arguments_exit_2_with_one_line_before_any_work(tmp_path, env, traff
     afile.write_text("not a store")
     args = [str(afile) if a == "FILE" else str(traffic) if a == "IN" else a for a in argv]
     extra = {"PRUNEGATE_STORE": str(afile)} if argv == ["sessions"] else {}
-    run = cli(*args, env={**env, **extra})
+    run = run_prunegate(*args, env={**env, **extra})
     assert run.returncode == 2, (run.stdout, run.stderr)
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert fragment in run.stderr and "Traceback" not in run.stderr
@@ -512,7 +508,7 @@ def test_guard_on_a_read_only_store_never_breaks_the_agent_and_reports_the_same_
     if extra.get("chmod"):
         _chmod_tree(store, writable=True)
     spool = next(Path(env["PRUNEGATE_SPOOL_DIR"]).iterdir())  # the spool of the path the guard was given
-    rec = cli("recover", "--store", str(store), "--spool-dir", str(spool), env=env)
+    rec = run_prunegate("recover", "--store", str(store), "--spool-dir", str(spool), env=env)
     assert rec.returncode == 0, rec.stderr
     after = counts(store)
     live = set(after) - set(before)  # the guard's sessions (one per conversation it saw)
@@ -527,7 +523,7 @@ def test_replay_into_a_read_only_store_exits_3_and_recover_brings_every_replay_i
     before = counts(store)
     if extra.get("chmod"):
         _chmod_tree(store, writable=False)
-    run = cli("replay", "--policy", "recency", "--json", "--store", str(view), env=env)
+    run = run_prunegate("replay", "--policy", "recency", "--json", "--store", str(view), env=env)
     assert run.returncode == 3, run.stderr
     replayed = [s["replay_id"] for s in json.loads(run.stdout)["sessions"]]
     assert len(replayed) == len(before)
@@ -537,14 +533,14 @@ def test_replay_into_a_read_only_store_exits_3_and_recover_brings_every_replay_i
     if extra.get("chmod"):
         _chmod_tree(store, writable=True)
     spool = next(Path(env["PRUNEGATE_SPOOL_DIR"]).iterdir())
-    assert cli("recover", "--store", str(store), "--spool-dir", str(spool), env=env).returncode == 0
+    assert run_prunegate("recover", "--store", str(store), "--spool-dir", str(spool), env=env).returncode == 0
     after = counts(store)
     assert {s: after[s] for s in before} == before
     assert set(after) - set(before) == set(replayed)
 
 
 def test_shadow_guard_stats_carry_the_pipeline_counters(tmp_path, env, monkeypatch):
-    from tracer.guard.shadow import ShadowGuard
+    from tracer.guard import ShadowGuard
 
     monkeypatch.setenv("PRUNEGATE_SPOOL_DIR", env["PRUNEGATE_SPOOL_DIR"])
     store = tmp_path / "store"

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.paths import TEST_DATA
-from tracer.queries.listing import sessions as list_sessions
+from tracer.queries import sessions as list_sessions
 from tracer.store import Store
 from tracer.store.rows import decode_row, promoted_values
 from tracer.store.schema import COLUMNS, PROMOTED_NAMES
@@ -119,3 +119,26 @@ def test_v1_objects_in_a_bucket_read_the_same_and_compaction_writes_the_current_
         body = s3.get_object(Bucket="store-v1", Key=out.written)["Body"].read()
         assert set(PROMOTED_NAMES) <= set(pq.read_schema(pa.BufferReader(body)).names)
     assert sorted(map(str, bucket.query("SELECT * FROM sessions"))) == want
+
+
+def test_the_writers_rule_and_the_readers_derivation_agree_on_odd_attribute_types(tmp_path):
+    odd = [{"prunegate.policy": 7, "prunegate.gated": 1, "prunegate.budget": "1200"},
+           {"prunegate.policy": "recency", "prunegate.gated": True, "prunegate.budget": 2**70},
+           {"prunegate.budget": True, "prunegate.tokens.before": 1.5, "prunegate.violation.code": ["x"]},
+           {"prunegate.decision": "prune", "prunegate.reason": "over budget", "prunegate.tokens.after": -3},
+           {"other": 1}]
+    rows = [{"trace_id": "a" * 32, "span_id": f"{i:016x}", "name": "s", "attributes": a} for i, a in enumerate(odd)]
+    now = Store(tmp_path / "now")
+    now.write_rows(rows)
+    old = Store(tmp_path / "old")
+    old.ensure()
+    table = pq.read_table(list_segments(now.layout)[0])
+    pq.write_table(table.select([n for n, _ in V1_COLUMNS]), old.layout.segments / "v1.parquet")
+    sql = "SELECT span_id, " + ", ".join(PROMOTED_NAMES) + " FROM spans ORDER BY span_id"
+    got = now.query(sql)
+    assert got == old.query(sql)
+    assert [r["budget"] for r in got] == [None, None, None, None, None]  # "1200", 2**70 and True are no BIGINT
+    assert [r["policy"] for r in got] == [None, "recency", None, None, None]
+    assert got[3]["tokens_after"] == -3 and got[3]["decision"] == "prune" and got[1]["gated"] is True
+    assert old.compact().busy is None and now.compact().busy is None
+    assert now.query(sql) == old.query(sql) == got

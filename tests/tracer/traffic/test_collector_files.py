@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tracer.cli import main
 from tracer.store import Store
-from tracer.traffic.otlp_json import OtlpJsonError, read_otlp_json
+from tracer.traffic import read_otlp_json
+from tracer.traffic.otlp_json import OtlpJsonError
 
 
 def batches(n_batches: int, spans_each: int) -> list[list]:

@@ -7,11 +7,10 @@ import json
 import pytest
 
 from data.generate import SHIPPED, generate, main, write_jsonl
-from policies.validate import validate
+from policies import validate
 from tests.paths import SESSIONS
-from tracer.lab.replay import ReplaySpec, replay_session
-from tracer.traffic.events import build_events
-from tracer.traffic.importers import Conversation, Refusal, read_paths
+from tracer.lab import ReplaySpec, replay_session
+from tracer.traffic import Conversation, Refusal, build_events, read_paths
 
 
 def shipped() -> list[Conversation]:

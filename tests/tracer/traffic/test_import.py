@@ -11,8 +11,7 @@ import yaml
 from tests.traffic import CASSETTES, TAU, TAU_DIALOGUES, tau_conversations
 from tracer.cli import main
 from tracer.queries import list_sessions
-from tracer.traffic.importers import Conversation, Refusal, read_file, read_paths
-from tracer.traffic.recorded import import_paths, load_conversations
+from tracer.traffic import Conversation, Refusal, import_paths, load_conversations, read_file, read_paths
 
 ANTHROPIC_BODY = {
     "model": "claude-sonnet-4-5",
@@ -103,7 +102,7 @@ def test_chat_spans_one_per_assistant_message_plus_the_final_request(tmp_path):
 
 
 def test_no_content_import_replays_from_structure_alone(tmp_path):
-    from tracer.lab.replay import ReplaySpec, replay_session
+    from tracer.lab import ReplaySpec, replay_session
 
     src = tmp_path / "trip.json"
     src.write_text(json.dumps(ANTHROPIC_BODY))
@@ -133,7 +132,7 @@ def test_reused_call_ids_are_renamed_and_reported(tmp_path, capsys):
 
 
 def test_a_renamed_id_skips_names_already_taken():
-    from tracer.traffic.importers import conversation_from_body
+    from tracer.traffic import conversation_from_body
 
     conv = conversation_from_body(openai_body(["a", "a~2", "a"]), "openai", name="x", file="f")
     assert [r.new for r in conv.renamed] == ["a~3"]
@@ -264,7 +263,7 @@ def test_reading_the_traffic_directory_yields_no_refusal():
 # ---------------------------------------------------------------------------------- OTLP JSON
 def test_prunegate_traces_exported_as_otlp_json_import_back_as_the_same_sessions(tmp_path):
     from tracer.store import Store
-    from tracer.traffic.otlp_json import write_otlp_json
+    from tracer.traffic import write_otlp_json
 
     src = tmp_path / "trip.json"
     src.write_text(json.dumps(ANTHROPIC_BODY))
@@ -277,7 +276,7 @@ def test_prunegate_traces_exported_as_otlp_json_import_back_as_the_same_sessions
 
 
 def test_another_instrumentations_genai_chat_spans_become_a_session(tmp_path):
-    from tracer.traffic.otlp_json import write_otlp_json
+    from tracer.traffic import write_otlp_json
 
     history = [
         {"role": "user", "parts": [{"type": "text", "content": "Weather in Paris and Rome?"}]},

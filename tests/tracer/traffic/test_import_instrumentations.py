@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from policies import convert
-from policies.messages import TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
+from policies import Block, Message, convert
+from policies.messages import TEXT, THINKING, TOOL_RESULT, TOOL_USE
 from tests.paths import TEST_DATA
 from tracer.cli import main
 from tracer.queries import list_sessions
 from tracer.spans.genai import response_messages
 from tracer.store import Store
+from tracer.traffic import import_paths, load_conversations
 from tracer.traffic.genai_spans import ModelCall
-from tracer.traffic.recorded import import_paths, load_conversations
 
 DATA = TEST_DATA / "otel"
 WITH_CONTENT = [
@@ -117,7 +117,7 @@ def test_spans_without_content_are_refused_with_the_reason_and_a_non_zero_exit(t
 
 
 def test_spans_with_no_model_call_are_refused_naming_what_was_seen(tmp_path: Path) -> None:
-    from tracer.traffic.otlp_json import write_otlp_json
+    from tracer.traffic import write_otlp_json
 
     write_otlp_json([{"trace_id": "ab" * 16, "span_id": "cd" * 8, "name": "GET /health", "kind": "SERVER",
                       "start_time_ns": 1, "end_time_ns": 2, "attributes": {"http.route": "/health"}}],
@@ -174,7 +174,7 @@ def test_stitching_rules() -> None:
 
 def test_a_whole_prunegate_store_exported_as_otlp_json_imports_back_without_refusal(tmp_path: Path) -> None:
     from tracer.store.rows import decode_row
-    from tracer.traffic.otlp_json import write_otlp_json
+    from tracer.traffic import write_otlp_json
 
     import_paths([_present("anthropic-sdk")], tmp_path / "a")
     rows = [decode_row(r) for r in Store(tmp_path / "a").query("SELECT * FROM spans")]

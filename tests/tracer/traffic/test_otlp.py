@@ -17,9 +17,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from tracer.spans.setup import otlp_traces_endpoint, setup_tracing
+from tracer.spans import otlp_traces_endpoint, setup_tracing
 from tracer.store import Store
-from tracer.traffic.otlp_json import OtlpJsonError, import_otlp_json, read_otlp_json, write_otlp_json
+from tracer.traffic import import_otlp_json, read_otlp_json, write_otlp_json
+from tracer.traffic.otlp_json import OtlpJsonError
 
 # Two lines as the Collector's file exporter writes them: hex ids, string nanos, int enums.
 COLLECTOR_LINES = [

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from policies import Context
-from policies.validate import validate
+from policies import Context, validate
 from tests.scenarios import BATCH
+from tracer.traffic import build_events, conversation_from_body
 from tracer.traffic.events import (
     APPEND,
     CLOSE,
@@ -14,13 +14,11 @@ from tracer.traffic.events import (
     MODEL_CALL,
     OPEN,
     TOOL,
-    build_events,
     find_references,
     looks_side_effecting,
     split_results,
     tokens_of,
 )
-from tracer.traffic.importers import conversation_from_body
 
 
 def conv(body=BATCH, provider="anthropic"):

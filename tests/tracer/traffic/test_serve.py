@@ -23,9 +23,9 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.servers import free_port, wait_for_port
-from tracer.lab.replay import ReplaySpec, replay_session
+from tracer.lab import ReplaySpec, replay_session
 from tracer.store import Store
-from tracer.traffic.importers import conversation_from_body
+from tracer.traffic import conversation_from_body
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -293,7 +293,7 @@ def test_a_conversation_over_many_requests_is_one_session_as_import_makes_it(tmp
 
     # the same spans as a Collector file, imported: the same session, once
     from tracer.store.rows import decode_row
-    from tracer.traffic.otlp_json import write_otlp_json
+    from tracer.traffic import write_otlp_json
 
     collector = tmp_path / "collector.jsonl"
     write_otlp_json([decode_row(c) for c in chats], collector)
