@@ -26,7 +26,11 @@ a search over message text / tools / decisions / violation codes, and a later pa
 page's rerun after the widget change. The goal is under 1 s each.
 
     .venv/bin/python bench/bench_dashboard.py [--turns 1000] [--stream 6] [--repeat 5] [--store DIR] [--browser]
-                                              [--sessions 10000] [--skip-steps]
+                                              [--sessions 10000] [--skip-steps] [--baseline DIR]
+
+``--baseline DIR`` (a checkout of another commit) also runs that commit's Replay page and this
+one's taking turns on the same compacted store, and prints the medians and their ratio: under a
+shared machine's load, the honest way to say whether a change made the page slower.
 """
 
 from __future__ import annotations
@@ -165,6 +169,41 @@ def apptest_step(store: Path, sid: str, seq: int) -> float:
     return cold_apptest(store, "replay", {"session": sid, "step": str(seq)})[1]
 
 
+def apptest_in(checkout: Path, store: Path, sid: str, seq: int) -> tuple[float, float]:
+    """:func:`apptest_step` run by ``checkout``'s own copy of this benchmark and dashboard (another
+    commit's tree), in a fresh process; (wall seconds of the page run, CPU seconds of the process)."""
+    import subprocess
+
+    code = ("import sys, time; from pathlib import Path; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/bench']; "
+            "import bench_dashboard as b; c = time.process_time(); "
+            "w = b.apptest_step(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])); print(w, time.process_time() - c)")
+    done = subprocess.run([sys.executable, "-c", code, str(checkout), str(store), sid, str(seq)], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(checkout)}, check=False)
+    if done.returncode:
+        raise RuntimeError(f"{checkout}: the replay page run failed: {done.stderr[-1500:]}")
+    wall, cpu = done.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
+
+
+def against_baseline(baseline: Path, store: Path, sid: str, seq: int, repeat: int) -> list[tuple[str, float]]:
+    """The Replay page at ``seq``, this checkout and ``baseline`` taking turns (so both see the same
+    load): medians of wall and CPU time, and their ratios."""
+    ours: list[tuple[float, float]] = []
+    theirs: list[tuple[float, float]] = []
+    for _ in range(repeat):
+        theirs.append(apptest_in(baseline, store, sid, seq))
+        ours.append(apptest_in(REPO, store, sid, seq))
+    med = {k: statistics.median(v) for k, v in (
+        ("ours_wall", [w for w, _ in ours]), ("ours_cpu", [c for _, c in ours]),
+        ("base_wall", [w for w, _ in theirs]), ("base_cpu", [c for _, c in theirs]))}
+    print(f"  replay page at step {seq}, {repeat} turns each: this checkout {med['ours_wall']:.3f} s "
+          f"(process CPU {med['ours_cpu']:.2f} s), baseline {baseline} {med['base_wall']:.3f} s "
+          f"(CPU {med['base_cpu']:.2f} s): wall ratio {med['ours_wall'] / med['base_wall']:.2f}, "
+          f"CPU ratio {med['ours_cpu'] / med['base_cpu']:.2f}")
+    return [("compacted: AppTest replay page run, this checkout (median, turns)", med["ours_wall"]),
+            ("compacted: AppTest replay page run, baseline (median, turns)", med["base_wall"])]
+
+
 def browser_steps(store_dir: Path, sid: str, seq: int, clicks: int = 4) -> list[float]:
     """Seconds from a "Next prune/deferral" click to the page fully drawn, in Debian's chromium
     against a real ``prunegate dashboard`` server (``--browser``; the browser tests' server and chromium)."""
@@ -242,6 +281,8 @@ def clone_sessions(template: Path, target: Path, sessions: int) -> int:
     span ids, and start times one second later per copy. Returns the number of spans written."""
     import duckdb
 
+    from tracer.store.schema import ARROW_SCHEMA, PROMOTED_NAMES
+
     with Store(template).reader() as r:
         table = r.con.execute("SELECT * FROM spans").to_arrow_table()
         per_copy = int(r.con.execute("SELECT count(DISTINCT session_id) FROM spans").fetchall()[0][0])
@@ -250,8 +291,9 @@ def clone_sessions(template: Path, target: Path, sessions: int) -> int:
     con.register("t", table)
     store = Store(target)
     written = 0
+    promoted = ", ".join(PROMOTED_NAMES)  # the typed columns (schema 2): no session id in them, copied as they are
     for start in range(0, copies, 50):
-        out = con.execute("""
+        out = con.execute(f"""
             SELECT md5(trace_id || '-' || i::VARCHAR) AS trace_id,
                    substr(md5(span_id || '-' || i::VARCHAR), 1, 16) AS span_id,
                    CASE WHEN parent_span_id IS NULL THEN NULL
@@ -264,12 +306,10 @@ def clone_sessions(template: Path, target: Path, sessions: int) -> int:
                    CAST(events AS VARCHAR) AS events,
                    CASE WHEN links IS NULL THEN NULL ELSE CAST(links AS VARCHAR) END AS links,
                    CAST(resource AS VARCHAR) AS resource, scope_name, scope_version,
-                   session_id || '-c' || i::VARCHAR AS session_id, seq
+                   session_id || '-c' || i::VARCHAR AS session_id, seq, {promoted}
             FROM t, range($lo, $hi) r(i)
             WHERE session_id IS NOT NULL
         """, {"lo": start, "hi": min(copies, start + 50)}).to_arrow_table()
-        from tracer.store.schema import ARROW_SCHEMA
-
         store.write_table(out.cast(ARROW_SCHEMA), fsync=False)
         written += out.num_rows
     return written
@@ -307,6 +347,12 @@ def measure_sessions(store_dir: Path, label: str) -> list[tuple[str, float]]:
     rows.append((f"{label}: sessions query, filter salience+ungated+violations ({filt['total']:,})", f_s))
     s_s, hit = timed(lambda: query(search="refund_order"), 3)
     rows.append((f"{label}: sessions query, search 'refund_order' ({hit['total']:,})", s_s))
+    with store.reader() as r:
+        if r.catalog:  # the clones share their texts; make every text distinct so no scan is reused
+            d_s, _ = timed(lambda: r.con.execute(
+                "SELECT count(DISTINCT session_id) FROM (SELECT session_id, text || session_id AS t "
+                "FROM store.search_text) WHERE contains(t, $q)", {"q": "orphan_tool_result"}).fetchall(), 3)
+            rows.append((f"{label}: search scan with every text made distinct", d_s))
     first, flt = sessions_page_run(store_dir, lambda at: at.selectbox(key="sessions_gate").set_value("ungated"))
     rows.append((f"{label}: AppTest Sessions page, first render, cold caches", first))
     rows.append((f"{label}: AppTest Sessions page, filter gate=ungated (rerun)", flt or 0.0))
@@ -343,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", help="keep the generated store here (default: a temporary directory)")
     ap.add_argument("--sessions", type=int, default=10_000, help="sessions in the Sessions-page store (0: skip)")
     ap.add_argument("--skip-steps", action="store_true", help="only the Sessions page part")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="a checkout of another commit (git archive main | tar -x -C DIR): its Replay page and "
+                         "this one's, taking turns on the same store, with the ratio")
     ap.add_argument("--browser", action="store_true",
                     help="also time steps end to end in /usr/bin/chromium against a real server")
     args = ap.parse_args(argv)
@@ -370,6 +419,11 @@ def main(argv: list[str] | None = None) -> int:
     result = store.compact()
     print(f"compacted: {result.rows_inserted:,} rows from {result.segments_compacted} segments")
     rows += measure(store_dir, sid, args.repeat, "compacted")
+    if args.baseline:
+        with store.reader() as r:
+            bounds = queries.session_bounds(r, sid)
+        assert bounds is not None
+        rows += against_baseline(Path(args.baseline), store_dir, sid, sum(bounds) // 2, args.repeat)
     if args.browser:
         if not Path("/usr/bin/chromium").exists():
             print("--browser: /usr/bin/chromium is not installed; skipped")
@@ -402,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report_sessions(rows: list[tuple[str, float]]) -> int:
     print()
+    print(f"load average (1, 5, 15 min) at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'sessions page':70} {'seconds':>9} {'÷ 1 s goal':>11}")
     for name, secs in rows:
         print(f"{name:70} {secs:9.3f} {secs:11.2f}")

@@ -1,7 +1,7 @@
 """Entry point of the dashboard: ``streamlit run dashboard/app.py`` (``prunegate dashboard`` does it).
 
 The store comes from ``$PRUNEGATE_STORE`` (else ``./prunegate-store``). Pages: Start (``/``),
-Sessions (``/sessions``), Replay, Violations, Compare, Live; each is a module in ``dashboard/views``
+Sessions (``/sessions``), Replay, Violations, Compare, Annotations, Live; each is a module in ``dashboard/views``
 with its own URL path and its state in the query string.
 """
 
@@ -28,6 +28,7 @@ PAGES = [
     st.Page("views/replay.py", title="Replay", icon=":material/play_circle:", url_path="replay"),
     st.Page("views/violations.py", title="Violations", icon=":material/warning:", url_path="violations"),
     st.Page("views/compare.py", title="Compare", icon=":material/balance:", url_path="compare"),
+    st.Page("views/annotations.py", title="Annotations", icon=":material/label:", url_path="annotations"),
     st.Page("views/live.py", title="Live", icon=":material/sensors:", url_path="live"),
 ]
 

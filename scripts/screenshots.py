@@ -3,8 +3,9 @@
 Builds a demo-like store in a temporary directory (sessions from data/sessions replayed under three
 arms through the real replay engine, plus the scripted sessions of the tests), serves it with
 ``prunegate dashboard`` on a free 127.0.0.1 port and photographs, in Debian's /usr/bin/chromium
-driven by Playwright: the Replay page at a violation caused by an ungated prune that evicted several
-units, the Sessions page, and the Compare page (results, then the default run).
+driven by Playwright (the browser tests' helpers): the Replay page at a violation caused by an ungated
+prune that evicted several units (annotated), the Sessions page, the Annotations page, and the
+Compare page (results, the default run, then that run saved and reopened from its URL).
 
     .venv/bin/python scripts/screenshots.py [--out docs/img]
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
 
 
 def build(path: Path) -> None:
@@ -50,12 +52,25 @@ def violation_to_show(path: Path) -> tuple[str, int]:
     return best[1], best[2]
 
 
-def wait(page: Any, charts: int = 0, timeout: float = 60) -> None:
-    """Streamlit idle and ``charts`` Plotly charts drawn (the browser tests' settle), then Plotly's transitions."""
+def wait(page: Any, charts: int = 0) -> None:
+    """Streamlit idle and ``charts`` Plotly charts drawn (the tests' wait), then Plotly's transitions."""
     from tests.dashboard.browser.chromium import settle
 
-    settle(page, timeout=timeout, charts=charts)
+    settle(page, timeout=60, charts=charts)
     time.sleep(1.0)
+
+
+def annotate_violation(store: Path, sid: str, step: int) -> None:
+    """A reviewer's annotation on the violation shown, so the Replay page shows one."""
+    from tracer.lab.annotations import annotate
+    from tracer.spans import names as sn
+    from tracer.store import Store
+
+    with Store(store).reader() as r:
+        span = r.query("SELECT span_id FROM spans WHERE session_id = ? AND seq = ? AND name = ? LIMIT 1",
+                       [sid, step, sn.VIOLATION])[0]["span_id"]
+    annotate(Store(store), sid, span_id=span, label="needs-review",
+             note="the ungated prune split the tool-call unit: the result outlived its call", author="docs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,31 +83,42 @@ def main(argv: list[str] | None = None) -> int:
 
     from tests.dashboard.browser.chromium import CHROMIUM, CHROMIUM_ARGS, dashboard_server
 
+    names = ("replay", "sessions", "compare", "compare-run", "compare-saved", "annotations")
     with tempfile.TemporaryDirectory(prefix="screenshots-") as tmp:
         store = Path(tmp) / "store"
         build(store)
         sid, step = violation_to_show(store)
+        annotate_violation(store, sid, step)
         with dashboard_server(store, Path(tmp)) as (base, _), sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1500, "height": 3000})  # Streamlit scrolls inside: a tall window
+            page = browser.new_page(viewport={"width": 1500, "height": 4400})  # Streamlit scrolls inside: a tall window
             page.goto(f"{base}/replay?session={sid}&step={step}")
             wait(page, charts=4)
-            page.screenshot(path=str(out / "replay.png"), full_page=True)
+            page.screenshot(path=str(out / "replay.png"), full_page=True)  # down to the annotations
+            page.set_viewport_size({"width": 1500, "height": 3000})
             page.goto(f"{base}/sessions?q=&kind=replay&gate=ungated&violations=1")
             wait(page)
             page.screenshot(path=str(out / "sessions.png"), full_page=True)
+            page.goto(f"{base}/annotations")
+            wait(page)
+            page.screenshot(path=str(out / "annotations.png"), full_page=True)
             page.goto(f"{base}/compare?metric=invalid_requests")
             wait(page, charts=3)
             page.screenshot(path=str(out / "compare.png"), full_page=True)
             page.get_by_role("tab", name="Run a comparison").click()
             wait(page)
             page.get_by_role("button", name="Run comparison").click()
-            page.get_by_text("and recorded them into the store as new sessions", exact=False).wait_for(
-                timeout=180_000)
+            page.get_by_text("and recorded them into the store as new sessions", exact=False).wait_for(timeout=180_000)
             wait(page)
             page.screenshot(path=str(out / "compare-run.png"), full_page=True)
+            page.get_by_label("Title", exact=True).last.fill("recency vs salience, default run")
+            page.get_by_role("button", name="Save this comparison").last.click()
+            page.get_by_role("button", name="Open the saved comparison").click()
+            page.wait_for_url("**saved=*", timeout=60_000)
+            wait(page)
+            page.screenshot(path=str(out / "compare-saved.png"), full_page=True)
             browser.close()
-    for name in ("replay", "sessions", "compare", "compare-run"):
+    for name in names:
         print(out / f"{name}.png")
     return 0
 

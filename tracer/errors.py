@@ -103,3 +103,7 @@ class CommandError(TracerError):
     def __init__(self, message: str, *, exit_status: int = 2) -> None:
         super().__init__(message)
         self.exit_status = exit_status
+
+
+class AnnotationError(TracerError, ValueError):
+    """An annotation that cannot be stored: no such session or span, an empty or too long label."""

@@ -109,10 +109,10 @@ def _session_index(path: str, fp: str) -> Any:
         return session_catalog.session_index(r)
 
 
-@st.cache_resource(ttl=600, max_entries=2, show_spinner="Indexing the store for search (once per change)…")
-def _search_index(path: str, fp: str) -> Any:
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=64)
+def _search_hits(path: str, fp: str, q: str) -> Any:
     with Store(path).reader() as r:
-        return session_catalog.search_index(r)
+        return session_catalog.search_hits(r, q)
 
 
 def session_policies() -> list[str]:
@@ -122,18 +122,21 @@ def session_policies() -> list[str]:
     return sorted({str(p) for p in column if p})
 
 
-def session_page(*, search: str | None = None, **filters: Any) -> dict[str, Any]:
+def session_page(*, search: str | None = None, labels: tuple[str, ...] = (), **filters: Any) -> dict[str, Any]:
     """A page of the Sessions list (:func:`tracer.queries.catalog.session_page`) over indexes read once per
     store state: every filter and page is then a DuckDB query over 1 row per session, plus the
     page's own messages and peak tokens."""
     path = key()
     fp = fingerprint(path)
-    return _session_page(path, fp, (search or "").strip().lower() or None, tuple(sorted(filters.items())))
+    return _session_page(path, fp, (search or "").strip().lower() or None, tuple(labels),
+                         tuple(sorted(filters.items())))
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
-def _session_page(path: str, fp: str, q: str | None, filters: tuple) -> dict[str, Any]:
-    out = session_catalog.page_of(_session_index(path, fp), _search_index(path, fp) if q else None, q=q, **dict(filters))
+def _session_page(path: str, fp: str, q: str | None, labels: tuple[str, ...], filters: tuple) -> dict[str, Any]:
+    labelled = run(queries.labelled_sessions, labels) if labels else None
+    out = session_catalog.page_of(_session_index(path, fp), _search_hits(path, fp, q) if q else None, q=q,
+                                  labelled=labelled, **dict(filters))
     with Store(path).reader() as r:
         out["rows"] = session_catalog.page_detail(r, out["rows"])
     return out
@@ -146,8 +149,10 @@ def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
     with Store(path).reader(sessions=[session_id]) as r:  # on a bucket: only this session's row groups
         root = queries.session_root(r, session_id)
         tables = queries.session_tables(r, session_id)
+        annotations = queries.annotation_list(r, session_id=session_id)  # same snapshot: no second reader
     return {
         "info": root,
+        "annotations": annotations,
         "tables": tables,
         "bounds": queries.bounds_from_tables(tables),
         "series": queries.series_from_tables(tables),
@@ -158,7 +163,8 @@ def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
 
 def replay_session(path: str, session_id: str) -> dict[str, Any]:
     """What does not change from step to step: ``info`` (the root's attributes; None while the
-    session is still recording), ``bounds``, the token ``series``, ``markers`` and ``budget``."""
+    session is still recording), ``bounds``, the token ``series``, ``markers``, ``budget`` and
+    the session's ``annotations``."""
     return _bundle(path, fingerprint(path), session_id)
 
 

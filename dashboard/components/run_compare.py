@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard.components import data
+from dashboard.components import data, saved
 from dashboard.components.safe import md
 from dashboard.components.widgets import session_label
 from tracer import queries
@@ -99,16 +99,24 @@ def run_comparison_form() -> None:
         _show(result)
 
 
-def _show(result: dict[str, Any]) -> None:
-    st.success(f"Replayed {result['replays']} sessions ({result['arms']} arms × {result['sessions']} sessions) "
-               f"and recorded them into the store as new sessions (kind ↻ replay). The results tab now "
-               f"includes them.")
-    st.text(f"Depends on: budget {result['budget_text']}; arrival order: recorded (no seed); "
-            f"tokens counted by prunegate's approximate counter.")
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """The run's summary as the lines the page prints (and a saved comparison keeps)."""
+    lines = [f"Replayed {result['replays']} sessions ({result['arms']} arms × {result['sessions']} sessions) "
+             f"and recorded them into the store as new sessions (kind ↻ replay).",
+             f"Depends on: budget {result['budget_text']}; arrival order: recorded (no seed); "
+             f"tokens counted by prunegate's approximate counter."]
     for row in result["rows"]:
-        st.text(f"{row['policy']} · {'gated' if row['gated'] else 'ungated'}: {row['invalid_requests']} invalid "
-                f"requests, {row['orphan_results']} orphan results, {row['prunes']} prunes, "
-                f"{row['deferrals']} deferrals over {row['sessions']} sessions")
+        lines.append(f"{row['policy']} · {'gated' if row['gated'] else 'ungated'}: {row['invalid_requests']} invalid "
+                     f"requests, {row['orphan_results']} orphan results, {row['prunes']} prunes, "
+                     f"{row['deferrals']} deferrals over {row['sessions']} sessions")
+    return lines
+
+
+def _show(result: dict[str, Any]) -> None:
+    lines = summary_lines(result)
+    st.success(lines[0] + " The results tab now includes them.")
+    for line in lines[1:]:
+        st.text(line)
     tables = frames(result)
     st.dataframe(tables["arms"], hide_index=True, width="stretch", key="compare_run_rows")
     downloads(tables["sessions"], "comparison-sessions", "compare_run_sessions_dl")
@@ -117,6 +125,11 @@ def _show(result: dict[str, Any]) -> None:
                    "mean and Student-t 95% CI, as `prunegate compare` reports them")
         st.dataframe(tables["differences"], hide_index=True, width="stretch", key="compare_run_diffs")
         downloads(tables["differences"], "comparison-differences", "compare_run_diffs_dl")
+    saved.save_form("run", result.get("params", {}), {
+        "lines": lines, "tables": {"sums per arm": saved.plain(tables["arms"]),
+                                   "paired differences (mean, Student-t 95% CI)": saved.plain(tables["differences"])},
+    }, key="compare_run_save", title=f"{', '.join(result.get('params', {}).get('policies', []))} on "
+                                     f"{result['sessions']} sessions, budget {result['budget_text']}")
 
 
 def _run(session_ids: list[str], policies: list[str], params: str, gated: str, budget: int | None,
@@ -157,4 +170,6 @@ def _run(session_ids: list[str], policies: list[str], params: str, gated: str, b
         "rows": outcome.rows, "differences": outcome.differences, "arms": len(outcome.specs),
         "sessions": len(convs), "replays": len(outcome.specs) * len(convs), "sessions_rows": sessions,
         "budget_text": f"{budget:,} tokens" if budget else "60% of each session's full size",
+        "params": {"sessions": session_ids, "policies": policies, "policy_params": params, "gated": gated,
+                   "budget": budget, "hard_ceiling": ceiling, "stream_results": stream},
     }

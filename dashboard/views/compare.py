@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard.components import charts, data, frontier
+from dashboard.components import charts, data, frontier, saved
 from dashboard.components.run_compare import downloads, run_comparison_form
 from tracer import queries
 
@@ -27,7 +27,21 @@ def _default_baseline(arms: list[str]) -> str:
             return wanted
     return arms[0]
 
+
+def _g(x: object) -> str:
+    """A number as a saved line shows it (4 significant digits; none: –)."""
+    return f"{x:.4g}" if isinstance(x, int | float) and x == x else "–"
+
+
 st.title("Compare policies")
+
+if qp.get("saved"):  # a saved comparison: its stored numbers, nothing re-run
+    saved.show_saved(str(qp["saved"]))
+    st.button("◀ all comparisons", key="compare_saved_back", on_click=st.query_params.clear)
+    st.stop()
+
+with st.expander("Saved comparisons", expanded=False):
+    saved.saved_list()
 
 tab_results, tab_run, tab_frontier = st.tabs(["Results in the store", "Run a comparison", "Frontier (sweeps)"])
 
@@ -102,3 +116,15 @@ with tab_results:
     st.subheader("Download")
     st.caption("Every picked session's metrics (one row per replayed session: arm, source session, all metrics)")
     downloads(chosen, "comparison-metrics", "compare_results_dl")
+    st.subheader("Save")
+    saved.save_form("results", {"metric": metric, "baseline": baseline, "arms": picked_arms,
+                                "sessions": picked_sources}, {
+        "lines": [f"Metric {metric}; baseline {baseline}; arms {', '.join(picked_arms)}; "
+                  f"{len(picked_sources)} recorded sessions"] + [
+                  f"{r['arm']}: mean {metric} {_g(r['mean'])} (95% CI {_g(r['ci_low'])} to {_g(r['ci_high'])}), "
+                  f"n = {r['n']}" for r in summary.to_dict("records")],
+        "tables": {f"mean {metric} per arm (95% CI)": saved.plain(summary),
+                   f"paired differences of {metric} against {baseline} (Student-t 95% CI)":
+                       saved.plain(queries.difference_summary(chosen, metric, baseline)) if not diff.empty else [],
+                   "metrics side by side (mean per session)": saved.plain(side)},
+    }, key="compare_results_save", title=f"{metric} against {baseline}")

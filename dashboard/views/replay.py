@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from dashboard.components import charts, data, lost
+from dashboard.components import charts, data, lost, notes
 from dashboard.components.safe import md
 from dashboard.components.widgets import session_label
 from tracer import queries
@@ -226,6 +226,9 @@ if GOTO in st.session_state:
         st.session_state[PLAY] = False  # reached the end
 
 st.caption(md(session_label(info)) + f" · source {md(info.get('source') or '?')} · steps {lo}–{hi}")
+annotated = sess["annotations"]  # read with the session, once per store state
+if not annotated.empty:
+    st.text("Labels: " + ", ".join(dict.fromkeys(str(v) for v in annotated["label"])) + "  (Annotations below)")
 
 # ---------------------------------------------------------------- controls
 c_prev, c_next, c_play, c_speed, c_v, c_p, c_d = st.columns([1.4, 1.3, 0.8, 1.3, 1.6, 1.5, 1.6])
@@ -328,3 +331,12 @@ else:
         except (TypeError, ValueError):
             body = str(raw)
         st.code(body, language=None)
+
+st.subheader("Annotations")
+st.caption("A label and a note on this session, or on a decision or violation at this step; stored with the "
+           "spans (the same as `prunegate annotate`), listed on the Annotations page, filterable on Sessions.")
+if annotated.empty:
+    st.caption("No annotation on this session yet.")
+else:
+    notes.table(annotated, key="replay_annotations", with_session=False)
+notes.form(session_id, notes.step_targets(now["events"], int(step)), key="replay_annotate")

@@ -1,7 +1,7 @@
 """Sessions: every recorded and replayed session, searchable, filterable and paged in DuckDB.
 
 The state lives in the address bar (``?q=refund&kind=replay&policy=salience&gate=ungated&violations=1
-&from=2026-01-01&to=2026-12-31&size=25&page=2``), so a filtered list is a link. Recorded traffic and
+&label=bug&from=2026-01-01&to=2026-12-31&size=25&page=2``), so a filtered list is a link. Recorded traffic and
 replays are told apart by the ``kind`` column (● recorded, ↻ replay of ...). ``q`` is always in the
 address (empty when there is no search): with a bare ``/sessions`` URL, Streamlit 1.67 did not add
 the query string a widget change wrote (seen in chromium).
@@ -17,6 +17,7 @@ import streamlit as st
 
 from dashboard.components import data
 from dashboard.components.widgets import open_links, ts_column
+from tracer import queries
 
 SIZES = (10, 25, 50, 100)
 KIND_LABELS = {"all": "recorded and replays", "recorded": "recorded traffic only", "replay": "replays only"}
@@ -52,10 +53,15 @@ d1, d2, d3, d4 = st.columns([1.5, 1.5, 1.6, 1.2])
 since = d1.date_input("Active from", value=_date("from"), key="sessions_from", format="YYYY-MM-DD")
 until = d2.date_input("Active until", value=_date("to"), key="sessions_to", format="YYYY-MM-DD")
 only_v = d3.checkbox("With violations", value=qp.get("violations") == "1", key="sessions_only_v")
+labels_all = data.run(queries.annotation_labels)
+wanted_labels = [x for x in qp.get("label", "").split(",") if x in labels_all]
+labels = d3.multiselect("Annotation label", labels_all, default=wanted_labels, key="sessions_labels",
+                        placeholder="any") if labels_all else []
 size_wanted = int(qp["size"]) if qp.get("size", "").isdigit() and int(qp["size"]) in SIZES else 50
 PAGE_SIZE = d4.selectbox("Per page", SIZES, index=SIZES.index(size_wanted), key="sessions_size")
 
-filters = (search.strip(), kind, ",".join(policies), gate, str(since or ""), str(until or ""), only_v, PAGE_SIZE)
+filters = (search.strip(), kind, ",".join(policies), gate, str(since or ""), str(until or ""), only_v, PAGE_SIZE,
+           ",".join(labels))
 try:
     page_no = max(1, int(qp.get("page", "1")))
 except ValueError:
@@ -68,6 +74,7 @@ wanted: dict[str, str] = {k: v for k, v in {
     "gate": None if gate == "any" else gate, "from": since.isoformat() if isinstance(since, dt.date) else None,
     "to": until.isoformat() if isinstance(until, dt.date) else None, "violations": "1" if only_v else None,
     "size": None if PAGE_SIZE == 50 else str(PAGE_SIZE), "page": None if page_no == 1 else str(page_no),
+    "label": ",".join(labels) or None,
 }.items() if v is not None and (v or k == "q")}  # q always: see the note in the docstring
 if wanted != qp.to_dict():
     qp.from_dict(wanted)  # one update of the address bar: the filtered list is a link
@@ -83,7 +90,7 @@ def _ns(day: object, *, end: bool = False) -> int | None:
 found = data.session_page(search=search.strip() or None, kind=None if kind == "all" else kind,
                    policies=tuple(policies), gated=GATES[gate], only_with_violations=only_v,
                    since_ns=_ns(since), until_ns=_ns(until, end=True), offset=(page_no - 1) * PAGE_SIZE,
-                   limit=PAGE_SIZE)
+                   limit=PAGE_SIZE, labels=tuple(labels))
 total = found["total"]
 pages = max(1, -(-total // PAGE_SIZE))
 
@@ -116,6 +123,7 @@ table = pd.DataFrame({
     "deferrals": df["deferrals"],
     "spills": df["spills"],
     "failures": df["failures"],
+    "labels": df["labels"].fillna("") if "labels" in df else "",
     "last activity": ts_column(df["last_ns"]),
     "replay": ["replay?session=" + quote(str(s), safe="") for s in df["session_id"]],
 })

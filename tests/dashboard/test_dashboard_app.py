@@ -254,7 +254,7 @@ def test_compare_page_runs_a_comparison_with_progress(tmp_path: Path, store: dic
         at.multiselect(key="compare_run_sessions").set_value(info["imported"][:2])
         at.multiselect(key="compare_run_policies").set_value(["recency"])
         at.selectbox(key="compare_run_gated").set_value("both")
-        at.button[0].click()  # the form's submit button
+        next(b for b in at.button if b.label == "Run comparison").click()  # the form's submit button
         at.run(timeout=120)
         assert not at.exception, [e.value for e in at.exception]
         rows = frame(at, "policy", "gated", "sessions")

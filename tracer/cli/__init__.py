@@ -42,6 +42,8 @@ COMMANDS: dict[str, CommandInfo] = {
                           "replay recorded sessions through a policy, gated or not; recorded as new traces"),
     "compare": CommandInfo("tracer.cli.compare",
                            "compare policies on recorded sessions (A/B metrics with paired 95% confidence intervals; sweeps)"),
+    "annotate": CommandInfo("tracer.cli.annotate",
+                            "label a session, a decision or a violation with a note; list the annotations"),
     "export": CommandInfo(
         "tracer.cli.export",
         "send the store (or chosen sessions) to an OTLP/HTTP endpoint (Phoenix, Langfuse, a collector)"),

@@ -30,6 +30,13 @@ from tracer.queries._sql import (
     Source,
     scratch,
 )
+from tracer.queries.annotations import (
+    annotation_labels,
+    annotation_list,
+    labelled_sessions,
+    saved_comparison,
+    saved_comparisons,
+)
 from tracer.queries.causal import causal_eviction, partners, retries, violations
 from tracer.queries.compare import (
     METRICS,
@@ -76,7 +83,8 @@ from tracer.queries.timeline import (
 
 __all__ = [
     "BUDGET_CHECK", "DEFER", "FAIL", "JUMP_TARGETS", "LIST_COLUMNS", "MESSAGE", "METRICS", "PRUNE", "REINJECT",
-    "SESSION", "SPAN_METRICS", "SPILL", "UNIT_CLOSE", "VIOLATION", "Source", "arm_summary", "bounds_from_tables",
+    "SESSION", "SPAN_METRICS", "SPILL", "UNIT_CLOSE", "VIOLATION", "Source", "annotation_labels", "annotation_list",
+    "arm_summary", "labelled_sessions", "saved_comparison", "saved_comparisons", "bounds_from_tables",
     "budget_at", "budget_from_tables", "causal_eviction", "check_at", "context_at", "difference_summary",
     "event_log", "list_sessions", "live_sessions", "markers", "markers_from_tables", "message_detail",
     "next_from_tables", "next_step", "paired_differences", "partners", "policy_choices", "retries", "scratch",

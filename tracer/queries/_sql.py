@@ -34,6 +34,8 @@ SPILL = sn.SPILL
 REINJECT = sn.REINJECT
 FAIL = sn.FAIL
 VIOLATION = sn.VIOLATION
+# spans added afterwards (annotations, saved comparisons): never a session's activity or counts
+_AFTERWARDS = "(" + ", ".join(f"'{n}'" for n in sn.AFTERWARDS_SPANS) + ")"
 
 _SCRATCH: duckdb.DuckDBPyConnection | None = None
 _SCRATCH_LOCK = threading.Lock()

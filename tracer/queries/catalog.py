@@ -1,13 +1,13 @@
 """The Sessions page's one query: search, filter and page every session in DuckDB.
 
-At 10,000 sessions the page must answer in under a second, first render and every filter. So the
-whole store is never summarised per span attribute: the filters read the root spans (one per
-session) and per-session span counts by name (no JSON); the search scans attribute text once with
-a cheap ``contains`` before extracting the searched fields; message counts and peak tokens are
-computed for the page's rows only. Every value is a parameter.
+At 10,000 sessions the page must answer in under a second, first render, every filter and the
+first search. So nothing here summarises the whole store per span: the one row per session and the
+searched texts are kept by compaction (:mod:`tracer.store.catalog`; a reader adds what the segments
+not compacted yet hold), every filter and page is a query over the rows per session, and message
+counts and peak tokens are computed for the page's rows only. Every value is a parameter.
 
 Search looks at what a user remembers: message text, tool names, decisions, their reasons,
-violation codes, and the session's id and name.
+violation codes, annotation labels and notes, and the session's id and name.
 """
 
 from __future__ import annotations
@@ -19,68 +19,21 @@ import pandas as pd
 import pyarrow as pa
 
 from tracer.queries._sql import (
-    BUDGET_CHECK,
-    DEFER,
-    FAIL,
     MESSAGE,
-    PRUNE,
     SESSION,
-    SPILL,
-    VIOLATION,
     Source,
     _con,
     _list,
     scratch,
 )
+from tracer.queries.annotations import labelled_sessions
 from tracer.spans import names as sn
+from tracer.store import StoreReader
+from tracer.store import catalog as store_catalog
 
-__all__ = ["KINDS", "page_detail", "page_of", "policies_seen", "search_index", "session_index", "session_page"]
+__all__ = ["KINDS", "page_detail", "page_of", "policies_seen", "search_hits", "session_index", "session_page"]
 
 KINDS = ("recorded", "replay")  # recorded traffic (import, live, shadow, ...) vs replays through a policy
-
-_INDEX_SQL = f"""
-WITH roots AS (
-    SELECT session_id,
-           any_value(attributes->>'{sn.SESSION_NAME}') AS label,
-           any_value(source) AS source,
-           any_value(attributes->>'{sn.SESSION_SOURCE_ID}') AS source_id,
-           any_value(policy) AS policy,
-           any_value(gated) AS gated,
-           any_value(budget) AS budget
-    FROM spans WHERE name = '{SESSION}' AND session_id IS NOT NULL GROUP BY session_id
-),
-counts AS (
-    SELECT session_id, count(*) AS spans,
-           count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
-           count(*) FILTER (WHERE name = '{PRUNE}') AS prunes,
-           count(*) FILTER (WHERE name = '{DEFER}') AS deferrals,
-           count(*) FILTER (WHERE name = '{SPILL}') AS spills,
-           count(*) FILTER (WHERE name = '{FAIL}') AS failures,
-           min(start_time_ns) AS first_ns, max(coalesce(end_time_ns, start_time_ns)) AS last_ns
-    FROM spans WHERE session_id IS NOT NULL GROUP BY session_id
-)
-SELECT c.session_id, r.label, r.source, r.source_id, r.policy, r.gated, r.budget,
-       CASE WHEN r.source = 'replay' THEN 'replay' ELSE 'recorded' END AS kind,
-       c.* EXCLUDE (session_id)
-FROM counts c LEFT JOIN roots r USING (session_id)
-"""
-
-# What a search looks at, lowercased, one row per span that has any: message text and tool names, tool
-# executions, decisions and their reasons, violation codes.
-_SEARCH_SQL = f"""
-SELECT session_id, lower(text) AS text
-FROM (
-    SELECT session_id, concat_ws(' ', attributes->>'{sn.MESSAGE_CONTENT}',
-                                 CAST(attributes->'{sn.MESSAGE_TOOL_NAMES}' AS VARCHAR)) AS text
-    FROM spans WHERE name = '{MESSAGE}' AND session_id IS NOT NULL
-    UNION ALL
-    SELECT session_id, concat_ws(' ', attributes->>'gen_ai.tool.name', decision, reason, violation)
-    FROM spans
-    WHERE session_id IS NOT NULL AND (name IN ('{BUDGET_CHECK}', '{PRUNE}', '{DEFER}', '{SPILL}', '{FAIL}',
-                                                '{VIOLATION}') OR starts_with(name, 'execute_tool'))
-) t
-WHERE text <> ''
-"""
 
 _PAGE_SQL = """
 WITH picked AS (
@@ -94,7 +47,8 @@ WITH picked AS (
       AND (CAST($q AS VARCHAR) IS NULL
            OR contains(lower(session_id), CAST($q AS VARCHAR))
            OR contains(lower(coalesce(label, '')), CAST($q AS VARCHAR))
-           OR session_id IN (SELECT session_id FROM search WHERE contains(text, CAST($q AS VARCHAR))))
+           OR session_id IN (SELECT session_id FROM hits))
+      AND (NOT $by_label OR session_id IN (SELECT session_id FROM labelled))
 )
 SELECT *, count(*) OVER () AS total,
        count(*) FILTER (WHERE kind = 'recorded') OVER () AS total_recorded,
@@ -113,41 +67,59 @@ FROM spans WHERE name = '{MESSAGE}' AND session_id IN (SELECT unnest(CAST($ids A
 GROUP BY session_id
 """
 
-_EMPTY_SEARCH = pa.table({"session_id": pa.array([], pa.string()), "text": pa.array([], pa.string())})
+_PAGE_LABELS = f"""
+SELECT session_id, string_agg(DISTINCT attributes->>'{sn.ANNOTATION_LABEL}', ', '
+                              ORDER BY attributes->>'{sn.ANNOTATION_LABEL}') AS labels
+FROM spans WHERE name = '{sn.ANNOTATION}' AND session_id IN (SELECT unnest(CAST($ids AS VARCHAR[])))
+GROUP BY session_id
+"""
+
+_NO_HITS = pa.table({"session_id": pa.array([], pa.string())})
 
 
 def session_index(src: Source) -> pa.Table:
     """One row per session: root attributes (name, source, source id, policy, gated, budget), kind
-    (recorded or replay), span counts by decision and violation, first and last span time. Read once
-    per store state (the dashboard caches it); every filter and page then runs over it."""
-    return _con(src).sql(_INDEX_SQL).to_arrow_table()
+    (recorded or replay), span counts by decision and violation, first and last span time. A store
+    reader serves the catalog compaction keeps (:mod:`tracer.store.catalog`) plus what its pending
+    segments add; any other connection computes it from ``spans``. The dashboard keeps it per store
+    state; every filter and page then runs over it."""
+    if isinstance(src, StoreReader) and src.catalog_views:
+        return src.con.sql("SELECT * FROM catalog_sessions").to_arrow_table()
+    return _con(src).sql(store_catalog.index_sql("spans", messages=False)).to_arrow_table()
 
 
-def search_index(src: Source) -> pa.Table:
-    """Lowercased texts per session holding what a search looks at (message text, tool names,
-    decisions, reasons, violation codes). Built on the first search, cached like :func:`session_index`."""
-    return _con(src).sql(_SEARCH_SQL).to_arrow_table()
+def search_hits(src: Source, q: str) -> pa.Table:
+    """The sessions whose searchable text (message text, tool names, decisions, reasons, violation
+    codes, annotations) contains ``q`` (case-insensitive): a scan of the texts compaction extracted,
+    plus those of the pending segments."""
+    rel = "catalog_search" if isinstance(src, StoreReader) and src.catalog_views else f"({store_catalog.search_sql('spans')})"
+    return _con(src).sql(f"SELECT DISTINCT session_id FROM {rel} WHERE contains(text, $q)",
+                         params={"q": q.strip().lower()}).to_arrow_table()
 
 
-def page_of(index: pa.Table, search: pa.Table | None = None, *, q: str | None = None, kind: str | None = None,
+def page_of(index: pa.Table, hits: pa.Table | None = None, *, q: str | None = None, kind: str | None = None,
             policies: Sequence[str] | None = None, gated: bool | None = None, only_with_violations: bool = False,
             since_ns: int | None = None, until_ns: int | None = None, offset: int = 0,
-            limit: int = 50) -> dict[str, Any]:
-    """Filter and page :func:`session_index` (and, for ``q``, :func:`search_index`) in DuckDB."""
+            limit: int = 50, labelled: pa.Table | None = None) -> dict[str, Any]:
+    """Filter and page :func:`session_index` in DuckDB; ``q`` matches session ids and names, or any
+    session of ``hits`` (:func:`search_hits` of the same ``q``); ``labelled`` (when given) keeps
+    those sessions only (:func:`tracer.queries.annotations.labelled_sessions`)."""
     if kind is not None and kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS} or None; got {kind!r}")
     con = scratch()
     try:
         con.register("idx", index)
-        con.register("search", search if search is not None else _EMPTY_SEARCH)
+        con.register("hits", hits if hits is not None else _NO_HITS)
+        con.register("labelled", labelled if labelled is not None else _NO_HITS)
         rows = con.execute(_PAGE_SQL, {
             "q": q, "kind": kind, "policies": _list(policies), "gated": gated, "only_v": bool(only_with_violations),
             "since": since_ns, "until": until_ns, "limit": int(limit), "offset": max(0, int(offset)),
+            "by_label": labelled is not None,
         }).df()
         if rows.empty and offset > 0:  # past the end: still say how many match
-            again = page_of(index, search, q=q, kind=kind, policies=policies, gated=gated,
+            again = page_of(index, hits, q=q, kind=kind, policies=policies, gated=gated,
                             only_with_violations=only_with_violations, since_ns=since_ns, until_ns=until_ns,
-                            offset=0, limit=1)
+                            offset=0, limit=1, labelled=labelled)
             return {**again, "rows": rows.drop(columns=["total", "total_recorded", "total_violations"])}
     finally:
         con.close()
@@ -159,9 +131,13 @@ def page_of(index: pa.Table, search: pa.Table | None = None, *, q: str | None = 
 
 
 def page_detail(src: Source, rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with ``messages`` and ``peak tokens`` of those sessions only (read from the store)."""
-    detail = _con(src).execute(_PAGE_DETAIL, {"ids": [str(s) for s in rows["session_id"]]}).df()
-    return rows.merge(detail, on="session_id", how="left")
+    """``rows`` with annotation ``labels`` of those sessions (and ``messages`` and ``peak_tokens``
+    when the index did not carry them: a store without a catalog), read from the store."""
+    ids = {"ids": [str(s) for s in rows["session_id"]]}
+    labels = _con(src).execute(_PAGE_LABELS, ids).df()
+    if "messages" not in rows:  # an index without them (no catalog yet): read them for this page
+        rows = rows.merge(_con(src).execute(_PAGE_DETAIL, ids).df(), on="session_id", how="left")
+    return rows.merge(labels, on="session_id", how="left")
 
 
 def session_page(
@@ -176,21 +152,23 @@ def session_page(
     until_ns: int | None = None,
     offset: int = 0,
     limit: int = 50,
+    labels: Sequence[str] = (),
 ) -> dict[str, Any]:
     """One page of sessions, newest activity first, and how many match (indexes built on the spot;
     the dashboard keeps them per store state and calls :func:`page_of` and :func:`page_detail`).
 
     ``search`` matches (case-insensitive substring) message text, tool names, decisions, reasons,
-    violation codes, session ids and names; ``kind`` is ``recorded`` (any source but replay) or
+    violation codes, annotations, session ids and names; ``labels`` keeps sessions annotated with
+    one of them; ``kind`` is ``recorded`` (any source but replay) or
     ``replay``; ``since_ns``/``until_ns`` keep sessions active in that window (Unix ns).
     Returns ``rows`` (a frame: id, name, kind, source, source id, policy, gated, budget, counts of
     violations, prunes, deferrals, spills, failures, first/last span time, messages, peak tokens),
     ``total``, ``recorded`` and ``replays`` (of the matching sessions) and ``violations``.
     """
     q = (search or "").strip().lower() or None
-    out = page_of(session_index(src), search_index(src) if q else None, q=q, kind=kind, policies=policies,
+    out = page_of(session_index(src), search_hits(src, q) if q else None, q=q, kind=kind, policies=policies,
                   gated=gated, only_with_violations=only_with_violations, since_ns=since_ns, until_ns=until_ns,
-                  offset=offset, limit=limit)
+                  offset=offset, limit=limit, labelled=labelled_sessions(src, labels) if labels else None)
     out["rows"] = page_detail(src, out["rows"])
     return out
 

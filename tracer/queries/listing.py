@@ -18,6 +18,7 @@ import pandas as pd
 
 from tracer.lab.metrics import DEFERRAL_REASONS
 from tracer.queries._sql import (
+    _AFTERWARDS,
     BUDGET_CHECK,
     DEFER,
     FAIL,
@@ -117,7 +118,7 @@ agg AS (
            max(coalesce(end_time_ns, start_time_ns)) AS last_ns
     FROM (SELECT session_id, name, seq, start_time_ns, end_time_ns, reason, tokens_before, tokens_after, budget,
                  from_json(attributes, '{_struct(_COUNT_FIELDS)}') AS a
-          FROM spans WHERE session_id IS NOT NULL AND {{where}}) s
+          FROM spans WHERE session_id IS NOT NULL AND name NOT IN {_AFTERWARDS} AND {{where}}) s
     GROUP BY session_id
 )"""
 
@@ -125,7 +126,7 @@ agg AS (
 _TIMES = """
 agg AS (
     SELECT session_id, min(start_time_ns) AS first_ns, max(coalesce(end_time_ns, start_time_ns)) AS last_ns
-    FROM spans WHERE session_id IS NOT NULL AND {where} GROUP BY session_id
+    FROM spans WHERE session_id IS NOT NULL AND name NOT IN """ + _AFTERWARDS + """ AND {where} GROUP BY session_id
 )"""
 
 

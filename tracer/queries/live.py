@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tracer.queries._sql import BUDGET_CHECK, MESSAGE, SESSION, VIOLATION, Source, _df
+from tracer.queries._sql import _AFTERWARDS, BUDGET_CHECK, MESSAGE, SESSION, VIOLATION, Source, _df
 from tracer.spans import names as sn
 
 
@@ -14,10 +14,10 @@ def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFram
     sql = f"""
     WITH recent AS (
         SELECT session_id FROM spans
-        WHERE session_id IS NOT NULL AND start_time_ns >= $since
+        WHERE session_id IS NOT NULL AND start_time_ns >= $since AND name NOT IN {_AFTERWARDS}
         GROUP BY session_id
     ),
-    s AS (SELECT sp.* FROM spans sp JOIN recent USING (session_id))
+    s AS (SELECT sp.* FROM spans sp JOIN recent USING (session_id) WHERE sp.name NOT IN {_AFTERWARDS})
     SELECT session_id,
            any_value(source) FILTER (WHERE name = '{SESSION}') AS source,
            any_value(policy) FILTER (WHERE name = '{SESSION}') AS policy,

@@ -26,9 +26,14 @@ REINJECT = "prunegate.reinject"
 FAIL = "prunegate.fail"
 VIOLATION = "prunegate.violation"
 TRACER_STATS = "prunegate.tracer.stats"  # one row per pipeline shutdown, written by the store sink
+ANNOTATION = "prunegate.annotation"  # a person's label and note on a session, a decision or a violation
+COMPARISON = "prunegate.comparison"  # a saved comparison: its parameters and results (no session)
 
 DECISION_SPANS: tuple[str, ...] = (PRUNE, DEFER, SPILL, REINJECT, FAIL)  # children of a budget check
-SPAN_NAMES: tuple[str, ...] = (SESSION, MESSAGE, UNIT_CLOSE, BUDGET_CHECK, *DECISION_SPANS, VIOLATION, TRACER_STATS)
+SPAN_NAMES: tuple[str, ...] = (SESSION, MESSAGE, UNIT_CLOSE, BUDGET_CHECK, *DECISION_SPANS, VIOLATION, TRACER_STATS,
+                                ANNOTATION, COMPARISON)
+# spans people add after the fact: never part of a session's events, counts or activity times
+AFTERWARDS_SPANS: tuple[str, ...] = (ANNOTATION, COMPARISON)
 
 # ---------------------------------------------------------------- on every prunegate span
 SESSION_ID = "prunegate.session.id"
@@ -188,6 +193,21 @@ VIOLATION_CAUSE_SPAN_ID = "prunegate.violation.cause_span_id"
 VIOLATION_CAUSE_TRACE_ID = "prunegate.violation.cause_trace_id"
 LINK = "prunegate.link"  # on the violation's span link: "caused_by"
 LINK_CAUSED_BY = "caused_by"
+
+# ---------------------------------------------------------------- prunegate.annotation
+ANNOTATION_ID = "prunegate.annotation.id"
+ANNOTATION_TARGET = "prunegate.annotation.target"  # session | decision | violation
+ANNOTATION_SPAN_ID = "prunegate.annotation.span_id"  # the annotated span (the root for a session)
+ANNOTATION_LABEL = "prunegate.annotation.label"
+ANNOTATION_NOTE = "prunegate.annotation.note"
+ANNOTATION_AUTHOR = "prunegate.annotation.author"
+ANNOTATION_TARGETS: tuple[str, ...] = ("session", "decision", "violation")
+
+# ---------------------------------------------------------------- prunegate.comparison
+COMPARISON_ID = "prunegate.comparison.id"
+COMPARISON_TITLE = "prunegate.comparison.title"
+COMPARISON_PARAMS = "prunegate.comparison.params"  # JSON: what was run (sessions, policies, budget, ...)
+COMPARISON_RESULTS = "prunegate.comparison.results"  # JSON: the summary, sums and paired differences
 
 # ---------------------------------------------------------------- prunegate.tracer.stats
 TRACER_SINK = "prunegate.tracer.sink"

@@ -4,7 +4,8 @@ Order of operations, and why each step is safe to crash in:
 1. take ``compact.lock`` (exclusive flock): one compactor at a time;
 2. open ``spans.duckdb`` read-write, retrying while readers hold it (bounded);
 3. in ONE transaction: insert the new segments' rows (deduplicated by ``(trace_id, span_id)``
-   against themselves and the table) and record each segment's name in ``compacted_segments``;
+   against themselves and the table), update the session catalog of those spans
+   (:mod:`tracer.store.catalog`) and record each segment's name in ``compacted_segments``;
    COMMIT, CHECKPOINT, close. A crash before COMMIT changes nothing;
 4. take ``readers.lock`` exclusively (bounded; every reader holds it shared from listing the
    segments until it closes) and delete the absorbed files. A crash before the delete leaves
@@ -26,6 +27,7 @@ from typing import Any
 import duckdb
 
 from tracer.errors import StoreError, StorePermissionError
+from tracer.store import catalog
 from tracer.store.locks import FileLock, fsync_path
 from tracer.store.schema import MAIN_DDL, PROMOTED, SCHEMA_VERSION, derived, select_list
 from tracer.store.segments import (
@@ -106,22 +108,25 @@ def _valid_segments(
     return good, rows, bad
 
 
-def _insert_sql(*, derive: bool) -> str:
-    """Insert segments' rows, each span once; ``derive`` for segments written before schema 2."""
+def _fresh_sql(*, derive: bool) -> str:
+    """Collect segments' new rows in the temp table ``_fresh``, each span once (against themselves,
+    the table and what ``_fresh`` holds); ``derive`` for segments written before schema 2."""
     return f"""
-INSERT INTO spans
+INSERT INTO _fresh
 SELECT {select_list()} FROM (
     SELECT DISTINCT ON (trace_id, span_id) {select_list(cast_json=True, derive=derive)}
     FROM read_parquet(?, union_by_name = true)
 ) p
-WHERE NOT EXISTS (
-    SELECT 1 FROM spans s WHERE s.trace_id = p.trace_id AND s.span_id = p.span_id
-)
-ORDER BY session_id NULLS LAST, seq NULLS LAST, start_time_ns
+WHERE NOT EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = p.trace_id AND s.span_id = p.span_id)
+  AND NOT EXISTS (SELECT 1 FROM _fresh f WHERE f.trace_id = p.trace_id AND f.span_id = p.span_id)
 """
 
 
-_INSERT_SQL = {False: _insert_sql(derive=False), True: _insert_sql(derive=True)}
+# The new spans go through a temp table so that the session catalog (tracer.store.catalog) reads
+# exactly what was inserted.
+_FRESH_SQL = {False: _fresh_sql(derive=False), True: _fresh_sql(derive=True)}
+_INSERT_SQL = (f"INSERT INTO spans SELECT {select_list()} FROM _fresh "
+               "ORDER BY session_id NULLS LAST, seq NULLS LAST, start_time_ns")
 
 
 def _absorb(
@@ -133,12 +138,16 @@ def _absorb(
     con.execute("BEGIN TRANSACTION")
     try:
         inserted = 0
-        for derive in (False, True):
-            group = [str(p) for p in paths if (p in legacy) == derive]
-            if group:
-                row = con.execute(_INSERT_SQL[derive], [group]).fetchone()
-                inserted += row[0] if row is not None else 0
         if paths:
+            con.execute("CREATE OR REPLACE TEMP TABLE _fresh AS SELECT * FROM spans WHERE false")
+            for derive in (False, True):
+                group = [str(p) for p in paths if (p in legacy) == derive]
+                if group:
+                    con.execute(_FRESH_SQL[derive], [group])
+            row = con.execute(_INSERT_SQL).fetchone()
+            inserted = row[0] if row is not None else 0
+            catalog.refresh(con, "_fresh")
+            con.execute("DROP TABLE _fresh")
             con.execute(
                 "INSERT INTO compacted_segments SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), ?",
                 [[p.name for p in paths], rows, now],
@@ -156,7 +165,8 @@ def _absorb(
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create the main tables when missing, upgrade a table written before schema 2 (adds the
-    promoted columns, filled from the attributes) and record the schema version; one transaction."""
+    promoted columns, filled from the attributes) and record the schema version, in one transaction;
+    then build the session catalog when it is missing or older (:func:`tracer.store.catalog.ensure`)."""
     con.execute("BEGIN TRANSACTION")
     try:
         for ddl in MAIN_DDL:
@@ -177,6 +187,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    catalog.ensure(con)
 
 
 def compact(

@@ -25,6 +25,7 @@ import duckdb
 import pyarrow as pa
 
 from tracer.errors import StoreError
+from tracer.store import catalog
 from tracer.store.compact import is_lock_error
 from tracer.store.locks import FileLock
 from tracer.store.schema import COLUMN_NAMES, COLUMNS, PROMOTED_NAMES, VIEWS, empty_select, select_list
@@ -46,6 +47,9 @@ _LEGACY_SELECT = ", ".join(
 
 class StoreReader:
     """Query the unified views of one store snapshot. Use as a context manager."""
+
+    catalog = False  # spans.duckdb holds the session catalog compaction keeps (tracer.store.catalog)
+    catalog_views = False  # the views catalog_sessions and catalog_search are defined (not on every subclass)
 
     def __init__(self, layout: StoreLayout, *, attach_timeout: float = 2.0) -> None:
         self.layout = layout
@@ -142,6 +146,9 @@ class StoreReader:
         if has_tables < 2:
             return set()
         self.main_attached = True
+        self.catalog = self._scalar(
+            "SELECT count(*) FROM store.store_meta WHERE key = '" + catalog.META_KEY + "' AND value = '"
+            + catalog.CATALOG_VERSION + "'") == 1
         present = self._scalar(
             "SELECT count(*) FROM duckdb_columns() WHERE database_name = 'store' AND table_name = 'spans' "
             f"AND list_contains({list(PROMOTED_NAMES)!r}, column_name)"
@@ -189,8 +196,9 @@ class StoreReader:
             "CREATE TEMP VIEW spans AS SELECT *, end_time_ns - start_time_ns AS duration_ns FROM "
             "(SELECT * FROM _main_spans UNION ALL SELECT * FROM _segment_spans)"
         )
-        for name, sql in VIEWS:
+        for name, sql in (*VIEWS, *catalog.views(self.catalog, "_segment_spans")):
             con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+        self.catalog_views = True
 
     # -- queries -------------------------------------------------------------------------------
     def arrow(self, sql: str, params: Params = None) -> pa.Table:

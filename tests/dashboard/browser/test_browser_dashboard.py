@@ -301,6 +301,7 @@ def _store_counts(path: Path) -> dict[str, Any]:
 def test_browser_every_page_has_a_path(server: dict[str, Any], page: Any) -> None:
     for path, heading in (("/sessions", "Sessions"), ("/replay?session=s-gated&step=5", "Replay"),
                           ("/violations", "Violations"), ("/compare", "Compare policies"), ("/live", "Live"),
+                          ("/annotations", "Annotations"),
                           ("/", "prunegate")):
         open_page(page, server, path)
         assert page.get_by_role("heading", name=heading, exact=True).is_visible(), path
@@ -411,6 +412,9 @@ def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any
     settle(page)
     success = page.get_by_text("and recorded them into the store as new sessions", exact=False)
     assert success.is_visible()
+    # it ran in a status box with a progress bar (collapsed once complete, its label says what ran)
+    assert page.locator('[data-testid="stExpander"]').filter(has_text=re.compile(r"Replayed \d+ sessions")).count() == 1
+    assert page.locator('[data-testid="stProgress"]').count() >= 1
     # a meaningful answer: the gate-less arms break requests at this budget, the gated ones do not
     lines = page.get_by_text(re.compile(r"· (gated|ungated): \d+ invalid requests")).all_inner_texts()
     ungated = [int(re.search(r"ungated: (\d+) invalid", t).group(1)) for t in lines if "· ungated:" in t]
@@ -424,9 +428,95 @@ def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any
     assert len(rows) - 1 == len(lines) * min(5, len(recorded))
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "compare-run.png"), full_page=True)
+    # the run saved: reopened from its URL, the same lines without re-running (no new replay)
+    runs_before = _replay_count(server["path"])
+    page.get_by_label("Title", exact=True).last.fill("default run")
+    page.get_by_role("button", name="Save this comparison").last.click()
+    page.get_by_role("button", name="Open the saved comparison").wait_for(timeout=30_000)
+    click_until(page, page.get_by_role("button", name="Open the saved comparison"),
+                lambda: "saved=" in page.evaluate("location.href"), "open the saved run")
+    assert page.get_by_role("heading", name="default run").is_visible()
+    for line in lines:
+        assert page.get_by_text(line, exact=True).is_visible(), line
+    assert _replay_count(server["path"]) == runs_before
+    open_page(page, server, "/compare", charts=3)
+    click_until(page, page.get_by_role("tab", name="Run a comparison"),
+                lambda: page.get_by_text("Default budget", exact=False).count() > 0, "open the run tab again")
     # a failed run clears the previous success
     page.get_by_label("Policy parameters (optional)", exact=True).fill("nosuchpolicy@x=1")
     page.get_by_role("button", name="Run comparison").click()
     page.get_by_text("The comparison failed:", exact=False).first.wait_for(timeout=60_000)
     settle(page)
     assert page.get_by_text("and recorded them into the store as new sessions", exact=False).count() == 0
+
+
+# ----------------------------------------------------------------------------- annotations, saved comparisons
+def test_browser_annotates_a_violation_lists_and_filters_by_its_label(server: dict[str, Any], page: Any) -> None:
+    from tracer import queries
+    from tracer.store import Store
+
+    with Store(server["path"]).reader() as r:
+        v = queries.violations(r, session_id="s-orphan")
+    one = v[v["code"] == "orphan_tool_result"].iloc[0]
+    step = int(one["seq"])
+    open_page(page, server, f"/replay?session=s-orphan&step={step}", charts=2)
+    page.get_by_role("heading", name="Annotations").scroll_into_view_if_needed()
+    pick_option(page, "On", f"the violation at step {step}")
+    page.get_by_label("Label", exact=True).fill("needs-review")
+    page.get_by_label("Note", exact=True).fill("partner evicted: <b>bold</b> <script>alert(1)</script>")
+    page.get_by_role("button", name="Save annotation").click()
+    page.get_by_text("Saved the annotation", exact=False).wait_for(timeout=30_000)
+    settle(page)
+    with Store(server["path"]).reader() as r:  # read back from the store: on the violation's span
+        stored = queries.annotation_list(r, labels=["needs-review"])
+    assert list(stored["span_id"]) == [one["span_id"]] and list(stored["session_id"]) == ["s-orphan"]
+    assert page.get_by_text("Labels: needs-review", exact=False).is_visible()  # the page shows it at once
+    assert "needs-review" in _cells(page)
+    # listed on the Annotations page, the note as text
+    open_page(page, server, "/annotations?label=needs-review")
+    assert page.get_by_text("1 annotations labelled needs-review").is_visible()
+    assert "partner evicted: <b>bold</b> <script>alert(1)</script>" in _cells(page)
+    assert page.dialogs == [] and page.locator("b", has_text="bold").count() == 0
+    # the Sessions page filters by it, and the address bar says so
+    open_page(page, server, "/sessions")
+    page.get_by_role("combobox", name="Annotation label").click()
+    page.get_by_role("option").filter(has_text="needs-review").first.click()
+    settle(page)
+    wait_for_url(page, "label=needs-review")
+    assert _metric(page, "Matching sessions") == "1"
+    assert "s-orphan" in _cells(page)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "sessions-by-label.png"), full_page=True)
+
+
+def test_browser_saves_a_comparison_and_reopens_it_from_its_url(server: dict[str, Any], page: Any) -> None:
+    from tracer import queries
+    from tracer.store import Store
+
+    open_page(page, server, "/compare?metric=prunes", charts=3)
+    page.get_by_role("heading", name="Save").scroll_into_view_if_needed()
+    page.get_by_label("Title", exact=True).first.fill("prunes per arm")
+    page.get_by_role("button", name="Save this comparison").first.click()
+    page.get_by_text("Saved as “prunes per arm”", exact=False).wait_for(timeout=30_000)
+    with Store(server["path"]).reader() as r:
+        saved = queries.saved_comparisons(r)
+        ident = str(saved.loc[saved["title"] == "prunes per arm", "id"].iloc[0])
+        metrics = queries.session_metrics(r)
+    summary = queries.arm_summary(metrics[metrics["source"] == "replay"], "prunes")
+    # listed on the page
+    open_page(page, server, "/compare", charts=3)
+    click_until(page, page.get_by_text("Saved comparisons"), lambda: "prunes per arm" in _cells(page),
+                "open the list of saved comparisons")
+    # a new page opens the URL: the stored numbers, the same the store gives now
+    other = page.context.new_page()
+    other.goto(server["base"] + f"/compare?saved={ident}")
+    settle(other)
+    assert other.get_by_role("heading", name="prunes per arm").is_visible()
+    for rec in summary.to_dict("records"):
+        line = f"{rec['arm']}: mean prunes {rec['mean']:.4g} (95% CI"
+        assert other.get_by_text(line, exact=False).is_visible(), line
+    ARTIFACTS.mkdir(exist_ok=True)
+    other.screenshot(path=str(ARTIFACTS / "compare-saved.png"), full_page=True)
+    click_until(other, other.get_by_role("button", name="◀ all comparisons"),
+                lambda: "saved=" not in other.evaluate("location.href"), "back to all comparisons")
+    assert other.get_by_role("tab", name="Run a comparison").is_visible()

@@ -119,7 +119,7 @@ def test_the_run_form_prints_the_commands_intervals(compared: dict[str, Any]) ->
     at.number_input(key="compare_run_budget").set_value(budget)
     at.number_input(key="compare_run_ceiling").set_value(ceiling)
     at.number_input(key="compare_run_stream").set_value(stream)
-    at.button[0].click()
+    next(b for b in at.button if b.label == "Run comparison").click()
     at.run(timeout=180)
     assert not at.exception, [e.value for e in at.exception]
     [table] = [d.value for d in at.dataframe if "mean_diff" in d.value.columns and "policy" in d.value.columns]

@@ -1,0 +1,83 @@
+"""Annotations on the dashboard: the list of a session's (or every) annotation and the form that adds one.
+
+An annotation is a label and a note on a session, a decision or a violation, stored as a span
+(:mod:`tracer.lab.annotations`, the same as ``prunegate annotate``). Labels and notes are recorded
+text: tables and ``st.text`` show them literally, never as HTML.
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import quote
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.components import data
+from dashboard.components.safe import md
+from dashboard.components.widgets import ts_column
+from tracer.errors import AnnotationError
+from tracer.spans import names as sn
+
+FLASH_S = 60.0  # how long "Saved the annotation …" stays above the form
+TARGET_NAMES = {sn.VIOLATION: "violation", sn.BUDGET_CHECK: "decision", **{n: "decision" for n in sn.DECISION_SPANS}}
+
+
+def table(frame: pd.DataFrame, *, key: str, with_session: bool = True) -> None:
+    """Annotations as a table, each with a link to the replay at its step."""
+    steps = [None if pd.isna(s) or t == "session" else int(s) for s, t in zip(frame["step"], frame["target"], strict=True)]
+    out = pd.DataFrame({
+        "label": frame["label"].fillna(""),
+        "note": frame["note"].fillna(""),
+        "on": [f"{t} · {w}" if isinstance(w, str) and w else str(t) for t, w in zip(frame["target"], frame["what"], strict=True)],
+        "step": ["" if s is None else str(s) for s in steps],
+        **({"session": frame["session_id"]} if with_session else {}),
+        "when": ts_column(frame["time_ns"]),
+        "author": frame["author"].fillna(""),
+        "open": [f"replay?session={quote(str(sid), safe='')}" + ("" if s is None else f"&step={s}")
+                 for sid, s in zip(frame["session_id"], steps, strict=True)],
+    })
+    st.dataframe(out, hide_index=True, width="stretch", key=key,
+                 column_config={"open": st.column_config.LinkColumn("open", display_text="replay ▸")})
+
+
+def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str) -> None:
+    """Add an annotation: pick what it is on (``targets``: (what it reads as, span id or None for the
+    session)), type a label and a note, save. Saved through the store's normal path; the page then
+    reruns, so the lists above show it, and says so under the form for a minute."""
+    flash = st.session_state.get(f"{key}_saved")  # (session, when, what): kept through the reruns that follow
+    if flash and flash[0] == session_id and time.monotonic() - flash[1] < FLASH_S:
+        st.success(md(flash[2]))
+    with st.form(f"{key}_form", clear_on_submit=True):
+        c1, c2 = st.columns([2, 1])
+        names = [t[0] for t in targets]
+        pick = c1.selectbox("On", range(len(targets)), format_func=lambda i: names[i], key=f"{key}_target")
+        label = c2.text_input("Label", max_chars=80, key=f"{key}_label", placeholder="bug, expected, flaky, …")
+        note = st.text_area("Note", key=f"{key}_note", height=80, max_chars=4000)
+        submitted = st.form_submit_button("Save annotation")
+    if submitted:
+        from tracer.lab.annotations import annotate
+        from tracer.store import Store
+
+        try:
+            row = annotate(Store(data.store_path()), session_id, label=label, note=note,
+                           span_id=targets[int(pick or 0)][1])
+        except AnnotationError as exc:
+            st.error(md(str(exc)))
+            return
+        st.cache_data.clear()
+        st.session_state[f"{key}_saved"] = (session_id, time.monotonic(),
+                                             f"Saved the annotation “{row['label']}” on the {row['target']}.")
+        st.rerun()  # the lists above this form were drawn before the save
+
+
+def step_targets(events: pd.DataFrame, step: int) -> list[tuple[str, str | None]]:
+    """What can be annotated at ``step``: the session, and the step's decisions and violations."""
+    out: list[tuple[str, str | None]] = [("this session", None)]
+    if events.empty:
+        return out
+    here = events[(events["seq"] == step) & events["name"].isin(list(TARGET_NAMES))]
+    for rec in here.to_dict("records"):
+        what = rec.get("what") or rec["name"].replace(sn.PREFIX, "")
+        out.append((f"the {TARGET_NAMES[rec['name']]} at step {step}: {what} ({rec['span_id']})", str(rec["span_id"])))
+    return out

@@ -1,0 +1,210 @@
+"""Annotations and saved comparisons are spans in the store; the session catalog compaction keeps
+answers exactly what computing it from the spans answers.
+
+Everything runs on a real store (imported sessions replayed through the real engine), through the
+real command line (a subprocess) and the real dashboard (AppTest); results are read back from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.dashboard.test_dashboard_app import page  # the app at a page, after one run
+from tests.dashboard_fixtures import demo_store
+from tests.paths import REPO
+from tracer import queries
+from tracer.lab.annotations import annotate, save_comparison
+from tracer.queries import catalog
+from tracer.spans import names as sn
+from tracer.store import ENV_STORE, Store
+from tracer.store import catalog as store_catalog
+from tracer.traffic.otlp_export import select_rows
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    path = tmp_path_factory.mktemp("notes") / "store"
+    demo_store(path, per_file=1)
+    with Store(path).reader() as r:
+        rows = r.query(f"SELECT session_id, span_id FROM spans WHERE name = '{sn.VIOLATION}' ORDER BY seq, span_id")
+    old = os.environ.get(ENV_STORE)
+    os.environ[ENV_STORE] = str(path)
+    yield {"path": path, "violation": rows[0]}
+    if old is None:
+        os.environ.pop(ENV_STORE, None)
+    else:
+        os.environ[ENV_STORE] = old
+
+
+def prunegate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tracer.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+
+
+def index_of(path: Path) -> pd.DataFrame:
+    with Store(path).reader() as r:
+        return catalog.session_index(r).to_pandas().sort_values("session_id").reset_index(drop=True)
+
+
+def test_annotate_from_the_command_line_stores_lists_filters_searches_and_exports(store: dict) -> None:
+    path, v = store["path"], store["violation"]
+    before = index_of(path)
+    done = prunegate("annotate", "--store", str(path), v["session_id"], "--span", v["span_id"],
+                     "--label", "evicted-partner", "--note", "the <b>result</b> lost its call")
+    assert done.returncode == 0, done.stderr
+    assert v["span_id"] in done.stdout and "violation" in done.stdout
+    with Store(path).reader() as r:  # read back from the store: one annotation span, child of the violation
+        spans = r.query(f"SELECT * FROM spans WHERE name = '{sn.ANNOTATION}'")
+        assert len(spans) == 1 and spans[0]["parent_span_id"] == v["span_id"]
+        assert spans[0]["session_id"] == v["session_id"] and spans[0]["seq"] is None
+        listed = queries.annotation_list(r, labels=["evicted-partner"])
+        assert listed.iloc[0]["target"] == "violation" and listed.iloc[0]["note"] == "the <b>result</b> lost its call"
+        page = catalog.session_page(r, labels=["evicted-partner"])
+        assert list(page["rows"]["session_id"]) == [v["session_id"]]
+        assert page["rows"].iloc[0]["labels"] == "evicted-partner"
+        assert v["session_id"] in set(catalog.search_hits(r, "LOST ITS CALL").column("session_id").to_pylist())
+        assert catalog.session_page(r, labels=["no-such-label"])["total"] == 0
+    # an annotation is not activity: counts and times of the session stay what they were
+    pd.testing.assert_frame_equal(index_of(path), before)
+    rows, _ = select_rows(Store(path), [v["session_id"]])  # what `prunegate export --session` sends
+    assert any(r["name"] == sn.ANNOTATION for r in rows)
+    listed_cli = prunegate("annotate", "--store", str(path), "--list", "--label", "evicted-partner", "--json")
+    assert json.loads(listed_cli.stdout)[0]["span_id"] == v["span_id"]
+
+
+def test_bad_annotations_are_refused_in_one_line(store: dict) -> None:
+    path, v = store["path"], store["violation"]
+    with Store(path).reader() as r:
+        n = r.query(f"SELECT count(*) AS n FROM spans WHERE name = '{sn.ANNOTATION}'")[0]["n"]
+        message = r.query(f"SELECT span_id FROM spans WHERE name = '{sn.MESSAGE}' AND session_id = ? LIMIT 1",
+                          [v["session_id"]])[0]["span_id"]
+    for args, says in ((["no-such-session", "--label", "x"], "no session no-such-session"),
+                       ([v["session_id"], "--label", "  "], "needs a label"),
+                       ([v["session_id"], "--span", message, "--label", "x"], "annotate a session, a decision")):
+        done = prunegate("annotate", "--store", str(path), *args)
+        assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    with Store(path).reader() as r:
+        assert r.query(f"SELECT count(*) AS n FROM spans WHERE name = '{sn.ANNOTATION}'")[0]["n"] == n
+
+
+def test_the_catalog_compaction_keeps_answers_what_the_spans_do(tmp_path: Path, store: dict) -> None:
+    path = tmp_path / "store"
+    demo_store(path, per_file=1, policies=(("recency", False),))
+    s = Store(path)
+    with s.reader() as r:
+        assert not r.catalog
+        fly = catalog.session_index(r).to_pandas()
+        fly_hits = catalog.search_hits(r, "weather")
+        fly = catalog.page_detail(r, fly).drop(columns=["labels"])  # messages and peaks, as a page reads them
+    s.compact()
+    annotate(s, str(fly["session_id"].iloc[0]), label="after-compaction", note="rainy")  # a pending segment
+    with s.reader() as r:
+        assert r.catalog and r.pending_segments
+        kept = catalog.session_index(r).to_pandas()
+        spans_only = r.con.sql(store_catalog.index_sql("spans")).to_arrow_table().to_pandas()
+        hits = catalog.search_hits(r, "weather")
+        assert set(catalog.search_hits(r, "rainy").column("session_id").to_pylist()) == {fly["session_id"].iloc[0]}
+    order = ["session_id"]
+    pd.testing.assert_frame_equal(kept.sort_values(order).reset_index(drop=True),
+                                  spans_only.sort_values(order).reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(kept[fly.columns].sort_values(order).reset_index(drop=True),
+                                  fly.sort_values(order).reset_index(drop=True), check_dtype=False)
+    assert sorted(hits.column("session_id").to_pylist()) == sorted(fly_hits.column("session_id").to_pylist())
+    assert hits.num_rows > 0
+    s.compact()  # the annotation is compacted too: its text is in the kept search rows
+    with s.reader() as r:
+        assert not r.pending_segments
+        assert r.query("SELECT count(*) AS n FROM store.search_text WHERE contains(text, 'rainy')")[0]["n"] == 1
+
+
+def test_an_older_store_gets_its_catalog_at_the_next_compaction(tmp_path: Path) -> None:
+    import duckdb
+
+    path = tmp_path / "store"
+    demo_store(path, per_file=1, policies=(("recency", True),))
+    s = Store(path)
+    s.compact()
+    con = duckdb.connect(str(s.layout.main))  # what a store compacted by an older prunegate looks like
+    con.execute("DROP TABLE session_catalog; DROP TABLE search_text; DELETE FROM store_meta WHERE key = ?",
+                [store_catalog.META_KEY])
+    con.close()
+    with s.reader() as r:
+        assert not r.catalog
+        fly = catalog.session_index(r).to_pandas()
+        fly = catalog.page_detail(r, fly).drop(columns=["labels"]).sort_values("session_id").reset_index(drop=True)
+    s.compact()
+    with s.reader() as r:
+        assert r.catalog
+        kept = catalog.session_index(r).to_pandas().sort_values("session_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept[fly.columns], fly, check_dtype=False)
+
+
+# ----------------------------------------------------------------------------- the dashboard
+def test_replay_page_adds_and_lists_an_annotation_as_text(store: dict) -> None:
+    v = store["violation"]
+    with Store(store["path"]).reader() as r:
+        step = r.query("SELECT seq FROM spans WHERE span_id = ?", [v["span_id"]])[0]["seq"]
+    at = page("replay", session=v["session_id"], step=str(step))
+    target = at.selectbox(key="replay_annotate_target")
+    pick = next(i for i, o in enumerate(target.options) if v["span_id"] in o)
+    target.set_value(pick)
+    at.text_input(key="replay_annotate_label").input("<i>flaky</i>")
+    at.text_area(key="replay_annotate_note").input("<script>alert(1)</script> seen twice")
+    at.button[[b.label for b in at.button].index("Save annotation")].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(e.value.startswith("Saved the annotation") and "on the violation" in e.value for e in at.success)
+    with Store(store["path"]).reader() as r:
+        mine = queries.annotation_list(r, labels=["<i>flaky</i>"])
+    assert len(mine) == 1 and mine.iloc[0]["span_id"] == v["span_id"] and mine.iloc[0]["step"] == step
+    at.run()
+    shown = next(d.value for d in at.dataframe if "label" in d.value.columns and "note" in d.value.columns)
+    assert "<i>flaky</i>" in set(shown["label"]) and "<script>alert(1)</script> seen twice" in set(shown["note"])
+    listing = page("annotations", label="<i>flaky</i>")
+    table = next(d.value for d in listing.dataframe if "label" in d.value.columns)
+    assert list(table["label"]) == ["<i>flaky</i>"] and table.iloc[0]["open"].endswith(f"&step={step}")
+    sessions = page("sessions", label="<i>flaky</i>")
+    rows = next(d.value for d in sessions.dataframe if "session" in d.value.columns)
+    assert list(rows["session"]) == [v["session_id"]]
+
+
+def test_a_saved_comparison_reopens_from_its_url_with_the_same_numbers(store: dict) -> None:
+    at = page("compare", metric="prunes")
+    diff = next(d.value for d in at.dataframe if "mean_diff" in d.value.columns)
+    at.text_input(key="compare_results_save_title").input("prunes, kept")
+    at.button[[b.label for b in at.button].index("Save this comparison")].click().run()
+    assert not at.exception
+    with Store(store["path"]).reader() as r:
+        listed = queries.saved_comparisons(r)
+        ident = listed.loc[listed["title"] == "prunes, kept", "id"].iloc[0]
+        assert r.query(f"SELECT count(*) AS n FROM spans WHERE name = '{sn.COMPARISON}' AND session_id IS NULL")[0]["n"] >= 1
+    again = page("compare", saved=str(ident))
+    assert "prunes, kept" in [s.value for s in again.subheader]
+    reopened = next(d.value for d in again.dataframe if "mean_diff" in d.value.columns)
+    pd.testing.assert_frame_equal(reopened.reset_index(drop=True), diff.reset_index(drop=True), check_dtype=False)
+    missing = page("compare", saved="nope")
+    assert any("No saved comparison nope" in e.value for e in missing.error)
+
+
+def test_save_comparison_writes_through_any_store_that_takes_a_table(tmp_path: Path) -> None:
+    """The bucket store takes tables the same way; here a plain Store and a writer-only object."""
+    written = []
+
+    class Writer:
+        def write_table(self, table):  # noqa: ANN001, ANN202 - the Writable protocol
+            written.append(table)
+
+    ident = save_comparison(Writer(), "t", {"a": 1}, {"tables": {"x": [{"v": 1.5}]}})
+    assert written[0].num_rows == 1 and written[0].column("name").to_pylist() == [sn.COMPARISON]
+    s = Store(tmp_path / "s")
+    ident = save_comparison(s, "kept", {"budget": 100}, {"tables": {"x": [{"v": 1.5}]}})
+    with s.reader() as r:
+        got = queries.saved_comparison(r, ident)
+    assert got is not None and got["params"] == {"budget": 100} and got["results"]["tables"]["x"] == [{"v": 1.5}]

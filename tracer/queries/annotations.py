@@ -1,0 +1,93 @@
+"""Annotations and saved comparisons read back from the store (written by :mod:`tracer.lab.annotations`).
+
+An annotation row names what it is on: its session, the target kind (session, decision, violation),
+the annotated span and, for a decision or violation, that span's name and step (``seq``), so a list
+can link to the replay at that step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from tracer.queries._sql import Source, _con, _df, _list
+from tracer.spans import names as sn
+
+__all__ = ["annotation_labels", "annotation_list", "labelled_sessions", "saved_comparison", "saved_comparisons"]
+
+_ANNOTATIONS = f"""
+WITH a AS (
+    SELECT session_id, span_id AS annotation_span_id, start_time_ns AS time_ns,
+           attributes->>'{sn.ANNOTATION_ID}' AS id,
+           attributes->>'{sn.ANNOTATION_TARGET}' AS target,
+           attributes->>'{sn.ANNOTATION_SPAN_ID}' AS span_id,
+           attributes->>'{sn.ANNOTATION_LABEL}' AS label,
+           attributes->>'{sn.ANNOTATION_NOTE}' AS note,
+           attributes->>'{sn.ANNOTATION_AUTHOR}' AS author
+    FROM spans
+    WHERE name = '{sn.ANNOTATION}'
+      AND (CAST($session AS VARCHAR) IS NULL OR session_id = CAST($session AS VARCHAR))
+      AND (len(CAST($labels AS VARCHAR[])) = 0
+           OR list_contains(CAST($labels AS VARCHAR[]), attributes->>'{sn.ANNOTATION_LABEL}'))
+)
+SELECT a.id, a.session_id, a.target, a.label, a.note, a.author, a.time_ns, a.span_id,
+       t.name AS span_name, t.seq AS step,
+       CASE WHEN t.name = '{sn.VIOLATION}' THEN t.attributes->>'{sn.VIOLATION_CODE}'
+            WHEN t.name = '{sn.BUDGET_CHECK}' THEN t.attributes->>'{sn.DECISION}'
+            WHEN t.name = '{sn.SESSION}' THEN t.attributes->>'{sn.SESSION_NAME}'
+            ELSE replace(t.name, '{sn.PREFIX}', '') END AS what
+FROM a LEFT JOIN (SELECT session_id, span_id, name, seq, attributes FROM spans
+                  WHERE session_id IN (SELECT session_id FROM a)) t
+       ON t.session_id = a.session_id AND t.span_id = a.span_id
+ORDER BY a.time_ns DESC, a.id
+"""
+
+
+def annotation_list(src: Source, session_id: str | None = None, labels: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every annotation (of one session, with one of ``labels``), newest first: id, session, target
+    kind, label, note, author, time, the annotated span with its name, step and what it is (the
+    violation code, the decision, the session name)."""
+    return _df(src, _ANNOTATIONS, {"session": session_id, "labels": _list(labels)})
+
+
+def annotation_labels(src: Source) -> list[str]:
+    """Every label in use, sorted (the Sessions page's filter)."""
+    rows = _con(src).execute(
+        f"SELECT DISTINCT attributes->>'{sn.ANNOTATION_LABEL}' FROM spans WHERE name = '{sn.ANNOTATION}' "
+        "ORDER BY 1").fetchall()
+    return [str(r[0]) for r in rows if r[0]]
+
+
+def labelled_sessions(src: Source, labels: Sequence[str]) -> pa.Table:
+    """The sessions holding an annotation with one of ``labels`` (a table of ``session_id``)."""
+    return _con(src).sql(
+        f"SELECT DISTINCT session_id FROM spans WHERE name = '{sn.ANNOTATION}' "
+        f"AND list_contains(CAST($labels AS VARCHAR[]), attributes->>'{sn.ANNOTATION_LABEL}')",
+        params={"labels": _list(labels)}).to_arrow_table()
+
+
+_SAVED = f"""
+SELECT attributes->>'{sn.COMPARISON_ID}' AS id, attributes->>'{sn.COMPARISON_TITLE}' AS title,
+       start_time_ns AS time_ns, attributes->>'{sn.COMPARISON_PARAMS}' AS params,
+       attributes->>'{sn.COMPARISON_RESULTS}' AS results
+FROM spans WHERE name = '{sn.COMPARISON}'
+"""
+
+
+def saved_comparisons(src: Source) -> pd.DataFrame:
+    """Saved comparisons, newest first: id, title, time and parameters (JSON text)."""
+    return _df(src, f"SELECT id, title, time_ns, params FROM ({_SAVED}) ORDER BY time_ns DESC, id")
+
+
+def saved_comparison(src: Source, ident: str) -> dict[str, Any] | None:
+    """One saved comparison: id, title, time_ns, ``params`` and ``results`` decoded; None when unknown."""
+    rows = _con(src).execute(f"SELECT * FROM ({_SAVED}) WHERE id = $id LIMIT 1", {"id": ident}).fetchall()
+    if not rows:
+        return None
+    ident, title, time_ns, params, results = rows[0]
+    return {"id": ident, "title": title, "time_ns": time_ns, "params": json.loads(params or "{}"),
+            "results": json.loads(results or "{}")}

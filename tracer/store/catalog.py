@@ -1,0 +1,145 @@
+"""The session catalog that compaction keeps in ``spans.duckdb``: one row per session, and the texts a
+search looks at.
+
+Why: the Sessions page must answer in under a second at 10,000 sessions (a million spans), its
+first search included. Counting every session's spans and extracting message text from every span's
+JSON on first use costs seconds; compaction already reads each new span exactly once, so it records
+what the page needs right there, in the same transaction as the spans:
+
+- ``session_catalog``: one row per session (root attributes, kind, span counts by decision and
+  violation, first and last span time, messages and peak context tokens), recomputed for the
+  sessions a compaction touched;
+- ``search_text``: one row per span that has searchable text (message text and tool names, tool
+  executions, decisions and their reasons, violation codes, annotation labels and notes),
+  lowercased; append-only, since compaction inserts each span once.
+
+A reader (:class:`~tracer.store.reader.StoreReader`) serves the views ``catalog_sessions`` and
+``catalog_search``: these rows for what is compacted, the same rows computed on the fly for the
+sessions in segments not compacted yet (few: the sink compacts as it writes). A store compacted by
+an older prunegate has no catalog until its next compaction builds it; readers compute everything
+on the fly meanwhile. Root attributes, decisions, reasons and violation codes are read from the
+promoted columns (schema 2, :data:`tracer.store.schema.PROMOTED`); span names and keys come from
+:mod:`tracer.spans.names`; the relation names passed in are this package's constants, never user input.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from tracer.spans import names as sn
+
+CATALOG_VERSION = "2"  # bump when the rows below change: the next compaction rebuilds them
+META_KEY = "catalog_version"
+
+_AFTER = ", ".join(f"'{n}'" for n in sn.AFTERWARDS_SPANS)  # annotations: not the session's activity
+
+
+def index_sql(rel: str, where: str = "true", *, messages: bool = True) -> str:
+    """One row per session of ``rel`` (a relation with the store's span columns) matching ``where``;
+    with ``messages``, also its message count and peak context tokens (a JSON read of every message
+    span: what compaction does once, and a reader only for the sessions of pending segments)."""
+    msgs = f"""
+    SELECT session_id,
+           count(DISTINCT attributes->>'{sn.MESSAGE_ID}')
+               FILTER (WHERE attributes->>'{sn.EVENT}' IN ('append', 'open')) AS messages,
+           max(TRY_CAST(attributes->>'{sn.CONTEXT_TOKENS}' AS BIGINT)) AS peak_tokens
+    FROM {rel} WHERE name = '{sn.MESSAGE}' AND session_id IS NOT NULL AND ({where}) GROUP BY session_id
+""" if messages else "SELECT NULL::VARCHAR AS session_id WHERE false"
+    return f"""
+WITH roots AS (
+    SELECT session_id,
+           any_value(attributes->>'{sn.SESSION_NAME}') AS label,
+           any_value(source) AS source,
+           any_value(attributes->>'{sn.SESSION_SOURCE_ID}') AS source_id,
+           any_value(policy) AS policy,
+           any_value(gated) AS gated,
+           any_value(budget) AS budget
+    FROM {rel} WHERE name = '{sn.SESSION}' AND session_id IS NOT NULL AND ({where}) GROUP BY session_id
+),
+counts AS (
+    SELECT session_id, count(*) AS spans,
+           count(*) FILTER (WHERE name = '{sn.VIOLATION}') AS violations,
+           count(*) FILTER (WHERE name = '{sn.PRUNE}') AS prunes,
+           count(*) FILTER (WHERE name = '{sn.DEFER}') AS deferrals,
+           count(*) FILTER (WHERE name = '{sn.SPILL}') AS spills,
+           count(*) FILTER (WHERE name = '{sn.FAIL}') AS failures,
+           min(start_time_ns) AS first_ns, max(coalesce(end_time_ns, start_time_ns)) AS last_ns
+    FROM {rel} WHERE session_id IS NOT NULL AND name NOT IN ({_AFTER}) AND ({where}) GROUP BY session_id
+),
+msgs AS ({msgs})
+SELECT c.session_id, r.label, r.source, r.source_id, r.policy, r.gated, r.budget,
+       CASE WHEN r.source = 'replay' THEN 'replay' ELSE 'recorded' END AS kind,
+       c.* EXCLUDE (session_id){", m.messages, m.peak_tokens" if messages else ""}
+FROM counts c LEFT JOIN roots r USING (session_id) LEFT JOIN msgs m USING (session_id)
+"""
+
+
+def search_sql(rel: str) -> str:
+    """The lowercased searchable text of every span of ``rel`` that has any, with its session."""
+    return f"""
+SELECT session_id, lower(text) AS text
+FROM (
+    SELECT session_id, concat_ws(' ', attributes->>'{sn.MESSAGE_CONTENT}',
+                                 CAST(attributes->'{sn.MESSAGE_TOOL_NAMES}' AS VARCHAR)) AS text
+    FROM {rel} WHERE name = '{sn.MESSAGE}' AND session_id IS NOT NULL
+    UNION ALL
+    SELECT session_id, concat_ws(' ', attributes->>'{sn.GEN_AI_TOOL_NAME}', decision, reason, violation)
+    FROM {rel}
+    WHERE session_id IS NOT NULL AND (name IN ('{sn.BUDGET_CHECK}', '{sn.PRUNE}', '{sn.DEFER}', '{sn.SPILL}',
+                                                '{sn.FAIL}', '{sn.VIOLATION}')
+                                      OR starts_with(name, '{sn.OP_EXECUTE_TOOL}'))
+    UNION ALL
+    SELECT session_id, concat_ws(' ', attributes->>'{sn.ANNOTATION_LABEL}', attributes->>'{sn.ANNOTATION_NOTE}')
+    FROM {rel} WHERE name = '{sn.ANNOTATION}' AND session_id IS NOT NULL
+) t
+WHERE text <> ''
+"""
+
+
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS session_catalog AS SELECT * FROM (" + index_sql("spans") + ") WHERE false",
+    "CREATE TABLE IF NOT EXISTS search_text (session_id VARCHAR, text VARCHAR)",
+)
+
+
+def ensure(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the catalog tables; (re)build them from every span when they are missing or older
+    than :data:`CATALOG_VERSION` (a store compacted by an older prunegate). One transaction."""
+    row = con.execute("SELECT value FROM store_meta WHERE key = ?", [META_KEY]).fetchone()
+    if row is not None and row[0] == CATALOG_VERSION:
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DROP TABLE IF EXISTS session_catalog")
+        con.execute("DROP TABLE IF EXISTS search_text")
+        for ddl in _DDL:
+            con.execute(ddl)
+        con.execute("INSERT INTO session_catalog " + index_sql("spans"))
+        con.execute("INSERT INTO search_text " + search_sql("spans"))
+        con.execute("INSERT OR REPLACE INTO store_meta VALUES (?, ?)", [META_KEY, CATALOG_VERSION])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def refresh(con: duckdb.DuckDBPyConnection, fresh: str) -> None:
+    """Inside compaction's transaction, after the rows of the table ``fresh`` went into ``spans``:
+    add their searchable texts and recompute the catalog rows of the sessions they belong to."""
+    touched = f"session_id IN (SELECT DISTINCT session_id FROM {fresh} WHERE session_id IS NOT NULL)"
+    con.execute(f"DELETE FROM session_catalog WHERE {touched}")
+    con.execute("INSERT INTO session_catalog " + index_sql("spans", touched))
+    con.execute("INSERT INTO search_text " + search_sql(fresh))
+
+
+def views(catalog: bool, pending: str) -> tuple[tuple[str, str], ...]:
+    """The reader's ``catalog_sessions`` and ``catalog_search``: with a ``catalog`` attached as
+    ``store``, its rows plus what the segments in ``pending`` (not compacted yet) add; without one,
+    everything computed over ``spans``."""
+    if not catalog:  # messages and peaks: for the page's rows only (tracer.queries.catalog.page_detail)
+        return (("catalog_sessions", index_sql("spans", messages=False)), ("catalog_search", search_sql("spans")))
+    in_pending = f"session_id IN (SELECT DISTINCT session_id FROM {pending} WHERE session_id IS NOT NULL)"
+    sessions = (f"SELECT * FROM store.session_catalog WHERE NOT ({in_pending}) "
+                f"UNION ALL BY NAME ({index_sql('spans', in_pending)})")
+    search = f"SELECT * FROM store.search_text UNION ALL ({search_sql(pending)})"
+    return (("catalog_sessions", sessions), ("catalog_search", search))
