@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from tracer.cli import add_command, options
 from tracer.errors import CommandError
@@ -20,6 +21,10 @@ from tracer.store.settings import STORE_ENV, BucketURL, resolve_store
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8501
+COMPACT_AT = 16
+"""Pending segments from which the command compacts the store before serving it: the Sessions page
+reads the session catalog compaction keeps, and rebuilds those rows from segments otherwise (seconds
+at 10,000 sessions). Below this a compaction would gain nothing a reader would notice."""
 
 
 def dashboard_command(host: str, port: int) -> list[str]:
@@ -43,7 +48,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_store(parser)
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=options.port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument("--no-compact", dest="compact", action="store_false",
+                        help=f"serve the store as it is; by default a local store with {COMPACT_AT} or more "
+                             "segments is compacted first (what `prunegate compact` does), so the Sessions page "
+                             "reads its catalog instead of every segment")
     parser.set_defaults(func=handler)
+
+
+def compact_first(path: Path) -> None:
+    """Fold a store's pending segments into its database before serving it, saying so on stderr. A
+    store that cannot be compacted (read-only, busy) is served as it is, with one line saying why."""
+    from tracer.errors import TracerError
+    from tracer.store import Store
+
+    store = Store(path)
+    pending = len(store.pending_segments())
+    if pending < COMPACT_AT:
+        return
+    print(f"prunegate dashboard: compacting {pending} segments of {path} first (--no-compact to skip)",
+          file=sys.stderr, flush=True)
+    try:
+        result = store.compact(timeout=30.0)
+    except (TracerError, OSError) as exc:
+        print(f"prunegate dashboard: not compacted ({exc}); serving the segments as they are", file=sys.stderr)
+        return
+    if result.busy:
+        print(f"prunegate dashboard: not compacted ({result.busy}); serving the segments as they are",
+              file=sys.stderr)
+    else:
+        print(f"prunegate dashboard: compacted {result.segments_compacted} segments "
+              f"({result.rows_inserted} spans) into {path}", file=sys.stderr)
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -53,6 +87,8 @@ def handler(args: argparse.Namespace) -> int:
     if not store.exists():
         print(f"prunegate dashboard: {store} does not exist yet; the dashboard will show sessions as "
               "they are recorded there", file=sys.stderr)
+    if args.compact and not isinstance(store, BucketURL) and store.is_dir():
+        compact_first(store)
     env = dict(os.environ)
     env[STORE_ENV] = str(store.resolve())
     cmd = dashboard_command(args.host, args.port)

@@ -93,3 +93,53 @@ def test_missing_store_is_announced_not_fatal(tmp_path: Path) -> None:
         proc.wait(timeout=20)
     out = proc.stdout.read().decode() if proc.stdout else ""
     assert f"{missing} does not exist yet" in out
+
+
+def _serve_once(store: Path, *extra: str) -> str:
+    """Start ``prunegate dashboard`` on ``store``, wait until it answers, stop it; its output."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tracer.cli", "dashboard", "--store", str(store), "--port",
+                             str(port), *extra], cwd=store.parent, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/_stcore/health", proc, "the dashboard", seconds=120,
+                      expect=b"ok", output=lambda: proc.stdout.read().decode() if proc.stdout else "no output")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    return proc.stdout.read().decode() if proc.stdout else ""
+
+
+def _many_segments(store: Path) -> int:
+    from tests.traffic import TAU
+    from tracer.store import Store
+    from tracer.traffic import import_paths
+
+    report = import_paths([TAU], store, batch_spans=20)  # a segment every few sessions
+    assert report.complete
+    pending = len(Store(store).pending_segments())
+    assert pending >= 16
+    return report.spans
+
+
+def test_a_store_of_many_segments_is_compacted_before_it_is_served(tmp_path: Path) -> None:
+    from tracer.store import Store
+
+    store = tmp_path / "store"
+    spans = _many_segments(store)
+    out = _serve_once(store)
+    assert "compacting" in out and "compacted" in out, out
+    st = Store(store)
+    assert st.pending_segments() == []  # read back: every span is in spans.duckdb, once
+    assert st.query("SELECT count(*) AS n, count(DISTINCT span_id) AS d FROM spans")[0] == {"n": spans, "d": spans}
+
+
+def test_no_compact_serves_the_segments_as_they_are(tmp_path: Path) -> None:
+    from tracer.store import Store
+
+    store = tmp_path / "store"
+    _many_segments(store)
+    before = len(Store(store).pending_segments())
+    out = _serve_once(store, "--no-compact")
+    assert "compacting" not in out, out
+    assert len(Store(store).pending_segments()) == before
