@@ -111,11 +111,11 @@ def _serve_once(store: Path, *extra: str) -> str:
 
 
 def _many_segments(store: Path) -> int:
-    from tests.traffic import TAU
+    from tests.traffic import CASSETTES, TAU
     from tracer.store import Store
     from tracer.traffic import import_paths
 
-    report = import_paths([TAU], store, batch_spans=20)  # a segment every few sessions
+    report = import_paths([TAU, CASSETTES], store, batch_spans=20)  # a segment per session
     assert report.complete
     pending = len(Store(store).pending_segments())
     assert pending >= 16

@@ -22,8 +22,11 @@ def local(tmp_path_factory) -> Store:
     if TAU.exists():
         src = root / "tau.json"
         dialogues = json.loads(TAU.read_text())
-        # held out from the full file; the whole sample when only tests/data ships beside the tests
-        src.write_text(json.dumps(dialogues[40:70] if len(dialogues) >= 70 else dialogues))
+        # held out from the full file; when only tests/data ships beside the tests, three copies of its
+        # sample under other trial numbers: objects as large as the held-out slice's, several row groups
+        chosen = (dialogues[40:70] if len(dialogues) >= 70
+                  else [{**d, "trial": f"{d['trial']}-{k}"} for k in range(3) for d in dialogues])
+        src.write_text(json.dumps(chosen))
     else:
         src = root / "bodies.jsonl"
         src.write_text("\n".join(json.dumps(b) for b in synthetic_bodies(30)) + "\n")
