@@ -61,8 +61,10 @@ def assert_literal_hostile_text(pg: Any, where: str, expect: str) -> None:
     """``expect`` (recorded HTML) is visible as literal text; nothing it holds became markup."""
     assert pg.dialogs == [], f"{where}: a dialog fired: {pg.dialogs}"
     shown = pg.get_by_text(expect, exact=False)
-    assert shown.count() > 0 and any(shown.nth(i).is_visible() for i in range(shown.count())), \
-        f"{where}: {expect!r} is not visible as text"
+    deadline = time.monotonic() + 15  # a page that refreshes itself (Live) may be mid-rerun: wait for it
+    while not any(shown.nth(i).is_visible() for i in range(shown.count())):
+        assert time.monotonic() < deadline, f"{where}: {expect!r} is not visible as text"
+        pg.wait_for_timeout(250)
     assert pg.locator("b", has_text="bold").count() == 0, f"{where}: a <b> element was created from recorded text"
     assert pg.locator("script", has_text="alert(1)").count() == 0, f"{where}: a <script> element was created"
 
