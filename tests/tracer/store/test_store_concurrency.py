@@ -72,14 +72,14 @@ def test_four_writers_a_reader_and_compactions_at_once(tmp_path: Path) -> None:
             errors.append(exc)
 
     def compact_loop() -> None:
-        # Runs while the writers write; on a loaded machine the writers' own compactions may win
-        # every round, so it keeps going (up to 30 s) after them until one of its own moved rows.
+        # Runs while the writers write, then (up to 30 s) after them while segments remain; on a
+        # loaded machine the writers' own compactions may win every round.
         try:
             while not done.is_set():
                 moved.append(store.compact(timeout=1.0).rows_inserted)
                 time.sleep(0.05)
             deadline = time.monotonic() + 30
-            while sum(moved) == 0 and time.monotonic() < deadline:
+            while sum(moved) == 0 and list_segments(store.layout) and time.monotonic() < deadline:
                 moved.append(store.compact(timeout=1.0).rows_inserted)
                 time.sleep(0.05)
         except BaseException as exc:  # noqa: BLE001
@@ -101,7 +101,10 @@ def test_four_writers_a_reader_and_compactions_at_once(tmp_path: Path) -> None:
         assert "lock" not in err.lower(), err
 
     assert len(seen) > 5
-    assert sum(moved) > 0, "the test's compactions never moved a row"
+    # Compactions ran while the writers wrote: either the test's own moved rows, or the writers'
+    # (threshold 8) won every round and folded all ~40 segments the writers produced.
+    left = list_segments(store.layout)
+    assert sum(moved) > 0 or not left, f"no compaction moved a row; {len(left)} segments left"
     print(f"reads: {len(seen)} ({len(seen) - sum(s[0] for s in seen)} partial); compactions moved {sum(moved)} rows")
     complete = [s for s in seen if s[0]]
     assert complete, "no reader ever saw the main database"
