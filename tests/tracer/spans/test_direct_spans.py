@@ -191,3 +191,25 @@ def test_exporters_behind_prunegates_pipeline_get_standard_sdk_spans(tmp_path):
     assert spans["prunegate.message"].status.description == "boom"
     assert spans["prunegate.message"].end_time > spans["prunegate.message"].start_time
     assert root.resource is tracing.provider.resource
+
+
+class _Str(str):
+    """A str subclass: not a plain str, so the chunk check must leave it to the exact rule."""
+
+
+@pytest.mark.parametrize("odd", [
+    None, {"x", "y"}, [1, 2], (True, 3.5), {"nested": 1}, _Str("sub"), [_Str("a")], b"bytes", frozenset({"z"}),
+])
+def test_a_chunk_is_cleaned_as_each_record_would_be(odd):
+    """clean_chunk's C-level test over a whole chunk gives, as JSON, exactly what cleaning each
+    record's attributes one by one gives, with one odd value anywhere in the chunk."""
+    from tracer.spans.records import clean_attributes, clean_chunk
+    from tracer.store.rows import dumps  # the store's own JSON encoding
+
+    chunk = [{"s": "a", "i": 1, "b": True, "f": 0.5, "l": ["x", "y"], "t": ("u",), "n": None} for _ in range(5)]
+    chunk.append({"plain": "only"})
+    chunk[3] = {**chunk[3], "odd": odd}
+    got = clean_chunk(chunk)
+    assert [dumps(d) for d in got] == [dumps(clean_attributes(d)) for d in chunk]
+    assert all("n" not in d for d in got)
+    assert chunk[0]["n"] is None  # the records' own dicts are not changed
