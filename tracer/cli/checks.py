@@ -70,6 +70,11 @@ def nonneg_int(text: str) -> int:
     return value
 
 
+def fraction(text: str) -> float:
+    """A number between 0 and 1 (a share: retention, a quantile)."""
+    return _float(text, "a number between 0 and 1", "a number between 0 and 1", lambda v: 0.0 <= v <= 1.0)
+
+
 def positive_seconds(text: str) -> float:
     """A finite, positive number of seconds."""
     return _seconds(text, "positive", lambda v: v > 0)
@@ -81,12 +86,17 @@ def nonneg_seconds(text: str) -> float:
 
 
 def _seconds(text: str, kind: str, ok: Callable[[float], bool]) -> float:
+    return _float(text, "a number of seconds", f"a finite, {kind} number of seconds", ok)
+
+
+def _float(text: str, expected: str, in_range: str, ok: Callable[[float], bool]) -> float:
+    """``text`` as a finite float that ``ok`` accepts; else one line saying what was expected."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
     if not math.isfinite(value) or not ok(value):
-        raise argparse.ArgumentTypeError(f"expected a finite, {kind} number of seconds, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {in_range}, got {text!r}")
     return value
 
 

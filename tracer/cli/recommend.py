@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from tracer.cli import checks
 from tracer.cli.compare import add_prices, run_sweep
 from tracer.cli.options import add_replay_options
 
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "invalid request; print it, the sessions it was measured on and the prunegate compare command that "
         "reproduces it.",
     )
-    parser.add_argument("--min-retention", type=_fraction, required=True, metavar="R",
+    parser.add_argument("--min-retention", type=checks.fraction, required=True, metavar="R",
                         help="the least acceptable retention (0..1), held by the interval's lower bound")
     parser.add_argument("--gated", choices=("on", "off", "any"), default="any",
                         help="consider gated arms only (on), ungated only (off) or both (any, default)")
@@ -73,13 +74,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(describe(out)))
     return 0 if out["arm"] is not None else 1
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
-    return value
