@@ -149,3 +149,46 @@ def test_a_missing_bucket_is_a_refused_write_spooled_then_recovered(s3_env, s3, 
     again = cli(env, "import", str(src), "--store", url, "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["sessions"] == 0
     assert Store(url).count() == Store(local).count()
+
+
+def test_annotations_on_a_bucket_store_are_kept_listed_and_exported(s3_env, tmp_path):
+    """``prunegate annotate`` writes into the bucket like any other span: the annotation is an
+    object in the bucket, listed by ``annotate --list``, filtered by label, and in the export, once."""
+    bucket, env = s3_env
+    url = f"s3://{bucket}/notes"
+    assert cli(env, "import", str(_sample(tmp_path)), "--store", url).returncode == 0
+    sid = json.loads(cli(env, "sessions", "--store", url, "--json").stdout)[0]["id"]
+
+    done = cli(env, "annotate", sid, "--store", url, "--label", "bug", "--note", "<b>evicted</b> the answer")
+    assert done.returncode == 0, done.stderr
+    other = cli(env, "annotate", sid, "--store", url, "--label", "fine")
+    assert other.returncode == 0, other.stderr
+
+    rows = Store(url).query("SELECT session_id, attributes FROM spans WHERE name = 'prunegate.annotation' "
+                            "ORDER BY start_time_ns")
+    assert [r["session_id"] for r in rows] == [sid, sid]
+    first = json.loads(rows[0]["attributes"])
+    assert first["prunegate.annotation.label"] == "bug"
+    assert first["prunegate.annotation.note"] == "<b>evicted</b> the answer"
+
+    listed = cli(env, "annotate", "--list", "--store", url, "--label", "bug", "--json")
+    assert listed.returncode == 0, listed.stderr
+    notes = json.loads(listed.stdout)
+    assert len(notes) == 1 and notes[0]["label"] == "bug" and notes[0]["session_id"] == sid
+
+    # exported over OTLP to a prunegate serve writing a local directory: both annotations arrive once
+    local = tmp_path / "received"
+    proc = subprocess.Popen([*PRUNEGATE, "serve", "--store", str(local), "--port", "0", "--compact-every", "0"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert " on " in line, (line, proc.stderr.read() if proc.stderr else "")
+        endpoint = line.split(" on ", 1)[1].split(" ", 1)[0]
+        exported = cli(env, "export", "--store", url, "--session", sid, "--otlp-endpoint", endpoint)
+        assert exported.returncode == 0, exported.stderr
+    finally:
+        proc.send_signal(15)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    got = Store(local).query("SELECT attributes FROM spans WHERE name = 'prunegate.annotation'")
+    assert sorted(json.loads(r["attributes"])["prunegate.annotation.label"] for r in got) == ["bug", "fine"]
