@@ -122,6 +122,12 @@ def session_policies() -> list[str]:
     return sorted({str(p) for p in column if p})
 
 
+def changes_since(time_ns: int) -> dict[str, int]:
+    """Sessions the store gained after ``time_ns`` (:func:`tracer.queries.catalog.changes_since`)."""
+    path = key()
+    return session_catalog.changes_since(_session_index(path, fingerprint(path)), time_ns)
+
+
 def session_page(*, search: str | None = None, labels: tuple[str, ...] = (), **filters: Any) -> dict[str, Any]:
     """A page of the Sessions list (:func:`tracer.queries.catalog.session_page`) over indexes read once per
     store state: every filter and page is then a DuckDB query over 1 row per session, plus the

@@ -72,6 +72,7 @@ def show_saved(ident: str) -> None:
     st.subheader(saved["title"])
     when = ts_column(pd.Series([saved["time_ns"]])).iloc[0]
     st.caption(f"Saved {when:%Y-%m-%d %H:%M} UTC · id {md(ident)} · the numbers as they were saved (nothing re-run)")
+    st.caption(since_saved(data.changes_since(int(saved["time_ns"]))))
     st.caption("Parameters (what was compared)")
     st.json(saved["params"], expanded=False)
     results = saved["results"]
@@ -80,3 +81,17 @@ def show_saved(ident: str) -> None:
     for name, records in results.get("tables", {}).items():
         st.caption(md(name))
         st.dataframe(pd.DataFrame(records), hide_index=True, width="stretch", key=f"compare_saved_{name}")
+
+
+def since_saved(changes: dict[str, int]) -> str:
+    """One line: the traffic after a comparison was saved (so a reader knows whether a re-run could
+    give other numbers). By span time: spans imported later with older timestamps do not count."""
+    parts = [f"{n:,} new {what}{'' if n == 1 else 's'}" for what, n in
+             (("recorded session", changes["recorded"]), ("replay", changes["replay"])) if n]
+    grown = changes["grown"]
+    if grown:
+        parts.append(f"{grown:,} earlier session{'' if grown == 1 else 's'} with new spans")
+    if not parts:
+        return "Since it was saved (by span time): nothing new in the store."
+    return "Since it was saved (by span time): " + ", ".join(parts) + "."
+

@@ -208,3 +208,33 @@ def test_save_comparison_writes_through_any_store_that_takes_a_table(tmp_path: P
     with s.reader() as r:
         got = queries.saved_comparison(r, ident)
     assert got is not None and got["params"] == {"budget": 100} and got["results"]["tables"]["x"] == [{"v": 1.5}]
+
+
+def test_a_reopened_comparison_says_what_the_store_gained_since(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """Its numbers are the store as it was: the page says what was recorded after the save (new
+    sessions by kind, sessions that grew), and an annotation is not a change to the traffic."""
+    from tests.traffic import TAU
+
+    dialogues = json.loads(TAU.read_text())
+    path = tmp_path / "store"
+    for i, part in enumerate((dialogues[:2], dialogues[2:3])):
+        (tmp_path / f"part{i}.json").write_text(json.dumps(part))
+    assert prunegate("import", str(tmp_path / "part0.json"), "--store", str(path)).returncode == 0
+    ident = save_comparison(Store(path), "then", {"budget": 1000}, {"lines": ["as it was"]})
+    monkeypatch.setenv(ENV_STORE, str(path))
+
+    def caption() -> str:
+        at = page("compare", saved=ident)
+        found = [c.value for c in at.caption if c.value.startswith("Since it was saved")]
+        assert len(found) == 1, [c.value for c in at.caption]
+        return found[0]
+
+    assert caption() == "Since it was saved (by span time): nothing new in the store."
+    with Store(path).reader() as r:
+        first = r.query(f"SELECT session_id FROM spans WHERE name = '{sn.SESSION}' ORDER BY session_id LIMIT 1")[0]
+    annotate(Store(path), first["session_id"], label="later", note="not traffic")
+    assert caption() == "Since it was saved (by span time): nothing new in the store."
+    assert prunegate("import", str(tmp_path / "part1.json"), "--store", str(path)).returncode == 0
+    assert caption() == "Since it was saved (by span time): 1 new recorded session."
+    with Store(path).reader() as r:
+        assert catalog.changes_since(catalog.session_index(r), 0) == {"recorded": 3, "replay": 0, "grown": 0}

@@ -31,7 +31,8 @@ from tracer.spans import names as sn
 from tracer.store import StoreReader
 from tracer.store import catalog as store_catalog
 
-__all__ = ["KINDS", "page_detail", "page_of", "policies_seen", "search_hits", "session_index", "session_page"]
+__all__ = ["KINDS", "changes_since", "page_detail", "page_of", "policies_seen", "search_hits", "session_index",
+           "session_page"]
 
 KINDS = ("recorded", "replay")  # recorded traffic (import, live, shadow, ...) vs replays through a policy
 
@@ -180,4 +181,16 @@ def policies_seen(src: Source) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+def changes_since(index: pa.Table, time_ns: int) -> dict[str, int]:
+    """What a session index (:func:`session_index`) gained after ``time_ns``: sessions begun since, by
+    kind (``recorded``, ``replay``), and ``grown``, sessions begun before that had spans after it
+    (annotations left out). A saved comparison shows it: its numbers are the store as it was then."""
+    import pyarrow.compute as pc
+
+    first, last = index.column("first_ns"), index.column("last_ns")
+    new = pc.fill_null(pc.greater(first, time_ns), False)
+    grown = pc.fill_null(pc.and_(pc.less_equal(first, time_ns), pc.greater(last, time_ns)), False)
+    kinds = index.filter(new).column("kind").to_pylist()
+    return {"recorded": kinds.count("recorded"), "replay": kinds.count("replay"),
+            "grown": int(pc.sum(pc.cast(grown, pa.int64())).as_py() or 0)}
 

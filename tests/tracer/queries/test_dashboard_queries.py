@@ -293,3 +293,19 @@ def test_context_matches_what_real_replays_recorded(demo: tuple[Store, dict]) ->
                 after = set(q.step_from_tables(tables, p["seq"])["messages"]["message_id"])
                 assert pruned <= before and not (pruned & after), (sid, p["seq"])
     assert checked > 20
+
+
+def test_changes_since_counts_new_sessions_by_kind_and_the_ones_that_grew() -> None:
+    import pyarrow as pa
+
+    from tracer.queries.catalog import changes_since
+
+    index = pa.table({
+        "session_id": ["old", "grew", "new-rec", "new-rep", "new-rep2", "empty"],
+        "kind": ["recorded", "replay", "recorded", "replay", "replay", "recorded"],
+        "first_ns": [10, 20, 60, 70, 80, None],
+        "last_ns": [40, 90, 65, 75, 85, None],
+    })
+    assert changes_since(index, 50) == {"recorded": 1, "replay": 2, "grown": 1}
+    assert changes_since(index, 100) == {"recorded": 0, "replay": 0, "grown": 0}
+    assert changes_since(index, 0) == {"recorded": 2, "replay": 3, "grown": 0}
