@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_overhead.py --quick      # smaller, for a loaded machine (a few minutes)
     .venv/bin/python bench/bench_overhead.py --profile check    # cProfile top of a traced budget check
     .venv/bin/python bench/bench_overhead.py --profile replay   # ... of a traced one-worker replay
+    .venv/bin/python bench/bench_overhead.py --profile split    # py-spy: where a traced replay's extra time goes
 
 Every pair is measured in interleaved rounds (a, b, a, b, ...) and the median of the same-round
 ratios is printed, with the load average next to it:
@@ -345,6 +346,87 @@ def profile(what: str, n: int, top: int) -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(top)
 
 
+# ------------------------------------------------------------------------------ py-spy split
+# Frames whose samples (inclusive) say where a traced replay's time goes. Conversion runs inside the
+# other frames (the span that fills a chunk converts it), so they are counted without it.
+_CONVERSION = "records_to_table"
+_SPLIT_FRAMES = (
+    ("observer: message spans", "SpanObserver.on_message"),
+    ("observer: budget checks and decisions", "SpanObserver.on_decision"),
+    ("observer: unit closes", "SpanObserver.on_unit_closed"),
+    ("model calls (chat span, request check)", "_Run._model_call"),
+    ("tool calls", "_Run._tool"),
+    ("session setup", "_Run.__init__"),
+    ("held decisions ended", "_Run._end_held"),
+)
+
+
+def spy_child(mode: str, seconds: float, n: int) -> None:
+    """Replay ``n`` sessions (recency, gated, budget 3000) again and again for ``seconds``."""
+    from tracer.lab.replay import replay_session
+
+    convs = list(load())[:n]
+    spec = ReplaySpec("recency", gated=True, budget=3000)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        tracing = setup_tracing(Path(tempfile.mkdtemp(prefix="pg-spy-")), otlp_endpoint=False, auto_compact=False) \
+            if mode == "traced" else None
+        for conv in convs:
+            replay_session(conv, spec, tracer_provider=tracing.provider if tracing else None)
+        if tracing is not None:
+            tracing.shutdown()
+
+
+def _inclusive(raw: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """py-spy's raw (collapsed) stacks -> samples per function name (each counted once per stack),
+    over all stacks and over the stacks outside the conversion to Arrow."""
+    import re
+
+    counts: dict[str, int] = {}
+    outside: dict[str, int] = {}
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        names = {re.sub(r" \(.*\)$", "", f) for f in stack.split(";")}
+        for name in names:
+            counts[name] = counts.get(name, 0) + int(n)
+            if _CONVERSION not in names:
+                outside[name] = outside.get(name, 0) + int(n)
+    return counts, outside
+
+
+def spy_split(seconds: float, n: int) -> int:
+    """Sample a traced and an untraced replay loop with py-spy; print the traced one's extra time by
+    part, in units of the event-stream building (the same work in both, so the two runs compare)."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        print("--profile split needs py-spy: .venv/bin/pip install py-spy", file=sys.stderr)
+        return 2
+    units: dict[str, dict[str, float]] = {}
+    for mode in ("untraced", "traced"):
+        raw = Path(tempfile.mkdtemp(prefix="pg-spy-")) / f"{mode}.txt"
+        subprocess.run([spy, "record", "-f", "raw", "-r", "500", "-o", str(raw), "--", sys.executable, __file__,
+                        "--spy-child", mode, "--seconds", str(seconds), "--sessions", str(n)],
+                       check=True, capture_output=True)
+        counts, outside = _inclusive(raw)
+        unit = counts.get("events_for", 0)
+        if not unit:
+            print(f"no samples in events_for for the {mode} run", file=sys.stderr)
+            return 1
+        units[mode] = {k: v / unit for k, v in counts.items()}
+        units[mode + " outside"] = {k: v / unit for k, v in outside.items()}
+    u, t, t_out = units["untraced"], units["traced"], units["traced outside"]
+    base, traced = u.get("replay_session", 0.0), t.get("replay_session", 0.0)
+    print(f"one replay, in units of building its event stream (the same work traced or not; {n} sessions, "
+          f"{seconds:.0f} s each, py-spy at 500 Hz):")
+    print(f"  untraced {base:.2f}, traced {traced:.2f}: tracing adds {traced - base:.2f} "
+          f"(rate ratio {base / traced:.2f}x; 0.8x would allow {base / 4:.2f})")
+    print(f"  {t.get(_CONVERSION, 0.0):5.2f}  conversion of span records to Arrow (on the agent's thread)")
+    for label, frame in _SPLIT_FRAMES:
+        extra = t_out.get(frame, 0.0) - u.get(frame, 0.0)
+        print(f"  {extra:5.2f}  {label}, conversion left out, traced minus untraced")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sessions and rounds")
@@ -355,9 +437,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="sessions per pass for the RSS runs (0: all)")
     parser.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: checks,replay,compare,store,burst,rss")
-    parser.add_argument("--profile", choices=("check", "replay"), help="print a cProfile of a traced path instead")
+    parser.add_argument("--profile", choices=("check", "replay", "split"),
+                        help="print a cProfile of a traced path instead (split: py-spy, traced vs untraced replay)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="--profile split: seconds sampled per run")
+    parser.add_argument("--spy-child", choices=("traced", "untraced"), help=argparse.SUPPRESS)
     parser.add_argument("--top", type=int, default=20, help="functions shown by --profile")
     args = parser.parse_args(argv)
+    if args.spy_child:
+        spy_child(args.spy_child, args.seconds, args.sessions or 60)
+        return 0
+    if args.profile == "split":
+        return spy_split(args.seconds, args.sessions or 60)
     if args.profile:
         profile(args.profile, args.sessions or (40 if args.profile == "check" else 60), args.top)
         return 0
