@@ -189,12 +189,20 @@ def test_too_many_in_flight_is_429_not_a_queue(tmp_path):
         slow = socket.create_connection(("127.0.0.1", s.port))
         slow.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 1000\r\n\r\n{")  # holds the only slot while its body trickles
-        time.sleep(0.5)
-        status, headers, _ = post(s.url, _genai_request("conv-b", "bb" * 16))
+        # the server takes the slot once it reads the slow request's headers: wait for that (a loaded
+        # machine may take a while), then the next request is refused, not queued
+        deadline = time.monotonic() + 20
+        while True:
+            status, headers, _ = post(s.url, _genai_request("conv-b", "bb" * 16))
+            if status == 429 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert status == 429 and headers["Retry-After"] == "1"
         slow.close()
-        time.sleep(0.5)
-        assert post(s.url, _genai_request("conv-b", "bb" * 16))[0] == 200
+        deadline = time.monotonic() + 20  # the slot comes back when the server sees the close
+        while (status := post(s.url, _genai_request("conv-b", "bb" * 16))[0]) == 429 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert status == 200
     finally:
         s.stop()
 
