@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 import secrets
 import socket
@@ -40,7 +41,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tracer.store.object_cache import ObjectCache
 from tracer.store.schema import ARROW_SCHEMA, PROMOTED_NAMES, VIEWS, empty_select, select_list
+
+log = logging.getLogger(__name__)
 
 SEGMENTS, COMPACTED = "segments/", "compacted/"
 ROW_GROUP_ROWS = 1024  # rows per row group of every object: the unit a one-session read fetches
@@ -136,8 +140,9 @@ class BucketStore:
     ``requests`` counts the HTTP requests this object's client has sent and ``bytes_read`` the bytes
     its GETs returned (for sizing; a client shared by two stores counts for both)."""
 
-    def __init__(self, client: Any, bucket: str, prefix: str = "") -> None:
+    def __init__(self, client: Any, bucket: str, prefix: str = "", cache: ObjectCache | None = None) -> None:
         self.client, self.bucket, self.prefix = client, bucket, prefix
+        self.cache = cache  # local copies of the objects whole-object reads downloaded (object_cache.py)
         self.requests = 0
         self.bytes_read = 0
         self._footers: dict[str, Any] = {}  # key -> pq.FileMetaData (objects never change)
@@ -199,9 +204,23 @@ class BucketStore:
         kw = {"Bucket": self.bucket, "Prefix": prefix, **({"Delimiter": delimiter} if delimiter else {})}
         return self.client.get_paginator("list_objects_v2").paginate(**kw)
 
-    def _get(self, key: str) -> pa.Table:
+    def _get(self, key: str, size: int, *, keep: bool = True) -> pa.Table:
+        """One whole object as a table: the local copy when there is a good one, else a GET (kept
+        unless ``keep`` is False)."""
+        cache = self.cache
+        if cache is not None:
+            data = cache.get(self.bucket, key, size)
+            if data is not None:
+                try:
+                    return current_table(pq.read_table(io.BytesIO(data)))
+                except (pa.ArrowException, OSError) as exc:  # a damaged copy: the bucket's is the truth
+                    log.warning("prunegate: dropping a damaged cached copy of s3://%s/%s: %s", self.bucket, key, exc)
+                    cache.drop(self.bucket, key)
         body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        return current_table(pq.read_table(io.BytesIO(body)))
+        table = current_table(pq.read_table(io.BytesIO(body)))
+        if cache is not None and keep:  # only what parsed is kept
+            cache.put(self.bucket, key, body)
+        return table
 
     def _sessions_of(self, key: str, size: int, sessions: list[str]) -> pa.Table | None:
         """The row groups of one object that may hold ``sessions`` (footer statistics), by ranged GETs."""
@@ -222,7 +241,7 @@ class BucketStore:
         for attempt in range(attempts):
             try:
                 if sessions is None:
-                    tables = [self._get(k) for k in self.keys(day)]
+                    tables = [self._get(k, size) for k, size in self.objects(day)]
                 else:
                     tables = [t for k, size in self.objects(day)
                               if (t := self._sessions_of(k, size, sessions)) is not None]
@@ -265,10 +284,11 @@ class BucketStore:
     # -- compaction ----------------------------------------------------------------------------
     def compact(self, day: str) -> BucketCompaction:
         """Fold ``day``'s objects into one compacted file (each span once, sorted by session)."""
-        keys = self.keys(day)
+        objects = self.objects(day)
+        keys = [k for k, _ in objects]
         if not keys or (len(keys) == 1 and keys[0].startswith(f"{self.prefix}{COMPACTED}")):
             return BucketCompaction(day, len(keys), 0, None, 0)
-        tables = [self._get(k) for k in keys]
+        tables = [self._get(k, size, keep=False) for k, size in objects]  # (its inputs are about to go)
         table = pa.concat_tables(tables, promote_options="default")
         new_rows = sum(t.num_rows for k, t in zip(keys, tables, strict=True)
                        if not k.startswith(f"{self.prefix}{COMPACTED}"))

@@ -30,9 +30,10 @@ from tracer.errors import StoreError
 from tracer.store import Store
 from tracer.store.bucket import COMPACTED, SEGMENTS, BucketStore
 from tracer.store.compact import CompactResult
+from tracer.store.object_cache import ObjectCache
 from tracer.store.reader import Params, StoreReader
 from tracer.store.segments import StoreLayout
-from tracer.store.settings import BucketURL, resolve_store, s3_endpoint, spool_base
+from tracer.store.settings import BucketURL, resolve_store, s3_cache_dir, s3_endpoint, spool_base
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,9 @@ class S3Store(Store):
         self.path: BucketURL = where  # type: ignore[assignment]
         key = f"{s3_endpoint()}|{where}"
         if key not in _BUCKETS:  # one per process: its request counters hook the client, its footer cache is shared
-            _BUCKETS[key] = BucketStore(client(), where.bucket, where.prefix)
+            cache_dir = s3_cache_dir()
+            cache = ObjectCache(cache_dir, str(s3_endpoint())) if cache_dir is not None else None
+            _BUCKETS[key] = BucketStore(client(), where.bucket, where.prefix, cache=cache)
         self.bucket = _BUCKETS[key]
         digest = hashlib.sha256(str(where).encode()).hexdigest()[:16]
         self.layout = StoreLayout(spool_base() / "bucket-claims" / digest)  # claims only: see the module doc

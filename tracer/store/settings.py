@@ -25,6 +25,11 @@ SPOOL_DIR_ENV = "PRUNEGATE_SPOOL_DIR"
 """Where writers spool span batches the store refused (one subdirectory per store path);
 default ``$XDG_CACHE_HOME/prunegate/spool`` (``~/.cache/prunegate/spool``)."""
 
+S3_CACHE_ENV = "PRUNEGATE_S3_CACHE"
+"""Where readers of ``s3://`` stores keep the objects they downloaded (objects are immutable, so a copy
+never goes stale); ``off`` keeps none. Default ``$XDG_CACHE_HOME/prunegate/s3``
+(``~/.cache/prunegate/s3``), at most 2 GiB: the least recently read objects go first."""
+
 CAPTURE_CONTENT_ENV = "PRUNEGATE_CAPTURE_CONTENT"
 """``true``/``false``: record message content in spans (structure is always recorded). When unset,
 the GenAI convention's ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` decides; default off."""
@@ -132,5 +137,16 @@ def spool_base() -> Path:
     base = os.environ.get(SPOOL_DIR_ENV)
     if base:
         return Path(base)
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "prunegate" / "spool"
+    return _user_cache() / "spool"
+
+
+def s3_cache_dir() -> Path | None:
+    """Where bucket objects are cached (``$PRUNEGATE_S3_CACHE``), None when it says ``off``."""
+    value = os.environ.get(S3_CACHE_ENV)
+    if value is not None and value.strip().lower() in ("off", "0", "false", "no", "none"):
+        return None
+    return Path(value) if value else _user_cache() / "s3"
+
+
+def _user_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "prunegate"

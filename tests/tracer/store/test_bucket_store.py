@@ -111,3 +111,72 @@ def test_compaction_killed_between_put_and_delete_is_finished_by_the_next_run(s3
     again = bucket.compact(day)
     assert again.rows == first.rows == n and len(bucket.keys(day)) == 1
     assert bucket.query("SELECT count(*) AS n FROM spans", days=[day])[0]["n"] == n
+
+
+def _cached_store(s3, local, tmp_path, name: str, **cache_kw):
+    from tracer.store.object_cache import ObjectCache
+
+    s3.create_bucket(Bucket=name)
+    cache = ObjectCache(tmp_path / "cache", "moto", **cache_kw)
+    bucket = BucketStore(s3, name, cache=cache)
+    for path in sorted(local.pending_segments())[:4]:
+        bucket.write_table(pq.read_table(path))
+    return bucket, cache
+
+
+def test_a_second_read_of_unchanged_objects_downloads_nothing(s3, local, tmp_path):
+    """Objects are immutable: what one read downloaded, the next reads from local disk; a new object
+    is the only download; a compaction's inputs are not kept."""
+    bucket, cache = _cached_store(s3, local, tmp_path, "cached")
+    n = bucket.query("SELECT count(*) AS n FROM spans")[0]["n"]
+    downloaded = bucket.bytes_read
+    assert downloaded > 0 and cache.hits == 0 and len(list((tmp_path / "cache").glob("*/*.parquet"))) == 4
+    assert bucket.query("SELECT count(*) AS n FROM spans")[0]["n"] == n
+    assert bucket.bytes_read == downloaded and cache.hits == 4  # only LISTs went to the bucket
+
+    bucket.write_table(pq.read_table(sorted(local.pending_segments())[4]))
+    more = bucket.query("SELECT count(*) AS n FROM spans")[0]["n"]
+    assert more > n and 0 < bucket.bytes_read - downloaded  # the new object only
+    assert cache.hits == 8
+
+    for day in bucket.days():
+        bucket.compact(day)
+    kept = {p.name for p in (tmp_path / "cache").glob("*/*.parquet")}
+    assert bucket.query("SELECT count(*) AS n FROM spans")[0]["n"] == more
+    assert len({p.name for p in (tmp_path / "cache").glob("*/*.parquet")} - kept) == len(bucket.days())
+
+
+def test_a_damaged_copy_is_dropped_and_read_again_from_the_bucket(s3, local, tmp_path, caplog):
+    bucket, cache = _cached_store(s3, local, tmp_path, "damaged")
+    want = bucket.query("SELECT span_id FROM spans ORDER BY span_id")
+    objects = [(cache.path(bucket.bucket, k), size) for day in bucket.days() for k, size in bucket.objects(day)]
+    (half, half_size), (zeros, zeros_size) = objects[:2]
+    half.write_bytes(half.read_bytes()[:100])  # a half-written copy (wrong size)
+    zeros.write_bytes(bytes(zeros_size))  # the right size, not Parquet
+    before = bucket.bytes_read
+    assert bucket.query("SELECT span_id FROM spans ORDER BY span_id") == want
+    assert bucket.bytes_read - before == half_size + zeros_size  # those two downloaded again, no other
+    assert "damaged cached copy" in caplog.text
+    assert all(p.read_bytes()[:4] == b"PAR1" for p in (tmp_path / "cache").glob("*/*.parquet"))
+
+
+def test_a_cache_that_cannot_be_written_never_fails_a_read(s3, local, tmp_path, caplog):
+    from tracer.store.object_cache import ObjectCache
+
+    s3.create_bucket(Bucket="nocache")
+    (tmp_path / "cache").write_text("a file where the cache directory should be")
+    bucket = BucketStore(s3, "nocache", cache=ObjectCache(tmp_path / "cache", "moto"))
+    for path in sorted(local.pending_segments())[:2]:
+        bucket.write_table(pq.read_table(path))
+    n = bucket.query("SELECT count(*) AS n FROM spans")[0]["n"]
+    assert n > 0 and bucket.query("SELECT count(*) AS n FROM spans")[0]["n"] == n
+    assert caplog.text.count("bucket object cache is not used") == 1  # said once
+
+
+def test_the_cache_keeps_to_its_limit_least_recently_read_first(s3, local, tmp_path):
+    bucket, cache = _cached_store(s3, local, tmp_path, "bounded", limit=1)
+    sizes = [size for day in bucket.days() for _, size in bucket.objects(day)]
+    cache.limit = max(sizes) * 2 + 1  # room for two objects
+    bucket.query("SELECT count(*) AS n FROM spans")
+    files = list((tmp_path / "cache").glob("*/*.parquet"))
+    assert 1 <= len(files) <= 2 and sum(f.stat().st_size for f in files) <= cache.limit

@@ -26,7 +26,8 @@ def s3_env(s3_endpoint, s3, tmp_path, monkeypatch):
     bucket = f"t{os.urandom(4).hex()}"
     s3.create_bucket(Bucket=bucket)
     env = {"PRUNEGATE_S3_ENDPOINT": s3_endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-           "AWS_DEFAULT_REGION": "us-east-1", "PRUNEGATE_SPOOL_DIR": str(tmp_path / "spool")}
+           "AWS_DEFAULT_REGION": "us-east-1", "PRUNEGATE_SPOOL_DIR": str(tmp_path / "spool"),
+           "PRUNEGATE_S3_CACHE": str(tmp_path / "s3cache")}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     return bucket, {**os.environ, **env}
@@ -80,6 +81,9 @@ def test_import_sessions_compact_and_the_dashboard_on_a_bucket(s3_env, s3, tmp_p
     cols = ["session_id", "label", "source", "messages", "peak_tokens", "violations"]
     assert page["total"] == local_page["total"] > 0
     assert page["rows"][cols].to_dict("records") == local_page["rows"][cols].to_dict("records")
+
+    # the commands and the reader kept what they downloaded in the cache the environment names
+    assert list((tmp_path / "s3cache").glob("*/*.parquet"))
 
     # one session's page: read from its row groups only, the same steps as from the directory
     sid = str(local_page["rows"]["session_id"].iloc[0])
