@@ -284,7 +284,7 @@ def clone_sessions(template: Path, target: Path, sessions: int) -> int:
     from tracer.store.schema import ARROW_SCHEMA, PROMOTED_NAMES
 
     with Store(template).reader() as r:
-        table = r.con.execute("SELECT * FROM spans").to_arrow_table()
+        table = r.con.sql("SELECT * FROM spans").to_arrow_table()
         per_copy = int(r.con.execute("SELECT count(DISTINCT session_id) FROM spans").fetchall()[0][0])
     copies = -(-sessions // per_copy)
     con = duckdb.connect()
@@ -293,7 +293,7 @@ def clone_sessions(template: Path, target: Path, sessions: int) -> int:
     written = 0
     promoted = ", ".join(PROMOTED_NAMES)  # the typed columns (schema 2): no session id in them, copied as they are
     for start in range(0, copies, 50):
-        out = con.execute(f"""
+        out = con.sql(f"""
             SELECT md5(trace_id || '-' || i::VARCHAR) AS trace_id,
                    substr(md5(span_id || '-' || i::VARCHAR), 1, 16) AS span_id,
                    CASE WHEN parent_span_id IS NULL THEN NULL
@@ -309,7 +309,7 @@ def clone_sessions(template: Path, target: Path, sessions: int) -> int:
                    session_id || '-c' || i::VARCHAR AS session_id, seq, {promoted}
             FROM t, range($lo, $hi) r(i)
             WHERE session_id IS NOT NULL
-        """, {"lo": start, "hi": min(copies, start + 50)}).to_arrow_table()
+        """, params={"lo": start, "hi": min(copies, start + 50)}).to_arrow_table()
         store.write_table(out.cast(ARROW_SCHEMA), fsync=False)
         written += out.num_rows
     return written
