@@ -18,12 +18,21 @@ if TYPE_CHECKING:
     from tracer.spans.direct import DirectSpan, EndedSpan
     from tracer.spans.genai import ChatCall, ToolCall
     from tracer.spans.observer import SpanObserver
-    from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor, Sink, SinkExporter
+    from tracer.spans.pipeline import (
+        ExporterSink,
+        RecordSink,
+        ReliableSpanProcessor,
+        Sink,
+        SinkExporter,
+        SpoolingSink,
+        StatsSink,
+    )
     from tracer.spans.redact import Redactor
     from tracer.spans.session import SessionConfig, TracedSession
     from tracer.spans.setup import Tracing, otlp_traces_endpoint, setup_tracing
 
-__all__ = ["ChatCall", "DirectSpan", "EndedSpan", "ExporterSink", "Redactor", "ReliableSpanProcessor", "SessionConfig", "Sink",
+__all__ = ["ChatCall", "DirectSpan", "EndedSpan", "ExporterSink", "RecordSink", "Redactor", "ReliableSpanProcessor",
+           "SessionConfig", "Sink", "SpoolingSink", "StatsSink",
            "SinkExporter", "SpanObserver", "ToolCall", "TracedSession", "Tracing", "otlp_traces_endpoint",
            "setup_tracing"]
 
@@ -31,7 +40,8 @@ __getattr__, __dir__ = lazy_surface(__name__, {
     "tracer.spans.direct": ["DirectSpan", "EndedSpan"],
     "tracer.spans.genai": ["ChatCall", "ToolCall"],
     "tracer.spans.observer": ["SpanObserver"],
-    "tracer.spans.pipeline": ["ExporterSink", "ReliableSpanProcessor", "Sink", "SinkExporter"],
+    "tracer.spans.pipeline": ["ExporterSink", "RecordSink", "ReliableSpanProcessor", "Sink", "SinkExporter",
+                              "SpoolingSink", "StatsSink"],
     "tracer.spans.redact": ["Redactor"],
     "tracer.spans.session": ["SessionConfig", "TracedSession"],
     "tracer.spans.setup": ["Tracing", "otlp_traces_endpoint", "setup_tracing"],

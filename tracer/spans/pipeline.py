@@ -34,7 +34,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
@@ -56,10 +56,10 @@ class Sink(Protocol):
     ``prepare(spans)`` turns a small chunk of spans into whatever the sink writes (cheap, pure,
     no I/O: it runs on the thread that ended the span);
     ``write(prepared_chunks)`` persists several prepared chunks as one batch, raising on failure.
-    Optional, duck-typed: ``spill(prepared_chunks) -> bool`` (persist locally for a retry),
-    ``has_spilled() -> bool``, ``recover() -> int``, ``write_stats(stats, resource)``.
-    ``accepts_records = True``: ``prepare`` also takes span records (tuples, tracer.spans.direct)
-    mixed with the spans; without it, records reach ``prepare`` as SDK ``ReadableSpan`` objects.
+
+    A sink may also be a :class:`SpoolingSink` (it keeps what a failed write leaves), a
+    :class:`StatsSink` (it records the processor's counters at shutdown) and a :class:`RecordSink`
+    (it takes span records); the processor checks which once, when it is built.
     """
 
     name: str
@@ -69,6 +69,36 @@ class Sink(Protocol):
     def write(self, prepared: list[Any]) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class SpoolingSink(Sink, Protocol):
+    """A sink with a local spool: prepared chunks a write could not persist are kept on local disk
+    (``spill``, False when even that failed) and moved into the sink later (``recover``, the spans
+    moved); ``describe_spooled`` is the one line that says where they are and how to move them."""
+
+    def spill(self, prepared: list[Any]) -> bool: ...
+
+    def has_spilled(self) -> bool: ...
+
+    def recover(self) -> int: ...
+
+    def describe_spooled(self) -> str: ...
+
+
+@runtime_checkable
+class StatsSink(Sink, Protocol):
+    """A sink that records the processor's counters (``STAT_KEYS`` and ``last_error``) at shutdown."""
+
+    def write_stats(self, stats: Mapping[str, Any], resource: Mapping[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class RecordSink(Sink, Protocol):
+    """A sink whose ``prepare`` also takes span records (tuples, tracer.spans.direct) mixed with SDK
+    spans when ``accepts_records`` is true; other sinks get records as SDK ``ReadableSpan`` objects."""
+
+    accepts_records: bool
 
 
 class ExporterSink:
@@ -147,7 +177,9 @@ class ReliableSpanProcessor(SpanProcessor):
         self.overflow_size = overflow_size or max_queue_size
         self.recover_interval = recover_interval
         self.shutdown_timeout = shutdown_timeout
-        self._records_ok = bool(getattr(sink, "accepts_records", False))  # else records become SDK spans
+        self._records_ok = isinstance(sink, RecordSink) and bool(sink.accepts_records)  # else records become SDK spans
+        self._spool: SpoolingSink | None = sink if isinstance(sink, SpoolingSink) else None
+        self._stats_sink: StatsSink | None = sink if isinstance(sink, StatsSink) else None
         self._init_state()
         if hasattr(os, "register_at_fork"):
             ref = weakref.WeakMethod(self._after_fork)
@@ -415,9 +447,9 @@ class ReliableSpanProcessor(SpanProcessor):
         """Persist prepared chunks via the sink's spool, else count them dropped.
 
         ``source`` names the counter the rows leave: ``writing``, ``spooling`` or ``sweep``."""
-        spill = getattr(self.sink, "spill", None)
+        spool = self._spool
         try:
-            ok = bool(spill(prepared)) if spill is not None else False
+            ok = bool(spool.spill(prepared)) if spool is not None else False
         except Exception as exc:
             ok = False
             self._note_error("spool", exc)
@@ -449,19 +481,18 @@ class ReliableSpanProcessor(SpanProcessor):
 
     def _try_recover(self, force: bool = False) -> None:
         """Move spooled spans back into the sink (after a success, on flush, at start)."""
-        recover = getattr(self.sink, "recover", None)
-        if recover is None or not self._need_recover:
+        spool = self._spool
+        if spool is None or not self._need_recover:
             return
         if not force and time.monotonic() - self._last_recover < self.recover_interval:
             return
         with self._recover_lock:
             self._last_recover = time.monotonic()
             try:
-                has = getattr(self.sink, "has_spilled", None)
-                if has is not None and not has():
+                if not spool.has_spilled():
                     self._need_recover = False
                     return
-                moved = recover()
+                moved = spool.recover()
             except Exception as exc:
                 self._note_error("recover", exc)
                 return
@@ -610,10 +641,10 @@ class ReliableSpanProcessor(SpanProcessor):
             work = list(pending) + (self._prepare(raw) if raw else [])
             with self._lock:  # spans _prepare dropped are already counted
                 left[0] = sum(n for _, n in work)
+            spool = self._spool
             for prepared, n in work:
-                spill = getattr(self.sink, "spill", None)
                 try:
-                    ok = bool(spill([prepared])) if spill is not None else False
+                    ok = bool(spool.spill([prepared])) if spool is not None else False
                 except Exception as exc:
                     ok = False
                     self._note_error("spool", exc)
@@ -644,17 +675,15 @@ class ReliableSpanProcessor(SpanProcessor):
             return
         if stats["failed"] or stats["dropped"] or stats["spooled"]:
             log.warning("prunegate tracer (%s) at shutdown: %s", self.sink.name, stats)
-            describe = getattr(self.sink, "describe_spooled", None)
-            if describe is not None and stats["spooled"] > stats["recovered"]:
+            if self._spool is not None and stats["spooled"] > stats["recovered"]:
                 try:
-                    log.warning("prunegate tracer: %s", describe())
+                    log.warning("prunegate tracer: %s", self._spool.describe_spooled())
                 except Exception as exc:
                     self._note_error("spool", exc)
-        write_stats = getattr(self.sink, "write_stats", None)
-        if write_stats is None:
+        if self._stats_sink is None:
             return
         resource = getattr(self._resource, "attributes", None) or {}
         try:
-            write_stats({k: stats[k] for k in STAT_KEYS} | {"last_error": stats["last_error"]}, resource)
+            self._stats_sink.write_stats({k: stats[k] for k in STAT_KEYS} | {"last_error": stats["last_error"]}, resource)
         except Exception as exc:
             self._note_error("stats", exc)

@@ -358,3 +358,22 @@ def test_spans_that_trickle_in_reach_the_store_without_a_flush(tmp_path: Path) -
         time.sleep(0.05)
     assert proc.stats()["stored"] == 5 and store.count() == 5
     provider.shutdown()
+
+
+def test_the_store_sink_is_every_kind_of_sink_the_processor_looks_for(tmp_path: Path) -> None:
+    """The processor checks once which protocols its sink meets; the store's sink must meet all of
+    them, or a renamed method would quietly turn off the spool, the stats row or the record path."""
+    from tracer.spans.pipeline import ExporterSink, RecordSink, SpoolingSink, StatsSink
+    from tracer.store.sink import StoreSink
+
+    sink = StoreSink(Store(tmp_path / "store"), spool_dir=tmp_path / "spool")
+    assert isinstance(sink, SpoolingSink) and isinstance(sink, StatsSink) and isinstance(sink, RecordSink)
+    proc = ReliableSpanProcessor(sink)
+    assert proc._spool is sink and proc._stats_sink is sink and proc._records_ok
+    proc.shutdown()
+
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    plain = ReliableSpanProcessor(ExporterSink(InMemorySpanExporter()))
+    assert plain._spool is None and plain._stats_sink is None and not plain._records_ok
+    plain.shutdown()
