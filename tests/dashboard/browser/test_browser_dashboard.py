@@ -434,11 +434,20 @@ def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any
     page.screenshot(path=str(ARTIFACTS / "compare-run.png"), full_page=True)
     # the run saved: reopened from its URL, the same lines without re-running (no new replay)
     runs_before = _replay_count(server["path"])
-    page.get_by_label("Title", exact=True).last.fill("default run")
+    title = page.get_by_label("Title", exact=True).last
+    deadline = time.monotonic() + 20  # a re-run can replace the input under a fill: fill until it holds
+    while title.input_value() != "default run" and time.monotonic() < deadline:
+        title.fill("default run")
+        settle(page)
+    title.press("Tab")
     page.get_by_role("button", name="Save this comparison").last.click()
     page.get_by_role("button", name="Open the saved comparison").wait_for(timeout=30_000)
+    assert page.get_by_text("Saved as “default run”", exact=False).is_visible()
     click_until(page, page.get_by_role("button", name="Open the saved comparison"),
                 lambda: "saved=" in page.evaluate("location.href"), "open the saved run")
+    # the address bar changes before the page re-runs: wait for the saved view itself
+    page.get_by_role("heading", name="default run").wait_for(timeout=30_000)
+    settle(page)
     assert page.get_by_role("heading", name="default run").is_visible()
     for line in lines:
         assert page.get_by_text(line, exact=True).is_visible(), line
