@@ -351,7 +351,9 @@ def test_browser_sessions_search_filters_and_pages(server: dict[str, Any], page:
     total = len(want["all"])
     assert page.get_by_text(f"Showing 1–10 of {total:,} (page 1 of {-(-total // 10)})").is_visible()
     click_until(page, page.get_by_role("button", name="next page ▶"), lambda: "page=2" in page.evaluate("location.href"), "next page")
-    assert page.get_by_text(f"Showing 11–20 of {total:,} (page 2 of {-(-total // 10)})").is_visible()
+    shown = page.get_by_text(f"Showing 11–20 of {total:,} (page 2 of {-(-total // 10)})")
+    shown.wait_for(timeout=30_000)  # the address bar changes before the page re-runs
+    assert shown.is_visible()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "sessions-paged.png"), full_page=True)
 
@@ -532,4 +534,5 @@ def test_browser_saves_a_comparison_and_reopens_it_from_its_url(server: dict[str
     other.screenshot(path=str(ARTIFACTS / "compare-saved.png"), full_page=True)
     click_until(other, other.get_by_role("button", name="◀ all comparisons"),
                 lambda: "saved=" not in other.evaluate("location.href"), "back to all comparisons")
+    other.get_by_role("tab", name="Run a comparison").wait_for(timeout=30_000)
     assert other.get_by_role("tab", name="Run a comparison").is_visible()
