@@ -82,6 +82,7 @@ def test_browser_opens_a_violation_and_shows_its_causal_eviction(server: dict[st
     assert page.get_by_role("heading", name="Sessions").is_visible()
     click_until(page, page.get_by_role("link", name="Violations").first, lambda: "/violations" in page.url,
                 "open the Violations page")
+    page.get_by_role("heading", name="Violations").wait_for(timeout=30_000)  # the URL changes first
     assert page.get_by_role("heading", name="Violations").is_visible()
     pick_option(page, "Violation", "s-orphan · step 8 · orphan_tool_result")
     settle(page, charts=2)
