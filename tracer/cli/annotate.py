@@ -35,9 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tracer.errors import AnnotationError
 
-    store = options.store_of(args)
-    if not store.path.exists():
-        raise CommandError(f"no store at {store.path}")
+    store = options.existing_store(args)
     if args.list:
         return _list(args, store)
     if not args.session:

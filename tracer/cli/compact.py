@@ -28,9 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    store = options.store_of(args)
-    if not store.path.is_dir():
-        raise CommandError(f"no store at {store.path}")
+    store = options.existing_store(args)
     try:
         result = store.compact(timeout=args.timeout)
     except StoreError:

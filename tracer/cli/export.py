@@ -66,9 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from tracer.cli import options, status
     from tracer.errors import CommandError
 
-    store = options.store_of(args)
-    if not store.path.exists():
-        raise CommandError(f"no store at {store.path}")
+    store = options.existing_store(args)
     try:
         result = _send(args, store, args.session)
     except KeyError as exc:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from tracer.traffic.recorded import StoredSessions
 
 __all__ = [
-    "add_json", "add_replay_options", "add_store", "load_sessions", "nonnegative", "port", "positive",
+    "add_json", "add_replay_options", "add_store", "existing_store", "load_sessions", "nonnegative", "port", "positive",
     "positive_seconds", "recorded_outcome", "store_of",
 ]
 
@@ -79,15 +79,21 @@ def store_of(args: argparse.Namespace) -> Store:
     return Store(resolve_store(getattr(args, "store", None)))
 
 
+def existing_store(args: argparse.Namespace, hint: str = "") -> Store:
+    """The store ``--store`` names, which must already hold something: else one line (with ``hint``)."""
+    store = store_of(args)
+    if not store.path.is_dir():
+        raise CommandError(f"no store at {store.path}" + (f" ({hint})" if hint else ""))
+    return store
+
+
 def load_sessions(args: argparse.Namespace) -> tuple[Store, StoredSessions]:
     """(store, sessions) that ``--store`` and ``--session`` select, read from the store a batch at a
     time as they are iterated (memory stays flat however many there are); :class:`CommandError` says
     what is wrong, a :class:`~tracer.store.StoreError` that the store cannot be read."""
     from tracer.traffic.recorded import StoredSessions, select_sessions
 
-    store = store_of(args)
-    if not store.path.exists():
-        raise CommandError(f"no store at {store.path} (import sessions first: prunegate import PATH)")
+    store = existing_store(args, "import sessions first: prunegate import PATH")
     convs = StoredSessions(store, select_sessions(store, args.session))
     if args.session:
         found = convs.names()

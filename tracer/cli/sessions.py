@@ -6,7 +6,6 @@ import argparse
 import json
 
 from tracer.cli import add_command, options, status
-from tracer.errors import CommandError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,9 +27,7 @@ COLUMNS = ("id", "name", "source", "provider", "policy", "gated", "messages", "t
 def run(args: argparse.Namespace) -> int:
     from tracer.queries import list_sessions
 
-    store = options.store_of(args)
-    if not store.path.exists():
-        raise CommandError(f"no store at {store.path}")
+    store = options.existing_store(args)
     rows = list_sessions(store, sources=args.source)  # StoreError: main() prints it
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
