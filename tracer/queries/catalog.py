@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracer.queries._sql import (
     MESSAGE,
@@ -185,8 +186,6 @@ def changes_since(index: pa.Table, time_ns: int) -> dict[str, int]:
     """What a session index (:func:`session_index`) gained after ``time_ns``: sessions begun since, by
     kind (``recorded``, ``replay``), and ``grown``, sessions begun before that had spans after it
     (annotations left out). A saved comparison shows it: its numbers are the store as it was then."""
-    import pyarrow.compute as pc
-
     first, last = index.column("first_ns"), index.column("last_ns")
     new = pc.fill_null(pc.greater(first, time_ns), False)
     grown = pc.fill_null(pc.and_(pc.less_equal(first, time_ns), pc.greater(last, time_ns)), False)

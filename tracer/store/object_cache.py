@@ -99,7 +99,8 @@ class ObjectCache:
 
     def _trim(self) -> None:
         """Remove the least recently read copies until the cache holds 90% of its limit."""
-        files = sorted(((f.stat().st_mtime_ns, f.stat().st_size, f) for f in self._files()), key=lambda t: t[0])
+        files = sorted(((st.st_mtime_ns, st.st_size, f) for f in self._files() for st in (f.stat(),)),
+                       key=lambda t: t[0])
         total = sum(size for _, size, _ in files)
         for _, size, f in files:
             if total <= self.limit * 0.9:

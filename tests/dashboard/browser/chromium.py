@@ -74,9 +74,11 @@ def settle(pg: Any, timeout: float = 30.0, charts: int = 0) -> None:
         time.sleep(0.2)
 
 
-def click_until(pg: Any, target: Any, done: Any, what: str, tries: int = 4) -> None:
+def click_until(pg: Any, target: Any, done: Any, what: str, tries: int = 4, shows: Any = None) -> None:
     """Click ``target`` until ``done()`` holds: a click that lands while Streamlit is re-running
-    the script can be dropped by the page, so the effect is what is checked, not the click."""
+    the script can be dropped by the page, so the effect is what is checked, not the click.
+    ``shows``: a locator the new page must then show (the address bar changes before the page
+    re-runs, so a URL in ``done`` does not mean the page has been drawn)."""
     for attempt in range(tries):
         if attempt:
             print(f"click_until {what}: retry {attempt}")  # noqa: T201 - shows in -s runs
@@ -86,6 +88,8 @@ def click_until(pg: Any, target: Any, done: Any, what: str, tries: int = 4) -> N
         while time.monotonic() < deadline:
             if done():
                 settle(pg)
+                if shows is not None:
+                    shows.wait_for(timeout=30_000)
                 return
             time.sleep(0.25)
     raise AssertionError(f"{what}: no effect after {tries} clicks (url {pg.url})")

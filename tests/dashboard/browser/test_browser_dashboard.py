@@ -81,8 +81,7 @@ def test_browser_opens_a_violation_and_shows_its_causal_eviction(server: dict[st
     open_page(page, server, "/sessions")
     assert page.get_by_role("heading", name="Sessions").is_visible()
     click_until(page, page.get_by_role("link", name="Violations").first, lambda: "/violations" in page.url,
-                "open the Violations page")
-    page.get_by_role("heading", name="Violations").wait_for(timeout=30_000)  # the URL changes first
+                "open the Violations page", shows=page.get_by_role("heading", name="Violations"))
     assert page.get_by_role("heading", name="Violations").is_visible()
     pick_option(page, "Violation", "s-orphan · step 8 · orphan_tool_result")
     settle(page, charts=2)
@@ -351,9 +350,9 @@ def test_browser_sessions_search_filters_and_pages(server: dict[str, Any], page:
     open_page(page, server, "/sessions?size=10")
     total = len(want["all"])
     assert page.get_by_text(f"Showing 1–10 of {total:,} (page 1 of {-(-total // 10)})").is_visible()
-    click_until(page, page.get_by_role("button", name="next page ▶"), lambda: "page=2" in page.evaluate("location.href"), "next page")
     shown = page.get_by_text(f"Showing 11–20 of {total:,} (page 2 of {-(-total // 10)})")
-    shown.wait_for(timeout=30_000)  # the address bar changes before the page re-runs
+    click_until(page, page.get_by_role("button", name="next page ▶"), lambda: "page=2" in page.evaluate("location.href"),
+                "next page", shows=shown)
     assert shown.is_visible()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "sessions-paged.png"), full_page=True)
@@ -447,10 +446,8 @@ def test_browser_compare_default_run_answers_and_downloads(server: dict[str, Any
     page.get_by_role("button", name="Open the saved comparison").wait_for(timeout=30_000)
     assert page.get_by_text("Saved as “default run”", exact=False).is_visible()
     click_until(page, page.get_by_role("button", name="Open the saved comparison"),
-                lambda: "saved=" in page.evaluate("location.href"), "open the saved run")
-    # the address bar changes before the page re-runs: wait for the saved view itself
-    page.get_by_role("heading", name="default run").wait_for(timeout=30_000)
-    settle(page)
+                lambda: "saved=" in page.evaluate("location.href"), "open the saved run",
+                shows=page.get_by_role("heading", name="default run"))
     assert page.get_by_role("heading", name="default run").is_visible()
     for line in lines:
         assert page.get_by_text(line, exact=True).is_visible(), line
@@ -534,6 +531,6 @@ def test_browser_saves_a_comparison_and_reopens_it_from_its_url(server: dict[str
     ARTIFACTS.mkdir(exist_ok=True)
     other.screenshot(path=str(ARTIFACTS / "compare-saved.png"), full_page=True)
     click_until(other, other.get_by_role("button", name="◀ all comparisons"),
-                lambda: "saved=" not in other.evaluate("location.href"), "back to all comparisons")
-    other.get_by_role("tab", name="Run a comparison").wait_for(timeout=30_000)
+                lambda: "saved=" not in other.evaluate("location.href"), "back to all comparisons",
+                shows=other.get_by_role("tab", name="Run a comparison"))
     assert other.get_by_role("tab", name="Run a comparison").is_visible()

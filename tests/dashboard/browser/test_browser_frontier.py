@@ -105,9 +105,9 @@ def test_the_frontier_shows_every_arm_and_a_click_opens_its_first_lost_reference
     here = lost[lost["step"] == want["first_lost_step"]]
     prune_seq = int(here["prune_seq"].dropna().iloc[0])
     jump = page.get_by_role("button", name=f"(step {prune_seq})").first
-    click_until(page, jump, lambda: f"step={prune_seq}" in page.url, "jump to the prune")
+    click_until(page, jump, lambda: f"step={prune_seq}" in page.url, "jump to the prune",
+                shows=page.get_by_text("prunegate.prune", exact=True).first)
     settle(page, charts=2)
-    page.get_by_text("prunegate.prune", exact=True).first.wait_for(timeout=30_000)  # the URL changes first
     assert page.get_by_text("prunegate.prune", exact=True).first.is_visible()  # the decision at this step
     with Store(server["path"]).reader() as r:
         [row] = r.query("SELECT name, attributes->>'prunegate.lost_references' AS n FROM spans "
