@@ -55,6 +55,7 @@ from tracer.spans.pipeline import ExporterSink, ReliableSpanProcessor  # noqa: E
 from tracer.spans.session import SessionConfig, TracedSession  # noqa: E402
 from tracer.spans.setup import setup_tracing  # noqa: E402
 from tracer.store import Store  # noqa: E402
+from tracer.store import rows as store_rows  # noqa: E402
 from tracer.traffic.importers import Conversation, read_paths  # noqa: E402
 
 SOURCE = TRAFFIC if TRAFFIC.is_dir() else SESSIONS
@@ -79,6 +80,24 @@ def interleave(cells: dict[str, Callable[[], float]], rounds: int) -> dict[str, 
         for name, run in cells.items():
             out[name].append(run())
     return out
+
+
+def in_python(run: Callable[[], float]) -> Callable[[], float]:
+    """``run`` with span records converted by the Python path (the C accelerator set aside)."""
+
+    def cell() -> float:
+        saved, store_rows.ACCELERATOR = store_rows.ACCELERATOR, None
+        try:
+            return run()
+        finally:
+            store_rows.ACCELERATOR = saved
+
+    return cell
+
+
+def accelerator_note() -> str:
+    return ("the C accelerator converts span records" if store_rows.ACCELERATOR is not None
+            else "no C accelerator (tracer/store/_columns.c not built): span records converted in Python")
 
 
 def ratio(num: list[float], den: list[float]) -> float:
@@ -160,7 +179,7 @@ def checks(n_convs: int, rounds: int) -> tuple[float, list[str]]:
         return float("nan"), ["budget check: no τ-bench traffic at ../shared/traffic: skipped"]
     convs = check_conversations(n_convs)
     root = Path(tempfile.mkdtemp(prefix="pg-ovh-"))
-    cpus: dict[str, list[float]] = {"untraced": [], "traced": [], "no conversion": []}
+    cpus: dict[str, list[float]] = {"untraced": [], "traced": [], "no conversion": [], "python": []}
 
     def cell(name: str, make: Callable[[Path], tuple[Observer, Callable[[], None]]]) -> Callable[[], float]:
         def run() -> float:
@@ -180,33 +199,40 @@ def checks(n_convs: int, rounds: int) -> tuple[float, list[str]]:
     try:
         got = interleave({"untraced": cell("untraced", untraced_observers),
                           "traced": cell("traced", traced_observers),
-                          "no conversion": cell("no conversion", lambda root: traced_observers(root, convert=False))},
+                          "no conversion": cell("no conversion", lambda root: traced_observers(root, convert=False)),
+                          **({"python": in_python(cell("python", traced_observers))}
+                             if store_rows.ACCELERATOR is not None else {})},
                          rounds)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     r = ratio(got["traced"], got["untraced"])
     c = ratio(cpus["traced"][1:], cpus["untraced"][1:])  # without the warm-up
     nc = ratio(got["no conversion"], got["untraced"])
-    return r, [f"budget check traced/untraced     {r:5.2f}x  (untraced {statistics.median(got['untraced']):.1f} µs, "
-               f"traced {statistics.median(got['traced']):.1f} µs per check; floor <= 3x) {verdict(r <= 3)}; "
-               f"agent-thread CPU per append+check {c:.2f}x",
-               f"        (diagnostic) records dropped before conversion: {nc:.2f}x the untraced check "
-               "(what recording the spans costs without the conversion to Arrow and the store)"]
+    out = [f"budget check traced/untraced     {r:5.2f}x  (untraced {statistics.median(got['untraced']):.1f} µs, "
+           f"traced {statistics.median(got['traced']):.1f} µs per check; floor <= 3x) {verdict(r <= 3)}; "
+           f"agent-thread CPU per append+check {c:.2f}x",
+           f"        (diagnostic) records dropped before conversion: {nc:.2f}x the untraced check "
+           "(what recording the spans costs without the conversion to Arrow and the store)"]
+    if got.get("python"):
+        py = ratio(got["python"], got["untraced"])
+        out.append(f"        (diagnostic) records converted in Python, the C accelerator set aside: {py:.2f}x "
+                   f"the untraced check; agent-thread CPU {ratio(cpus['python'][1:], cpus['untraced'][1:]):.2f}x")
+    return r, out
 
 
 # ------------------------------------------------------------------------------ 2. replay rate
 def replays(convs: list[Conversation], rounds: int) -> tuple[float, list[str]]:
     spec = ReplaySpec("recency", gated=True, budget=3000)
 
-    cpus: dict[bool, list[float]] = {False: [], True: []}
+    cpus: dict[str, list[float]] = {"untraced": [], "traced": [], "python": []}
 
-    def cell(traced: bool) -> Callable[[], float]:
+    def cell(traced: bool, name: str) -> Callable[[], float]:
         def run() -> float:
             with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
                 t0, c0 = time.perf_counter(), time.process_time()
                 [res] = run_replays(convs, [spec], store_path=Path(tmp) / "s" if traced else None)
                 events = sum(r.events for r in res)
-                cpus[traced].append(events / (time.process_time() - c0))
+                cpus[name].append(events / (time.process_time() - c0))
                 return events / (time.perf_counter() - t0)
 
         return run
@@ -221,15 +247,18 @@ def replays(convs: list[Conversation], rounds: int) -> tuple[float, list[str]]:
             tracing.shutdown()
             return rate
 
-    got = interleave({"untraced": cell(False), "traced": cell(True), "no conversion": dropped}, rounds)
+    got = interleave({"untraced": cell(False, "untraced"), "traced": cell(True, "traced"), "no conversion": dropped,
+                      **({"python": in_python(cell(True, "python"))} if store_rows.ACCELERATOR is not None else {})}, rounds)
     r = ratio(got["traced"], got["untraced"])
-    c = ratio(cpus[True][1:], cpus[False][1:])
+    c = ratio(cpus["traced"][1:], cpus["untraced"][1:])
     nc = ratio(got["no conversion"], got["untraced"])
+    py = [f"        (diagnostic) records converted in Python, the C accelerator set aside: "
+          f"{ratio(got['python'], got['untraced']):.2f}x the untraced rate"] if got.get("python") else []
     return r, [f"replay rate traced/untraced      {r:5.2f}x  (untraced {statistics.median(got['untraced']):,.0f}, "
                f"traced {statistics.median(got['traced']):,.0f} events/s; floor >= 0.8x) {verdict(r >= 0.8)}; "
                f"per CPU second (all threads) {c:.2f}x",
                f"        (diagnostic) records dropped before conversion: {nc:.2f}x the untraced rate "
-               "(recording the spans alone, no conversion to Arrow, no store)"]
+               "(recording the spans alone, no conversion to Arrow, no store)", *py]
 
 
 # ------------------------------------------------------------------------------ 3. compare
@@ -497,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     skip = set(args.skip.split(",")) - {""}
     root = Path(tempfile.mkdtemp(prefix="pg-ovh-"))
     print(f"{len(convs)} sessions from {SOURCE}; {rounds} interleaved rounds per pair (median of same-round ratios); "
-          f"{os.cpu_count()} CPUs, {load_avg()} at start")
+          f"{os.cpu_count()} CPUs, {load_avg()} at start; {accelerator_note()}")
     lines: list[str] = []
 
     def part(name: str, fn: Callable[[], list[str]]) -> None:

@@ -99,13 +99,38 @@ def fixed_width_array(values: list, width: int) -> pa.Array:
     text = "".join(present)
     if len(text) != width * n or not text.isascii():  # not what the caller said: the general way
         return string_array(values)
+    # a null's bytes stay in the data (its validity bit says null), as Arrow allows
+    return pa.Array.from_buffers(pa.string(), n, [validity, _fixed_offsets(width, n),
+                                                  pa.py_buffer(text.encode("ascii"))], nulls)
+
+
+def _fixed_offsets(width: int, n: int) -> pa.Buffer:
     offsets = _FIXED.get((width, n))
     if offsets is None:
         offsets = pa.py_buffer(array.array("i", range(0, width * n + 1, width)))
         if len(_FIXED) < 64:
             _FIXED[(width, n)] = offsets
-    # a null's bytes stay in the data (its validity bit says null), as Arrow allows
-    return pa.Array.from_buffers(pa.string(), n, [validity, offsets, pa.py_buffer(text.encode("ascii"))], nulls)
+    return offsets
+
+
+# ------------------------------------------------------------------ from the C accelerator's buffers
+# (tracer/store/_columns.c: validity bytes or None, the null count, then the data buffers)
+def from_buffers(typ: pa.DataType, n: int, parts: tuple) -> pa.Array:
+    """An array from ``(validity, nulls, offsets, data)`` (strings) or ``(validity, nulls, data)``."""
+    validity, nulls = parts[0], parts[1]
+    if nulls == n:
+        return pa.nulls(n, typ)
+    buffers = [None if validity is None else pa.py_buffer(validity), *map(pa.py_buffer, parts[2:])]
+    return pa.Array.from_buffers(typ, n, buffers, nulls)
+
+
+def fixed_width_from(parts: tuple, width: int, n: int) -> pa.Array:
+    """A string array of ``width``-character ASCII values from ``(validity, nulls, data)``."""
+    validity, nulls, data = parts
+    if nulls == n:
+        return pa.nulls(n, pa.string())
+    return pa.Array.from_buffers(pa.string(), n, [None if validity is None else pa.py_buffer(validity),
+                                                  _fixed_offsets(width, n), pa.py_buffer(data)], nulls)
 
 
 def int64_array(values: list, *, nullable: bool = True) -> pa.Array:

@@ -15,9 +15,11 @@ Three directions, all columnar:
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import operator
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from operator import methodcaller
 from types import ModuleType
@@ -27,7 +29,14 @@ import pyarrow as pa
 from opentelemetry.trace import SpanKind, StatusCode
 
 from tracer.spans.records import clean_chunk
-from tracer.store.arrow import column, fixed_width_array, same_string, utf8_array
+from tracer.store.arrow import (
+    column,
+    fixed_width_array,
+    fixed_width_from,
+    from_buffers,
+    same_string,
+    utf8_array,
+)
 from tracer.store.schema import (
     ARROW_SCHEMA,
     COLUMN_NAMES,
@@ -42,6 +51,21 @@ try:  # optional speed-up: about 5x faster than json for attribute dicts
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
+
+
+def _accelerator() -> ModuleType | None:
+    """The C accelerator of the record conversion (tracer/store/_columns.c, built at install when a
+    C compiler is there), unless ``PRUNEGATE_NO_ACCELERATOR`` is set; None: the Python path only.
+    Both give the same tables (tests/tracer/store/test_columns.py)."""
+    if os.environ.get("PRUNEGATE_NO_ACCELERATOR"):
+        return None
+    try:
+        return importlib.import_module("tracer.store._columns")
+    except ImportError:
+        return None
+
+
+ACCELERATOR: ModuleType | None = _accelerator()
 
 SpanRow = dict[str, Any]
 _EMPTY_LIST = "[]"
@@ -121,6 +145,8 @@ def _typed(values: list[Any], want: type) -> list[Any]:
 
 
 _PROMOTED_KEYS = frozenset(key for *_, key in PROMOTED)
+_PROMOTED_TYPES = [typ for _, _, typ, _ in PROMOTED]
+_PROMOTED_SPEC = tuple((key, {"VARCHAR": "s", "BIGINT": "i", "BOOLEAN": "b"}[sql]) for _, sql, _, key in PROMOTED)
 _PROMOTED_GETTERS = [(methodcaller("get", key), _PYTHON_TYPE[sql_type]) for _, sql_type, _, key in PROMOTED]
 
 
@@ -329,6 +355,8 @@ class _Same:
 
 
 def _array(col: Any, typ: pa.DataType, n: int, nullable: bool) -> pa.Array:
+    if isinstance(col, pa.Array):
+        return col
     if isinstance(col, _Same):
         return same_string(col.value, n)
     if isinstance(col, _Utf8):
@@ -408,8 +436,6 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     tids = [per_ctx[i] for i in map(id, ctx)]
     trace_ids = [t[0] for t in tids]
     states = [t[1] for t in tids]
-    span_ids = ["%016x" % s for s in span]  # noqa: UP031
-    parents = [None if p is None else "%016x" % p for p in parent]  # noqa: UP031
     kinds = list(map(_KIND_NAMES.__getitem__, map(id, kind)))
     per_status: dict[int, tuple[str, str | None]] = {}
     for st in status:  # a few Status objects (mostly the one UNSET): read their properties once each
@@ -422,8 +448,12 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     else:
         pairs = [per_status[i] for i in map(id, status)]
         codes, messages = [p[0] for p in pairs], [p[1] for p in pairs]
-    dicts = attrs if all(clean) else _cleaned(attrs, clean)
-    attrs_json, sessions, seqs, promoted = _attribute_columns(dicts)
+    fast = _accelerated_attributes(attrs, clean, n)
+    if fast is not None:
+        attrs_json, sessions, seqs, promoted = fast
+    else:
+        dicts = attrs if all(clean) else _cleaned(attrs, clean)
+        attrs_json, sessions, seqs, promoted = _attribute_columns(dicts)
     events_json = _json_lists(events, _event_dict)
     links_json = _json_lists(links, _link_dict)
     res_col = _same_or_each([m.resource for m in meta], n, _resource_json)
@@ -431,7 +461,7 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     scope_names = _same_or_each(scopes, n, lambda sc: sc.name if sc is not None else None)
     scope_versions = _same_or_each(scopes, n, lambda sc: sc.version if sc is not None else None)
     columns = (
-        _Fixed(trace_ids, 32), _Fixed(span_ids, 16), _Fixed(parents, 16), states, name, kinds, start, end, codes,
+        _Fixed(trace_ids, 32), _hex_ids(span, 16), _hex_ids(parent, 16), states, name, kinds, start, end, codes,
         messages, attrs_json, events_json, links_json, res_col, scope_names, scope_versions, sessions, seqs,
         *promoted,
     )  # fmt: skip
@@ -440,6 +470,31 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
         for col, field, nullable in zip(columns, ARROW_SCHEMA, _NULLABLE_FROM_SDK, strict=True)
     ]
     return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _accelerated_attributes(attrs: list[Any], clean: list[bool], n: int) -> tuple[Any, ...] | None:
+    """The attribute columns (JSON, session_id, seq, the promoted ones) as Arrow arrays, built by the
+    C accelerator; None when it is not there or leaves this chunk to the Python path."""
+    if ACCELERATOR is None or _orjson is None:
+        return None
+    got = ACCELERATOR.attribute_columns(attrs, clean, SESSION_ATTRIBUTES, SEQ_ATTRIBUTE, _PROMOTED_SPEC,
+                                        _orjson.dumps)
+    if got is None:
+        return None
+    (data, ends), session, seq, promoted = got
+    return (from_buffers(pa.string(), n, (None, 0, ends, data)), from_buffers(pa.string(), n, session),
+            from_buffers(pa.int64(), n, seq),
+            [from_buffers(typ, n, col) for typ, col in zip(_PROMOTED_TYPES, promoted, strict=True)])
+
+
+def _hex_ids(ids: list[Any], width: int) -> Any:
+    """Span ids (int, or None for a root's parent) as ``width`` lowercase hex digits."""
+    if ACCELERATOR is not None:
+        got = ACCELERATOR.hex_ids(ids, width)
+        if got is not None:
+            return fixed_width_from(got, width, len(ids))
+    fmt = "%0" + str(width) + "x"
+    return _Fixed([None if i is None else fmt % i for i in ids], width)
 
 
 def _cleaned(attrs: list[Any], clean: list[bool]) -> list[Any]:

@@ -1,0 +1,199 @@
+"""The C accelerator of the record conversion (tracer/store/_columns.c) gives the Python path's tables.
+
+Records here are real span records: written by a :class:`TracedSession` on ``setup_tracing``'s
+pipeline and taken from its store processor as they end (what the store would convert).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.paths import SESSIONS
+from tracer.lab import ReplaySpec, replay_session
+from tracer.spans.session import SessionConfig, TracedSession
+from tracer.spans.setup import setup_tracing
+from tracer.store import rows
+from tracer.store.schema import ARROW_SCHEMA
+from tracer.traffic import Conversation, read_paths
+
+ACCELERATOR = rows.ACCELERATOR
+needs_accelerator = pytest.mark.skipif(ACCELERATOR is None, reason="tracer/store/_columns.c is not built here")
+
+
+def test_the_accelerator_is_built_where_a_c_compiler_is():
+    """The set-up builds it wherever there is a compiler (as on CI): its absence would leave every
+    other test here skipped and tracing at the Python path's speed without anyone noticing."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler on this machine: the Python path is the only one")
+    assert ACCELERATOR is not None, "tracer.store._columns is not importable: run scripts/setup.sh again"
+
+
+class Capture:
+    """A session on prunegate's own pipeline whose store processor hands its records to a list."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tracing = setup_tracing(tmp / "s", otlp_endpoint=False, auto_compact=False)
+        self.records: list[tuple] = []
+        self.tracing.store_processor.on_end_record = self.records.append  # type: ignore[method-assign]
+
+    def session(self) -> TracedSession:
+        return TracedSession(self.tracing.provider, SessionConfig(source="synthetic", capture_content=True))
+
+    def close(self) -> None:
+        self.tracing.shutdown()
+
+
+def both(records: list[tuple], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """(the Python path's table or exception type, the accelerated path's)."""
+    out = []
+    for accel in (None, ACCELERATOR):
+        monkeypatch.setattr(rows, "ACCELERATOR", accel)
+        try:
+            out.append(rows.records_to_table(records))
+        except Exception as exc:  # noqa: BLE001 - compared below: both paths fail alike
+            out.append(type(exc))
+    return out[0], out[1]
+
+
+def assert_same(py: Any, c: Any) -> None:
+    if isinstance(py, type) or isinstance(c, type):
+        assert py == c
+        return
+    assert c.schema.equals(ARROW_SCHEMA)
+    for name in py.column_names:
+        assert py[name].equals(c[name]), name
+    assert py.equals(c)
+
+
+@needs_accelerator
+def test_replayed_sessions_convert_to_the_same_table(tmp_path, monkeypatch):
+    """Every span a gated and an ungated replay write, with content captured, chunk by chunk."""
+    cap = Capture(tmp_path)
+    convs = [c for c in read_paths([SESSIONS]) if isinstance(c, Conversation)]
+    for conv in convs:
+        for spec in (ReplaySpec("salience", gated=True, budget=300, stream_results=2),
+                     ReplaySpec("recency", gated=False, budget=400)):
+            replay_session(conv, spec, tracer_provider=cap.tracing.provider, capture_content=True)
+    cap.close()
+    records = cap.records
+    assert len(records) > 500
+    assert {r[0] for r in records} >= {"prunegate.message", "prunegate.budget_check", "prunegate.prune"}
+    assert any(r[0].startswith("chat ") for r in records)
+    monkeypatch.setattr(rows, "ACCELERATOR", ACCELERATOR)
+    for i in range(0, len(records), 256):
+        chunk = records[i:i + 256]
+        assert ACCELERATOR.attribute_columns(  # the fast path took these (no fallback to Python)
+            [r[4] for r in chunk], [r[5] for r in chunk], rows.SESSION_ATTRIBUTES, rows.SEQ_ATTRIBUTE,
+            rows._PROMOTED_SPEC, rows._orjson.dumps) is not None
+        assert_same(*both(chunk, monkeypatch))
+
+
+class _Str(str):
+    pass
+
+
+# Values of every kind an attribute dict may hold, the odd ones included
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12) | st.sampled_from(
+    ["", "\x00\x1f\x7f", "\"\\/", "é\u2028😀", "\ud800", "replay-1"])  # "\ud800": not UTF-8 (Python path)
+INTS = st.integers(-(2**63), 2**63 - 1) | st.sampled_from([2**63, 2**64, -(2**63) - 1, 2**70])
+SCALARS = TEXT | INTS | st.booleans() | st.floats() | st.none()
+VALUES = (SCALARS | st.lists(TEXT, max_size=3) | st.lists(SCALARS, max_size=3) | st.tuples(TEXT, INTS)
+          | st.frozensets(TEXT, max_size=2) | st.dictionaries(TEXT, INTS, max_size=2)
+          | st.builds(_Str, TEXT) | st.binary(max_size=3))
+KEYS = st.sampled_from(["prunegate.session.id", "gen_ai.conversation.id", "prunegate.seq", "prunegate.policy",
+                        "prunegate.gated", "prunegate.budget", "prunegate.decision", "prunegate.tokens.before",
+                        "prunegate.violation.code", "prunegate.session.source", "k", "é"]) | TEXT
+DICTS = st.dictionaries(KEYS, VALUES, max_size=6)
+
+
+@needs_accelerator
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(DICTS, st.booleans(), st.dictionaries(st.sampled_from(["a", "b"]), VALUES, max_size=2)),
+                min_size=1, max_size=6))
+def test_any_attributes_convert_to_the_same_table(tmp_path_factory, monkeypatch, spans):
+    """Emitted spans (attributes cleaned later, with the record) and spans with attributes set after
+    start (cleaned by the SDK's rule at once): whatever their values, the same table, or the same
+    error from both paths."""
+    cap = Capture(tmp_path_factory.mktemp("c"))
+    s = cap.session()
+    for attrs, started, later in spans:
+        if started:
+            span = s.start_span("x", attrs, seq=None)
+            span.set_attributes({k: v for k, v in later.items() if v is not None})
+            s.end_span(span)
+        else:
+            s.emit("y", attrs, seq=3)
+    s.end()
+    cap.close()
+    assert_same(*both(cap.records, monkeypatch))
+
+
+@needs_accelerator
+@pytest.mark.parametrize("odd", [{"x"}, {"n": 1}, _Str("s"), "\ud800", 2**64, b"b", [1, "a"]])
+def test_a_value_off_the_fast_path_sends_the_chunk_to_python(tmp_path, monkeypatch, odd):
+    cap = Capture(tmp_path)
+    s = cap.session()
+    for i in range(5):
+        s.emit("m", {"v": odd if i == 3 else "plain", "i": i}, seq=i)
+    cap.close()
+    recs = cap.records
+    assert ACCELERATOR.attribute_columns([r[4] for r in recs], [r[5] for r in recs], rows.SESSION_ATTRIBUTES,
+                                         rows.SEQ_ATTRIBUTE, rows._PROMOTED_SPEC, rows._orjson.dumps) is None
+    py, c = both(recs, monkeypatch)
+    assert_same(py, c)
+    stored = [json.loads(a) for a in c["attributes"].to_pylist()]
+    assert [a["i"] for a in stored if a.get("i") is not None] == [0, 1, 2, 3, 4]
+
+
+@needs_accelerator
+def test_hex_ids():
+    ids = [0, 1, 2**64 - 1, None, 0xABCDEF]
+    validity, nulls, data = ACCELERATOR.hex_ids(ids, 16)
+    assert nulls == 1 and data == b"".join(b"0" * 16 if i is None else b"%016x" % i for i in ids)
+    assert validity == bytes([0b10111])
+    assert ACCELERATOR.hex_ids([1, 2], 32)[2] == b"%032x%032x" % (1, 2)
+    for bad in ([-1], [2**64], [1.0], ["1"], [True]):
+        assert ACCELERATOR.hex_ids(bad, 16) is None
+    arr = rows._hex_ids(ids, 16)
+    assert arr.to_pylist() == [None if i is None else f"{i:016x}" for i in ids]
+    with pytest.raises(ValueError):
+        ACCELERATOR.hex_ids([1], 8)
+
+
+@needs_accelerator
+def test_without_the_accelerator_the_store_holds_the_same_rows(tmp_path, monkeypatch):
+    """``PRUNEGATE_NO_ACCELERATOR`` set: no C; spans read back from a real store are the same."""
+    monkeypatch.setenv("PRUNEGATE_NO_ACCELERATOR", "1")
+    assert rows._accelerator() is None
+    monkeypatch.delenv("PRUNEGATE_NO_ACCELERATOR")
+    assert rows._accelerator() is ACCELERATOR
+    conv = next(c for c in read_paths([SESSIONS]) if isinstance(c, Conversation))
+    got = []
+    for accel in (None, ACCELERATOR):
+        monkeypatch.setattr(rows, "ACCELERATOR", accel)
+        tracing = setup_tracing(tmp_path / f"s{accel is None}", otlp_endpoint=False)
+        replay_session(conv, ReplaySpec("recency", gated=True, budget=300), tracer_provider=tracing.provider)
+        tracing.force_flush()
+        with tracing.store.reader() as r:
+            found = r.query("SELECT name, attributes, session_id, seq, source, policy, gated, budget, decision, "
+                            "reason, tokens_before, tokens_after, violation FROM spans "
+                            "WHERE name <> 'prunegate.tracer.stats'")
+        tracing.shutdown()
+        for row in found:  # the replay's session id and duration are new each run
+            attrs = json.loads(row.pop("attributes"))
+            assert row.pop("session_id") == attrs.pop("prunegate.session.id")
+            for key in ("gen_ai.conversation.id", "session.id", "prunegate.replay.seconds"):
+                attrs.pop(key, None)
+            for key in [k for k in attrs if "span_id" in k or "trace_id" in k]:  # other spans' ids
+                attrs.pop(key)
+            row["attributes"] = json.dumps(attrs, sort_keys=True)
+        got.append(sorted(json.dumps(row, sort_keys=True) for row in found))
+    assert len(got[0]) > 20
+    assert got[0] == got[1]
