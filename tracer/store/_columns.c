@@ -26,8 +26,7 @@ typedef struct {
     Py_ssize_t len, cap;
 } Buf;
 
-static int grow(Buf *b, Py_ssize_t need) {
-    if (b->len + need <= b->cap) return OK;
+static int grow_slow(Buf *b, Py_ssize_t need) {
     Py_ssize_t cap = b->cap ? b->cap : 1024;
     while (cap < b->len + need) cap *= 2;
     char *p = PyMem_Realloc(b->p, (size_t)cap);
@@ -39,6 +38,8 @@ static int grow(Buf *b, Py_ssize_t need) {
     b->cap = cap;
     return OK;
 }
+
+static inline int grow(Buf *b, Py_ssize_t need) { return b->len + need <= b->cap ? OK : grow_slow(b, need); }
 
 static inline int put(Buf *b, const char *s, Py_ssize_t n) {
     if (grow(b, n)) return FAIL;
@@ -58,41 +59,53 @@ static PyObject *as_bytes(Buf *b) { return PyBytes_FromStringAndSize(b->p ? b->p
 /* ------------------------------------------------------------------------------------- JSON */
 static const char HEX[] = "0123456789abcdef";
 
+/* Bytes a JSON string must escape: control characters, the quote and the backslash. */
+static const unsigned char ESCAPE[256] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, /* the backslash */
+};
+
 /* A str as JSON text, escaped as orjson escapes it. OTHER for text that is not UTF-8 (a lone
  * surrogate: orjson refuses it and the Python path writes it another way). */
 static int json_str(Buf *b, PyObject *s) {
+    const char *u;
     Py_ssize_t n;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    if (u == NULL) {
+    if (PyUnicode_IS_COMPACT_ASCII(s)) { /* the usual: the characters are the UTF-8 bytes */
+        u = (const char *)PyUnicode_DATA(s);
+        n = PyUnicode_GET_LENGTH(s);
+    } else if ((u = PyUnicode_AsUTF8AndSize(s, &n)) == NULL) {
         PyErr_Clear();
         return OTHER;
     }
-    if (grow(b, n + 2)) return FAIL;
-    b->p[b->len++] = '"';
+    if (grow(b, 6 * n + 2)) return FAIL; /* the longest escape is 6 bytes */
+    char *o = b->p + b->len;
+    *o++ = '"';
     Py_ssize_t start = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)u[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        if (put(b, u + start, i - start)) return FAIL;
+        if (!ESCAPE[c]) continue;
+        memcpy(o, u + start, (size_t)(i - start));
+        o += i - start;
         start = i + 1;
-        char esc[6] = {'\\', 0, 0, 0, 0, 0};
-        Py_ssize_t k = 2;
+        *o++ = '\\';
         switch (c) {
-            case '"': esc[1] = '"'; break;
-            case '\\': esc[1] = '\\'; break;
-            case '\b': esc[1] = 'b'; break;
-            case '\t': esc[1] = 't'; break;
-            case '\n': esc[1] = 'n'; break;
-            case '\f': esc[1] = 'f'; break;
-            case '\r': esc[1] = 'r'; break;
+            case '"': *o++ = '"'; break;
+            case '\\': *o++ = '\\'; break;
+            case '\b': *o++ = 'b'; break;
+            case '\t': *o++ = 't'; break;
+            case '\n': *o++ = 'n'; break;
+            case '\f': *o++ = 'f'; break;
+            case '\r': *o++ = 'r'; break;
             default:
-                esc[1] = 'u'; esc[2] = '0'; esc[3] = '0'; esc[4] = HEX[c >> 4]; esc[5] = HEX[c & 15];
-                k = 6;
+                *o++ = 'u'; *o++ = '0'; *o++ = '0'; *o++ = HEX[c >> 4]; *o++ = HEX[c & 15];
         }
-        if (put(b, esc, k)) return FAIL;
     }
-    if (put(b, u + start, n - start)) return FAIL;
-    return put_ch(b, '"');
+    memcpy(o, u + start, (size_t)(n - start));
+    o += n - start;
+    *o++ = '"';
+    b->len = o - b->p;
+    return OK;
 }
 
 static int json_int(Buf *b, PyObject *v) {
@@ -292,6 +305,138 @@ static int in_int64(PyObject *v, long long *out) {
 
 #define MAX_PROMOTED 32
 
+/* The attribute columns of a chunk being built: JSON, session_id, seq and the promoted ones. */
+typedef struct {
+    Py_ssize_t n, np, ready;
+    PyObject *k1, *k2, *seq_key, *dumps; /* borrowed */
+    PyObject *pkeys[MAX_PROMOTED];       /* borrowed */
+    Buf json;
+    int32_t *ends;
+    Col session, seq, cols[MAX_PROMOTED];
+} Attrs;
+
+static void attrs_free(Attrs *a) {
+    PyMem_Free(a->json.p);
+    PyMem_Free(a->ends);
+    col_free(&a->session);
+    col_free(&a->seq);
+    for (Py_ssize_t j = 0; j < a->ready; j++) col_free(&a->cols[j]);
+    a->ready = 0;
+    a->json.p = NULL;
+    a->ends = NULL;
+}
+
+/* From the arguments (session_keys, seq_key, promoted, dumps); FAIL with an exception set. */
+static int attrs_init(Attrs *a, Py_ssize_t n, PyObject *session_keys, PyObject *seq_key, PyObject *promoted,
+                      PyObject *dumps) {
+    memset(a, 0, sizeof *a);
+    Py_ssize_t np = PyTuple_GET_SIZE(promoted);
+    if (PyTuple_GET_SIZE(session_keys) != 2 || np > MAX_PROMOTED) {
+        PyErr_SetString(PyExc_ValueError, "two session keys and at most 32 promoted columns");
+        return FAIL;
+    }
+    a->n = n;
+    a->np = np;
+    a->k1 = PyTuple_GET_ITEM(session_keys, 0);
+    a->k2 = PyTuple_GET_ITEM(session_keys, 1);
+    a->seq_key = seq_key;
+    a->dumps = dumps;
+    char kinds[MAX_PROMOTED];
+    for (Py_ssize_t j = 0; j < np; j++) {
+        const char *kind;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(promoted, j), "Us", &a->pkeys[j], &kind)) return FAIL;
+        if (kind[0] != 's' && kind[0] != 'i' && kind[0] != 'b') {
+            PyErr_SetString(PyExc_ValueError, "a promoted column is 's', 'i' or 'b'");
+            return FAIL;
+        }
+        kinds[j] = kind[0];
+    }
+    a->ends = PyMem_Calloc((size_t)n + 1, sizeof(int32_t));
+    if (a->ends == NULL) {
+        PyErr_NoMemory();
+        return FAIL;
+    }
+    if (col_init(&a->session, 's', n) || col_init(&a->seq, 'i', n)) return FAIL;
+    for (; a->ready < np; a->ready++)
+        if (col_init(&a->cols[a->ready], kinds[a->ready], n)) return FAIL;
+    return OK;
+}
+
+/* Row i: the attribute dict ``d`` (``clean``: cleaned already). */
+static int attrs_row(Attrs *a, Py_ssize_t i, PyObject *d, int clean) {
+    int r = json_dict(&a->json, d, a->dumps, clean), err = 0;
+    if (r) return r;
+    if (a->json.len > MAX_OFFSET) return OTHER;
+    a->ends[i + 1] = (int32_t)a->json.len;
+    /* session_id: the first key present; an int, float or bool id as its str() */
+    PyObject *sid = get(d, a->k1, &err);
+    if (sid == NULL && !err) sid = get(d, a->k2, &err);
+    if (err) return FAIL;
+    if (sid != NULL && Py_TYPE(sid) != &PyUnicode_Type) {
+        PyTypeObject *t = Py_TYPE(sid);
+        if (t != &PyLong_Type && t != &PyFloat_Type && t != &PyBool_Type) return OTHER;
+        PyObject *text = PyObject_Str(sid);
+        if (text == NULL) return FAIL;
+        r = col_str(&a->session, i, text);
+        Py_DECREF(text);
+    } else {
+        r = col_str(&a->session, i, sid);
+    }
+    if (r) return r;
+    /* seq: an int (not a bool); past int64 the Python path raises as it always has */
+    PyObject *sq = get(d, a->seq_key, &err);
+    if (err) return FAIL;
+    if (sq != NULL && Py_TYPE(sq) == &PyLong_Type) {
+        long long x;
+        if (!in_int64(sq, &x)) return OTHER;
+        col_int(&a->seq, i, x);
+    } else {
+        a->seq.nulls++;
+    }
+    /* the promoted columns: the value when it has the column's exact type, else null */
+    for (Py_ssize_t j = 0; j < a->np; j++) {
+        Col *c = &a->cols[j];
+        PyObject *v = get(d, a->pkeys[j], &err);
+        if (err) return FAIL;
+        PyTypeObject *t = v == NULL ? NULL : Py_TYPE(v);
+        long long x;
+        if (c->kind == 's') {
+            r = col_str(c, i, t == &PyUnicode_Type ? v : NULL);
+            if (r) return r;
+        } else if (c->kind == 'i' && t == &PyLong_Type && in_int64(v, &x)) {
+            col_int(c, i, x);
+        } else if (c->kind == 'b' && t == &PyBool_Type) {
+            set_bit(c->valid, i);
+            if (v == Py_True) set_bit((unsigned char *)c->data.p, i);
+        } else {
+            c->nulls++;
+        }
+    }
+    return OK;
+}
+
+/* ((json data, json offsets), session, seq, [promoted...]) */
+static PyObject *attrs_result(Attrs *a) {
+    PyObject *data = as_bytes(&a->json);
+    if (data == NULL) return NULL;
+    PyObject *json_out = Py_BuildValue("(Ny#)", data, (const char *)a->ends, (a->n + 1) * (Py_ssize_t)sizeof(int32_t));
+    PyObject *promoted_out = PyList_New(a->np);
+    PyObject *s_out = col_result(&a->session), *q_out = col_result(&a->seq);
+    if (json_out == NULL || promoted_out == NULL || s_out == NULL || q_out == NULL) goto fail;
+    for (Py_ssize_t j = 0; j < a->np; j++) {
+        PyObject *c = col_result(&a->cols[j]);
+        if (c == NULL) goto fail;
+        PyList_SET_ITEM(promoted_out, j, c);
+    }
+    return Py_BuildValue("(NNNN)", json_out, s_out, q_out, promoted_out);
+fail:
+    Py_XDECREF(json_out);
+    Py_XDECREF(promoted_out);
+    Py_XDECREF(s_out);
+    Py_XDECREF(q_out);
+    return NULL;
+}
+
 PyDoc_STRVAR(attribute_columns_doc,
 "attribute_columns(dicts, clean, session_keys, seq_key, promoted, dumps)\n--\n\n"
 "The attribute columns of a chunk of span records, as Arrow buffers: (json, session, seq, [promoted...]).\n"
@@ -304,138 +449,252 @@ static PyObject *attribute_columns(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!O!O!UO!O", &PyList_Type, &dicts, &PyList_Type, &clean, &PyTuple_Type,
                           &session_keys, &seq_key, &PyTuple_Type, &promoted, &dumps))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(dicts), np = PyTuple_GET_SIZE(promoted);
-    if (PyList_GET_SIZE(clean) != n || PyTuple_GET_SIZE(session_keys) != 2 || np > MAX_PROMOTED) {
-        PyErr_SetString(PyExc_ValueError, "attribute_columns: mismatched arguments");
+    Py_ssize_t n = PyList_GET_SIZE(dicts);
+    if (PyList_GET_SIZE(clean) != n) {
+        PyErr_SetString(PyExc_ValueError, "attribute_columns: one clean flag per dict");
         return NULL;
     }
-    PyObject *k1 = PyTuple_GET_ITEM(session_keys, 0), *k2 = PyTuple_GET_ITEM(session_keys, 1);
-    PyObject *pkeys[MAX_PROMOTED];
-    char pkinds[MAX_PROMOTED];
-    for (Py_ssize_t j = 0; j < np; j++) {
-        PyObject *spec = PyTuple_GET_ITEM(promoted, j);
-        const char *kind;
-        if (!PyArg_ParseTuple(spec, "Us", &pkeys[j], &kind)) return NULL;
-        pkinds[j] = kind[0];
-        if (kind[0] != 's' && kind[0] != 'i' && kind[0] != 'b') {
-            PyErr_SetString(PyExc_ValueError, "attribute_columns: a promoted column is 's', 'i' or 'b'");
-            return NULL;
+    Attrs a;
+    PyObject *result = NULL;
+    int r = attrs_init(&a, n, session_keys, seq_key, promoted, dumps);
+    for (Py_ssize_t i = 0; i < n && r == OK; i++) {
+        int is_clean = PyObject_IsTrue(PyList_GET_ITEM(clean, i));
+        r = is_clean < 0 ? FAIL : attrs_row(&a, i, PyList_GET_ITEM(dicts, i), is_clean);
+    }
+    if (r == OTHER) result = Py_NewRef(Py_None);
+    else if (r == OK) result = attrs_result(&a);
+    attrs_free(&a);
+    return result;
+}
+
+/* -------------------------------------------------------------------------- whole records */
+/* Record layout (tracer.spans.records.RECORD_FIELDS) */
+enum { R_NAME, R_SPAN, R_PARENT, R_KIND, R_ATTRS, R_CLEAN, R_START, R_END, R_STATUS, R_LINKS, R_EVENTS, R_CTX,
+       R_META, R_FIELDS };
+
+#define MAX_SEEN 64
+
+/* Per distinct object of a chunk (span contexts, statuses): what a Python function said of it. */
+typedef struct {
+    Py_ssize_t count;
+    PyObject *key[MAX_SEEN];   /* borrowed (the records hold them) */
+    PyObject *value[MAX_SEEN]; /* owned: a 2-tuple of str / None */
+    Py_ssize_t last;
+} Seen;
+
+static void seen_free(Seen *s) {
+    for (Py_ssize_t i = 0; i < s->count; i++) Py_DECREF(s->value[i]);
+    s->count = 0;
+}
+
+/* The (a, b) ``describe(obj)`` gave for ``obj``, asked once per object; OTHER past MAX_SEEN objects or
+ * when it is not a 2-tuple of str or None. */
+static int seen_get(Seen *s, PyObject *obj, PyObject *describe, PyObject **a, PyObject **b) {
+    Py_ssize_t hit = -1;
+    if (s->count && s->key[s->last] == obj) {
+        hit = s->last;
+    } else {
+        for (Py_ssize_t i = 0; i < s->count; i++)
+            if (s->key[i] == obj) {
+                hit = i;
+                break;
+            }
+    }
+    if (hit < 0) {
+        if (s->count == MAX_SEEN) return OTHER;
+        PyObject *v = PyObject_CallOneArg(describe, obj);
+        if (v == NULL) return FAIL;
+        if (!PyTuple_CheckExact(v) || PyTuple_GET_SIZE(v) != 2) {
+            Py_DECREF(v);
+            return OTHER;
+        }
+        for (int k = 0; k < 2; k++) {
+            PyObject *x = PyTuple_GET_ITEM(v, k);
+            if (x != Py_None && !PyUnicode_CheckExact(x)) {
+                Py_DECREF(v);
+                return OTHER;
+            }
+        }
+        hit = s->count++;
+        s->key[hit] = obj;
+        s->value[hit] = v;
+    }
+    s->last = hit;
+    *a = PyTuple_GET_ITEM(s->value[hit], 0);
+    *b = PyTuple_GET_ITEM(s->value[hit], 1);
+    return OK;
+}
+
+static void put_hex(char *p, const unsigned char *raw, int nbytes) {
+    for (int k = 0; k < nbytes; k++) {
+        unsigned char byte = raw[nbytes - 1 - k];
+        p[2 * k] = HEX[byte >> 4];
+        p[2 * k + 1] = HEX[byte & 15];
+    }
+}
+
+/* An id (an int in [0, 2**64)) as 16 hex digits at p; OTHER for anything else. */
+static int hex16(char *p, PyObject *v) {
+    if (Py_TYPE(v) != &PyLong_Type) return OTHER;
+    unsigned char raw[8];
+#if PY_VERSION_HEX >= 0x030D0000
+    if (_PyLong_AsByteArray((PyLongObject *)v, raw, 8, 1, 0, 1) < 0) {
+#else
+    if (_PyLong_AsByteArray((PyLongObject *)v, raw, 8, 1, 0) < 0) {
+#endif
+        PyErr_Clear();
+        return OTHER;
+    }
+    put_hex(p, raw, 8);
+    return OK;
+}
+
+PyDoc_STRVAR(record_columns_doc,
+"record_columns(records, kind_names, session_keys, seq_key, promoted, dumps, context_of, status_of)\n--\n\n"
+"Every column of a chunk of span records as Arrow buffers, or None (the caller then takes the Python path).\n"
+"``kind_names``: ((SpanKind member, its name), ...). ``context_of(ctx)``: (the trace id as 32 hex digits,\n"
+"the trace state header or None), asked once per distinct root context; ``status_of(status)``: (code name,\n"
+"description or None), once per distinct status. The records must share one ``meta``. Returns\n"
+"(trace_ids, span_ids, parents, states, names, kinds, starts, ends, codes, messages, attributes, has_extras):\n"
+"the attribute columns as attribute_columns gives them; ``has_extras``: some record has links or events\n"
+"(their columns are the caller's).");
+
+static PyObject *record_columns(PyObject *self, PyObject *args) {
+    PyObject *recs, *kind_names, *session_keys, *seq_key, *promoted, *dumps, *context_of, *status_of;
+    if (!PyArg_ParseTuple(args, "O!O!O!UO!OOO", &PyList_Type, &recs, &PyTuple_Type, &kind_names, &PyTuple_Type,
+                          &session_keys, &seq_key, &PyTuple_Type, &promoted, &dumps, &context_of, &status_of))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(recs), nk = PyTuple_GET_SIZE(kind_names);
+    PyObject *kinds[8], *kind_text[8];
+    if (nk > 8) {
+        PyErr_SetString(PyExc_ValueError, "record_columns: at most 8 span kinds");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < nk; k++)
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(kind_names, k), "OU", &kinds[k], &kind_text[k])) return NULL;
+    Attrs a;
+    Seen ctxs = {0}, statuses = {0};
+    Col trace_ids, span_ids, parents, states, names, kind_col, starts, ends, codes, messages;
+    Col *all[] = {&trace_ids, &span_ids, &parents, &states, &names, &kind_col, &starts, &ends, &codes, &messages};
+    const char col_kinds[] = {'h', 'h', 'h', 's', 's', 's', 'i', 'i', 's', 's'};
+    const int ncols = 10;
+    for (int c = 0; c < ncols; c++) memset(all[c], 0, sizeof(Col));
+    PyObject *result = NULL, *meta = NULL;
+    int extras = 0;
+    int r = attrs_init(&a, n, session_keys, seq_key, promoted, dumps);
+    for (int c = 0; c < ncols && r == OK; c++) {
+        if (col_kinds[c] == 'h') { /* hex ids: data only (fixed width) */
+            Py_ssize_t width = c == 0 ? 32 : 16;
+            all[c]->kind = 'h';
+            all[c]->n = n;
+            all[c]->valid = PyMem_Calloc((size_t)(n + 7) / 8 + 1, 1);
+            if (all[c]->valid == NULL || grow(&all[c]->data, width * n + 1)) {
+                PyErr_NoMemory();
+                r = FAIL;
+            } else {
+                all[c]->data.len = width * n;
+            }
+        } else {
+            r = col_init(all[c], col_kinds[c], n);
         }
     }
-    Buf json = {0};
-    int32_t *ends = PyMem_Calloc((size_t)n + 1, sizeof(int32_t));
-    Col session, seq, cols[MAX_PROMOTED];
-    Py_ssize_t ready = 0;
-    int r = OK, err = 0;
-    PyObject *result = NULL;
-    memset(&session, 0, sizeof session);
-    memset(&seq, 0, sizeof seq);
-    if (ends == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (col_init(&session, 's', n) || col_init(&seq, 'i', n)) goto done;
-    for (; ready < np; ready++)
-        if (col_init(&cols[ready], pkinds[ready], n)) goto done;
-
     for (Py_ssize_t i = 0; i < n && r == OK; i++) {
-        PyObject *d = PyList_GET_ITEM(dicts, i);
-        int is_clean = PyObject_IsTrue(PyList_GET_ITEM(clean, i));
-        if (is_clean < 0) goto done;
-        r = json_dict(&json, d, dumps, is_clean);
-        if (r) break;
-        if (json.len > MAX_OFFSET) {
+        PyObject *rec = PyList_GET_ITEM(recs, i);
+        if (!PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) != R_FIELDS) {
             r = OTHER;
             break;
         }
-        ends[i + 1] = (int32_t)json.len;
-        /* session_id: the first key present; an int, float or bool id as its str() */
-        PyObject *sid = get(d, k1, &err);
-        if (sid == NULL && !err) sid = get(d, k2, &err);
-        if (err) goto done;
-        if (sid != NULL && Py_TYPE(sid) != &PyUnicode_Type) {
-            PyTypeObject *t = Py_TYPE(sid);
-            if (t != &PyLong_Type && t != &PyFloat_Type && t != &PyBool_Type) {
-                r = OTHER;
-                break;
-            }
-            PyObject *text = PyObject_Str(sid);
-            if (text == NULL) goto done;
-            r = col_str(&session, i, text);
-            Py_DECREF(text);
+        PyObject **f = ((PyTupleObject *)rec)->ob_item;
+        if (meta == NULL) meta = f[R_META];
+        if (f[R_META] != meta || !PyUnicode_CheckExact(f[R_NAME]) || Py_TYPE(f[R_START]) != &PyLong_Type ||
+            Py_TYPE(f[R_END]) != &PyLong_Type || !PyTuple_CheckExact(f[R_LINKS]) || !PyTuple_CheckExact(f[R_EVENTS])) {
+            r = OTHER;
+            break;
+        }
+        if (PyTuple_GET_SIZE(f[R_LINKS]) || PyTuple_GET_SIZE(f[R_EVENTS])) extras = 1;
+        /* ids */
+        PyObject *tid, *state;
+        if ((r = seen_get(&ctxs, f[R_CTX], context_of, &tid, &state))) break;
+        if (tid == NULL || tid == Py_None || PyUnicode_GET_LENGTH(tid) != 32 || !PyUnicode_IS_COMPACT_ASCII(tid)) {
+            r = OTHER;
+            break;
+        }
+        memcpy(trace_ids.data.p + 32 * i, PyUnicode_DATA(tid), 32);
+        set_bit(trace_ids.valid, i);
+        if ((r = col_str(&states, i, state == Py_None ? NULL : state))) break;
+        if ((r = hex16(span_ids.data.p + 16 * i, f[R_SPAN]))) break;
+        set_bit(span_ids.valid, i);
+        if (f[R_PARENT] == Py_None) {
+            memset(parents.data.p + 16 * i, '0', 16);
+            parents.nulls++;
         } else {
-            r = col_str(&session, i, sid);
+            if ((r = hex16(parents.data.p + 16 * i, f[R_PARENT]))) break;
+            set_bit(parents.valid, i);
         }
-        if (r) break;
-        /* seq: an int (not a bool); past int64 the Python path raises as it always has */
-        PyObject *sq = get(d, seq_key, &err);
-        if (err) goto done;
-        if (sq != NULL && Py_TYPE(sq) == &PyLong_Type) {
-            long long x;
-            if (!in_int64(sq, &x)) {
-                r = OTHER;
-                break;
-            }
-            col_int(&seq, i, x);
-        } else {
-            seq.nulls++;
+        /* name, kind, times, status */
+        if ((r = col_str(&names, i, f[R_NAME]))) break;
+        PyObject *kind = NULL;
+        for (Py_ssize_t k = 0; k < nk; k++)
+            if (kinds[k] == f[R_KIND]) kind = kind_text[k];
+        if (kind == NULL) {
+            r = OTHER;
+            break;
         }
-        /* the promoted columns: the value when it has the column's exact type, else null */
-        for (Py_ssize_t j = 0; j < np; j++) {
-            Col *c = &cols[j];
-            PyObject *v = get(d, pkeys[j], &err);
-            if (err) goto done;
-            PyTypeObject *t = v == NULL ? NULL : Py_TYPE(v);
-            long long x;
-            if (c->kind == 's') {
-                r = col_str(c, i, t == &PyUnicode_Type ? v : NULL);
-                if (r) break;
-            } else if (c->kind == 'i' && t == &PyLong_Type && in_int64(v, &x)) {
-                col_int(c, i, x);
-            } else if (c->kind == 'b' && t == &PyBool_Type) {
-                set_bit(c->valid, i);
-                if (v == Py_True) set_bit((unsigned char *)c->data.p, i);
-            } else {
-                c->nulls++;
-            }
+        if ((r = col_str(&kind_col, i, kind))) break;
+        long long t;
+        if (!in_int64(f[R_START], &t)) {
+            r = OTHER;
+            break;
         }
+        col_int(&starts, i, t);
+        if (!in_int64(f[R_END], &t)) {
+            r = OTHER;
+            break;
+        }
+        col_int(&ends, i, t);
+        PyObject *code, *message;
+        if ((r = seen_get(&statuses, f[R_STATUS], status_of, &code, &message))) break;
+        if (code == Py_None) {
+            r = OTHER;
+            break;
+        }
+        if ((r = col_str(&codes, i, code)) || (r = col_str(&messages, i, message == Py_None ? NULL : message))) break;
+        /* attributes */
+        int is_clean = PyObject_IsTrue(f[R_CLEAN]);
+        if (is_clean < 0) {
+            r = FAIL;
+            break;
+        }
+        r = attrs_row(&a, i, f[R_ATTRS], is_clean);
     }
-    if (r == FAIL) goto done;
     if (r == OTHER) {
         result = Py_NewRef(Py_None);
-        goto done;
-    }
-    {
-        PyObject *json_out = Py_BuildValue("(Ny#)", as_bytes(&json), (const char *)ends,
-                                           (n + 1) * (Py_ssize_t)sizeof(int32_t));
-        PyObject *promoted_out = PyList_New(np);
-        PyObject *s_out = col_result(&session), *q_out = col_result(&seq);
-        if (json_out == NULL || promoted_out == NULL || s_out == NULL || q_out == NULL) {
-            Py_XDECREF(json_out);
-            Py_XDECREF(promoted_out);
-            Py_XDECREF(s_out);
-            Py_XDECREF(q_out);
-            goto done;
-        }
-        for (Py_ssize_t j = 0; j < np; j++) {
-            PyObject *c = col_result(&cols[j]);
-            if (c == NULL) {
-                Py_DECREF(json_out);
-                Py_DECREF(promoted_out);
-                Py_DECREF(s_out);
-                Py_DECREF(q_out);
-                goto done;
+    } else if (r == OK) {
+        PyObject *outs[10];
+        int made = 0;
+        for (; made < ncols; made++) {
+            Col *c = all[made];
+            if (c->kind == 'h') {
+                PyObject *valid = c->nulls ? PyBytes_FromStringAndSize((const char *)c->valid, (n + 7) / 8)
+                                           : Py_NewRef(Py_None);
+                outs[made] = valid == NULL ? NULL : Py_BuildValue("(NnN)", valid, c->nulls, as_bytes(&c->data));
+            } else {
+                outs[made] = col_result(c);
             }
-            PyList_SET_ITEM(promoted_out, j, c);
+            if (outs[made] == NULL) break;
         }
-        result = Py_BuildValue("(NNNN)", json_out, s_out, q_out, promoted_out);
+        PyObject *attrs_out = made == ncols ? attrs_result(&a) : NULL;
+        if (attrs_out != NULL) {
+            result = Py_BuildValue("(NNNNNNNNNNNO)", outs[0], outs[1], outs[2], outs[3], outs[4], outs[5], outs[6],
+                                   outs[7], outs[8], outs[9], attrs_out, extras ? Py_True : Py_False);
+        } else {
+            for (int c = 0; c < made; c++) Py_DECREF(outs[c]);
+        }
     }
-done:
-    PyMem_Free(json.p);
-    PyMem_Free(ends);
-    col_free(&session);
-    col_free(&seq);
-    for (Py_ssize_t j = 0; j < ready; j++) col_free(&cols[j]);
+    attrs_free(&a);
+    seen_free(&ctxs);
+    seen_free(&statuses);
+    for (int c = 0; c < ncols; c++) col_free(all[c]);
     return result;
 }
 
@@ -503,6 +762,7 @@ other:
 static PyMethodDef methods[] = {
     {"attribute_columns", attribute_columns, METH_VARARGS, attribute_columns_doc},
     {"hex_ids", hex_ids, METH_VARARGS, hex_ids_doc},
+    {"record_columns", record_columns, METH_VARARGS, record_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 from opentelemetry.trace import SpanKind, StatusCode
 
-from tracer.spans.records import clean_chunk
+from tracer.spans.records import R_EVENTS, R_LINKS, R_META, clean_chunk
 from tracer.store.arrow import (
     column,
     fixed_width_array,
@@ -426,6 +426,9 @@ def records_to_table(records: Sequence[Any]) -> pa.Table:
 
 
 def _records_table(recs: Sequence[tuple]) -> pa.Table:
+    table = _accelerated_table(recs)
+    if table is not None:
+        return table
     n = len(recs)
     name, span, parent, kind, attrs, clean, start, end, status, links, events, ctx, meta = map(list, zip(*recs, strict=True))
     per_ctx: dict[int, tuple[str, str | None]] = {}
@@ -469,6 +472,53 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
         _array(col, field.type, n, nullable)
         for col, field, nullable in zip(columns, ARROW_SCHEMA, _NULLABLE_FROM_SDK, strict=True)
     ]
+    return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+_KIND_PAIRS = tuple((k, k.name) for k in SpanKind)
+
+
+def _context_of(ctx: Any) -> tuple[str, str | None]:
+    """A root span context's trace id as 32 hex digits and its W3C tracestate header (None when empty)."""
+    state = ctx.trace_state.to_header() if ctx.trace_state else None
+    return "%032x" % ctx.trace_id, state or None  # noqa: UP031
+
+
+def _status_of(status: Any) -> tuple[str, str | None]:
+    return status.status_code.name, status.description
+
+
+def _accelerated_table(recs: Sequence[tuple]) -> pa.Table | None:
+    """The chunk's table built by the C accelerator from the records themselves; None when it is not
+    there or leaves the chunk to the Python path (records of several providers, an odd value...)."""
+    if ACCELERATOR is None or _orjson is None or type(recs) is not list:
+        return None
+    got = ACCELERATOR.record_columns(recs, _KIND_PAIRS, SESSION_ATTRIBUTES, SEQ_ATTRIBUTE, _PROMOTED_SPEC,
+                                     _orjson.dumps, _context_of, _status_of)
+    if got is None:
+        return None
+    trace_ids, span_ids, parents, states, names, kinds, starts, ends, codes, messages, attributes, extras = got
+    n = len(recs)
+    string = pa.string()
+    (data, offsets), sessions, seqs, promoted = attributes
+    meta = recs[0][R_META]
+    scope = meta.scope
+    if extras:
+        events_json = _array(_json_lists([r[R_EVENTS] for r in recs], _event_dict), string, n, False)
+        links_json = _array(_json_lists([r[R_LINKS] for r in recs], _link_dict), string, n, False)
+    else:
+        events_json = links_json = same_string(_EMPTY_LIST, n)
+    arrays = [
+        fixed_width_from(trace_ids, 32, n), fixed_width_from(span_ids, 16, n), fixed_width_from(parents, 16, n),
+        from_buffers(string, n, states), from_buffers(string, n, names), from_buffers(string, n, kinds),
+        from_buffers(pa.int64(), n, starts), from_buffers(pa.int64(), n, ends), from_buffers(string, n, codes),
+        from_buffers(string, n, messages), from_buffers(string, n, (None, 0, offsets, data)), events_json, links_json,
+        same_string(_resource_json(meta.resource), n),
+        same_string(scope.name if scope is not None else None, n),
+        same_string(scope.version if scope is not None else None, n),
+        from_buffers(string, n, sessions), from_buffers(pa.int64(), n, seqs),
+        *(from_buffers(typ, n, col) for typ, col in zip(_PROMOTED_TYPES, promoted, strict=True)),
+    ]  # fmt: skip
     return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tests.paths import SESSIONS
 from tracer.lab import ReplaySpec, replay_session
@@ -113,26 +114,68 @@ KEYS = st.sampled_from(["prunegate.session.id", "gen_ai.conversation.id", "prune
 DICTS = st.dictionaries(KEYS, VALUES, max_size=6)
 
 
+EXTRAS = st.sampled_from(["", "error", "event", "link", "child", "client", "session"])
+
+
 @needs_accelerator
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(DICTS, st.booleans(), st.dictionaries(st.sampled_from(["a", "b"]), VALUES, max_size=2)),
-                min_size=1, max_size=6))
+@given(st.lists(st.tuples(DICTS, st.booleans(), st.dictionaries(st.sampled_from(["a", "b"]), VALUES, max_size=2),
+                          EXTRAS), min_size=1, max_size=6))
 def test_any_attributes_convert_to_the_same_table(tmp_path_factory, monkeypatch, spans):
     """Emitted spans (attributes cleaned later, with the record) and spans with attributes set after
-    start (cleaned by the SDK's rule at once): whatever their values, the same table, or the same
-    error from both paths."""
+    start (cleaned by the SDK's rule at once), with an error status, an event, a link, a parent, a
+    client kind or another session's root now and then: whatever their values, the same table, or
+    the same error from both paths."""
     cap = Capture(tmp_path_factory.mktemp("c"))
     s = cap.session()
-    for attrs, started, later in spans:
-        if started:
-            span = s.start_span("x", attrs, seq=None)
+    other = cap.session()
+    for attrs, started, later, extra in spans:
+        session = other if extra == "session" else s
+        if started or extra in ("error", "event", "link", "child", "client"):
+            parent = session.start_span("p", {}, seq=1) if extra == "child" else None
+            span = session.start_span("x", attrs, seq=None, parent=parent,
+                                      kind=SpanKind.CLIENT if extra == "client" else SpanKind.INTERNAL)
             span.set_attributes({k: v for k, v in later.items() if v is not None})
-            s.end_span(span)
+            if extra == "error":
+                span.set_status(Status(StatusCode.ERROR, "it failed: \n\"quoted\""))
+            elif extra == "event":
+                span.add_event("e", {"k": "v"}, timestamp=5)
+            elif extra == "link":
+                span.add_link(other.root.get_span_context(), {"why": "test"})
+            session.end_span(span)
+            if parent is not None:
+                session.end_span(parent)
         else:
-            s.emit("y", attrs, seq=3)
+            session.emit("y", attrs, seq=3)
     s.end()
+    other.end()
     cap.close()
     assert_same(*both(cap.records, monkeypatch))
+
+
+@needs_accelerator
+def test_records_past_the_fast_path_convert_by_python_to_the_same_table(tmp_path, monkeypatch):
+    """More root contexts than the accelerator keeps apart (64): the chunk goes the Python way, to the
+    same table. A root with a trace state stays on the fast path."""
+    from opentelemetry.trace import SpanContext, TraceFlags, TraceState
+
+    cap = Capture(tmp_path)
+    for i in range(70):
+        cap.session().emit("m", {"i": i}, seq=1)
+    cap.close()
+    chunk = [r for r in cap.records if r[0] == "m"]
+    args = (tuple((k, k.name) for k in SpanKind), rows.SESSION_ATTRIBUTES, rows.SEQ_ATTRIBUTE, rows._PROMOTED_SPEC,
+            rows._orjson.dumps, rows._context_of, rows._status_of)
+    assert ACCELERATOR.record_columns(chunk, *args) is None
+    assert ACCELERATOR.record_columns(chunk[:60], *args) is not None
+    assert_same(*both(chunk, monkeypatch))
+    root = chunk[0][11]
+    stated = SpanContext(root.trace_id, root.span_id, False, TraceFlags(1), TraceState([("vendor", "x")]))
+    odd = [*chunk[:3], (*chunk[3][:11], stated, chunk[3][12])]
+    assert ACCELERATOR.record_columns(odd, *args) is not None
+    py, c = both(odd, monkeypatch)
+    assert_same(py, c)
+    assert c["trace_state"].to_pylist() == [None, None, None, "vendor=x"]
 
 
 @needs_accelerator
