@@ -134,7 +134,7 @@ class SpanObserver(Observer):
         s = self.session
         gated = self.gated if gated is None else gated
         self.checks += 1
-        t_check, t_decision = self._reserved or (s.clock(), s.clock())
+        t_check, t_decision = self._reserved or s.clock_pair()
         self._reserved = None
         check_attrs = {
             sn.CHECK: d.check,
@@ -198,7 +198,7 @@ class SpanObserver(Observer):
     def _reserve(self) -> None:
         """Start times for the budget check in progress, taken before its first removal is recorded."""
         if self._reserved is None:
-            self._reserved = (self.session.clock(), self.session.clock())
+            self._reserved = self.session.clock_pair()
 
 
 def decision_attributes(d: Decision, gated: bool | None) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import uuid
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from opentelemetry import trace
@@ -40,9 +40,9 @@ SOURCES = ("import", "replay", "live", "shadow", "synthetic")
 LINK_ATTRIBUTES = {sn.LINK: sn.LINK_CAUSED_BY}
 
 
-@dataclass(frozen=True)
-class Eviction:
-    """Where a message or call left the context: the decision span that removed it."""
+class Eviction(NamedTuple):
+    """Where a message or call left the context: the decision span that removed it (a tuple: one is
+    made per message a decision removes, on the agent's thread)."""
 
     span_context: SpanContext
     message_id: str
@@ -200,7 +200,7 @@ class TracedSession:
             self._last_ns = now
         return now
 
-    def _clock_pair(self, start: int | None) -> tuple[int, int]:
+    def clock_pair(self, start: int | None = None) -> tuple[int, int]:
         """(start, end) of an instant span as two :meth:`clock` calls would give them (``start``
         given: used as is), under one lock."""
         now = time.time_ns()
@@ -303,7 +303,7 @@ class TracedSession:
         if direct is not None and parent is None:
             try:
                 attrs = self._direct_attrs(name, attributes, seq)
-                start, end = self._clock_pair(start_time)
+                start, end = self.clock_pair(start_time)
                 span_id = direct.generate_span_id()
                 root = self._root_span_context
                 direct.emit((name, span_id, root.span_id, SpanKind.INTERNAL, attrs, False, start, end,
