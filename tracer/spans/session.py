@@ -92,9 +92,12 @@ class SessionConfig:
             raise ValueError(f"session source must be one of {', '.join(SOURCES)}; got {self.source!r}")
 
 
-# (span name, gen_ai.operation.name) -> OpenInference span kind (what _oi.span_kind reads)
-_OI_KINDS: dict[tuple[str, str | None], Any] = {}
+# span name (no gen_ai.operation.name), or (span name, gen_ai.operation.name) -> OpenInference span
+# kind (what _oi.span_kind reads)
+_OI_KINDS: dict[Any, Any] = {}
+_SEQ, _SESSION_ID, _OI_KIND, _OPERATION = sn.SEQ, sn.SESSION_ID, _oi.SPAN_KIND, sn.GEN_AI_OPERATION_NAME
 _MISSING = object()
+_INTERNAL = SpanKind.INTERNAL
 _TRACERS: weakref.WeakKeyDictionary[Any, trace.Tracer] = weakref.WeakKeyDictionary()
 
 
@@ -180,6 +183,7 @@ class TracedSession:
             )
         self.root_context = trace.set_span_in_context(self.root)
         self._root_span_context = self.root.get_span_context()
+        self._root_span_id = self._root_span_context.span_id
         self.ended = False
         ref = weakref.ref(self)
 
@@ -224,7 +228,7 @@ class TracedSession:
         direct = self._direct
         if direct is not None:
             if parent is None:
-                root, parent_id = self._root_span_context, self._root_span_context.span_id
+                root, parent_id = self._root_span_context, self._root_span_id
             elif type(parent) is DirectSpan:
                 root, parent_id = parent._root, parent._span_id
             else:
@@ -252,26 +256,32 @@ class TracedSession:
 
     def _direct_attrs(self, name: str, attributes: Mapping[str, Any], seq: int | None) -> dict[str, Any]:
         """The common attributes and ``attributes``, left for the record's later cleaning when that
-        gives what cleaning them now would (the usual case), else cleaned now."""
-        if seq is not None and seq > self.seq:
+        gives what cleaning them now would (the usual case), else cleaned now.
+
+        On the agent's thread for every span: module-level names and one cache lookup per span name."""
+        if seq is None:
+            seq = self.seq
+        elif seq > self.seq:
             self.seq = seq
-        sid_seq = (sn.SESSION_ID, self.session_id, sn.SEQ, self.seq if seq is None else seq)
-        if sn.SEQ in attributes or sn.SESSION_ID in attributes or _oi.SPAN_KIND in attributes:
-            attrs = put_clean({sid_seq[0]: sid_seq[1], sid_seq[2]: sid_seq[3]}, attributes)
+        if _SEQ in attributes or _SESSION_ID in attributes or _OI_KIND in attributes:
+            attrs = put_clean({_SESSION_ID: self.session_id, _SEQ: seq}, attributes)
+            if _OI_KIND in attrs:
+                return attrs
         else:
-            attrs = {sid_seq[0]: sid_seq[1], sid_seq[2]: sid_seq[3], **attributes}
-        op = attrs.get(sn.GEN_AI_OPERATION_NAME)
-        if op is None or type(op) is str:
-            key = (name, op)
-            oi_kind = _OI_KINDS.get(key, _MISSING)
-            if oi_kind is _MISSING:
-                oi_kind = _oi.span_kind(name, attrs)
-                if len(_OI_KINDS) < 4096:
-                    _OI_KINDS[key] = oi_kind
+            attrs = {_SESSION_ID: self.session_id, _SEQ: seq, **attributes}
+        op = attrs.get(_OPERATION)
+        if op is None:
+            oi_kind = _OI_KINDS.get(name, _MISSING)
+        elif type(op) is str:
+            oi_kind = _OI_KINDS.get((name, op), _MISSING)
         else:
             oi_kind = _oi.span_kind(name, attrs)
-        if oi_kind is not None and _oi.SPAN_KIND not in attrs:
-            attrs[_oi.SPAN_KIND] = oi_kind
+        if oi_kind is _MISSING:
+            oi_kind = _oi.span_kind(name, attrs)
+            if len(_OI_KINDS) < 4096:
+                _OI_KINDS[name if op is None else (name, op)] = oi_kind
+        if oi_kind is not None:
+            attrs[_OI_KIND] = oi_kind
         return attrs
 
     def end_span(self, span: trace.Span, attributes: Mapping[str, Any] | None = None, *,
@@ -306,9 +316,9 @@ class TracedSession:
                 start, end = self.clock_pair(start_time)
                 span_id = direct.generate_span_id()
                 root = self._root_span_context
-                direct.emit((name, span_id, root.span_id, SpanKind.INTERNAL, attrs, False, start, end,
-                             _UNSET if error is None else Status(StatusCode.ERROR, error), tuple(links), (),
-                             root, direct))
+                direct.emit((name, span_id, self._root_span_id, _INTERNAL, attrs, False, start, end,
+                             _UNSET if error is None else Status(StatusCode.ERROR, error),
+                             links if type(links) is tuple else tuple(links), (), root, direct))
                 return EndedSpan(root, span_id)
             except Exception as exc:  # noqa: BLE001 - never reaches the agent
                 self._tracer_failed(exc)
