@@ -14,6 +14,8 @@ ratios is printed, with the load average next to it:
    message, run one budget check with the recency policy at 60% of the conversation's size). Floor:
    <= 3x. Next to it the agent thread's CPU time per append+check, traced / untraced.
 2. replay rate (events/s), traced into a fresh store / untraced, one process. Floor: >= 0.8x.
+   Then (diagnostic) µs per span to convert those replays' span records to Arrow, by the C
+   accelerator (tracer/store/_columns.c) and by the Python path.
 3. ``compare`` (3 policies x gated/ungated), traced / untraced with one worker (floor >= 0.8x),
    and two workers / one worker, traced and untraced (floor >= 1.8x: needs two idle CPUs).
 4. the store's write rate / a discarding exporter behind the same processor (bench/bench_tracer.py's
@@ -311,6 +313,32 @@ def compares(convs: list[Conversation], rounds: int) -> tuple[dict[str, float], 
     return r, lines
 
 
+# ------------------------------------------------------------------------------ 2b. conversion alone
+def conversion(convs: list[Conversation], rounds: int) -> list[str]:
+    """µs per span to convert the span records of traced replays to Arrow, by the C accelerator and
+    by the Python path, interleaved over the same records (a diagnostic: no floor of its own)."""
+    if store_rows.ACCELERATOR is None:
+        return ["conversion per span: no C accelerator here (tracer/store/_columns.c not built)"]
+    held: list[tuple] = []
+    with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
+        tracing = setup_tracing(Path(tmp) / "s", otlp_endpoint=False, auto_compact=False)
+        tracing.store_processor.on_end_record = held.append  # type: ignore[method-assign]
+        run_replays(convs, [ReplaySpec("recency", gated=True, budget=3000)], tracer_provider=tracing.provider)
+        tracing.shutdown()
+    chunks = [held[i:i + 256] for i in range(0, len(held), 256)]
+
+    def convert_all() -> float:
+        t0 = time.perf_counter()
+        for chunk in chunks:
+            store_rows.records_to_table(chunk)
+        return (time.perf_counter() - t0) / len(held) * 1e6
+
+    got = interleave({"c": convert_all, "python": in_python(convert_all)}, rounds)
+    c, py = statistics.median(got["c"]), statistics.median(got["python"])
+    return [f"conversion per span (diagnostic)  C accelerator {c:.2f} µs, Python path {py:.2f} µs "
+            f"({py / c:.1f}x; {len(held):,} span records of {len(convs)} sessions replayed traced, chunks of 256)"]
+
+
 # ------------------------------------------------------------------------------ 4. store vs discard
 def store_rate(spans: int, rounds: int, root: Path) -> tuple[float, str]:
     def discard() -> tuple:
@@ -501,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-child", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--limit", type=int, default=0, help="sessions per pass for the RSS runs (0: all)")
     parser.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: checks,replay,compare,store,burst,rss")
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: checks,replay,convert,compare,store,burst,rss")
     parser.add_argument("--profile", choices=("check", "replay", "split"),
                         help="print a cProfile of a traced path instead (split: py-spy, traced vs untraced replay)")
     parser.add_argument("--seconds", type=float, default=20.0, help="--profile split: seconds sampled per run")
@@ -542,6 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         part("checks", lambda: checks(30 if args.quick else 60, rounds)[1])
         part("replay", lambda: replays(convs, rounds)[1])
+        part("convert", lambda: conversion(convs, rounds))
         part("compare", lambda: compares(convs, max(2, rounds - 2))[1])
         part("store", lambda: [store_rate(20_000, rounds, root)[1]])
         part("burst", lambda: [burst(args.burst, root)[1]])
