@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import math
 import operator
 import os
@@ -68,6 +69,7 @@ def _accelerator() -> ModuleType | None:
 ACCELERATOR: ModuleType | None = _accelerator()
 
 SpanRow = dict[str, Any]
+log = logging.getLogger(__name__)
 _EMPTY_LIST = "[]"
 _EMPTY_OBJ = "{}"
 
@@ -476,6 +478,20 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
 
 
 _KIND_PAIRS = tuple((k, k.name) for k in SpanKind)
+_accelerator_failed = False
+
+
+def _accelerated(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` of the C accelerator; None (the Python path converts the chunk) if it raises,
+    which is logged once: a fault there must cost speed, never spans."""
+    global _accelerator_failed
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the Python path takes over, and says so once
+        if not _accelerator_failed:
+            _accelerator_failed = True
+            log.warning("prunegate: the C accelerator failed (%r); converting span records in Python", exc)
+        return None
 
 
 def _context_of(ctx: Any) -> tuple[str, str | None]:
@@ -493,8 +509,8 @@ def _accelerated_table(recs: Sequence[tuple]) -> pa.Table | None:
     there or leaves the chunk to the Python path (records of several providers, an odd value...)."""
     if ACCELERATOR is None or _orjson is None or type(recs) is not list:
         return None
-    got = ACCELERATOR.record_columns(recs, _KIND_PAIRS, SESSION_ATTRIBUTES, SEQ_ATTRIBUTE, _PROMOTED_SPEC,
-                                     _orjson.dumps, _context_of, _status_of)
+    got = _accelerated(ACCELERATOR.record_columns, recs, _KIND_PAIRS, SESSION_ATTRIBUTES, SEQ_ATTRIBUTE,
+                       _PROMOTED_SPEC, _orjson.dumps, _context_of, _status_of)
     if got is None:
         return None
     trace_ids, span_ids, parents, states, names, kinds, starts, ends, codes, messages, attributes, extras = got
@@ -527,8 +543,8 @@ def _accelerated_attributes(attrs: list[Any], clean: list[bool], n: int) -> tupl
     C accelerator; None when it is not there or leaves this chunk to the Python path."""
     if ACCELERATOR is None or _orjson is None:
         return None
-    got = ACCELERATOR.attribute_columns(attrs, clean, SESSION_ATTRIBUTES, SEQ_ATTRIBUTE, _PROMOTED_SPEC,
-                                        _orjson.dumps)
+    got = _accelerated(ACCELERATOR.attribute_columns, attrs, clean, SESSION_ATTRIBUTES, SEQ_ATTRIBUTE,
+                       _PROMOTED_SPEC, _orjson.dumps)
     if got is None:
         return None
     (data, ends), session, seq, promoted = got
@@ -540,7 +556,7 @@ def _accelerated_attributes(attrs: list[Any], clean: list[bool], n: int) -> tupl
 def _hex_ids(ids: list[Any], width: int) -> Any:
     """Span ids (int, or None for a root's parent) as ``width`` lowercase hex digits."""
     if ACCELERATOR is not None:
-        got = ACCELERATOR.hex_ids(ids, width)
+        got = _accelerated(ACCELERATOR.hex_ids, ids, width)
         if got is not None:
             return fixed_width_from(got, width, len(ids))
     fmt = "%0" + str(width) + "x"

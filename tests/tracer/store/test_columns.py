@@ -240,3 +240,30 @@ def test_without_the_accelerator_the_store_holds_the_same_rows(tmp_path, monkeyp
         got.append(sorted(json.dumps(row, sort_keys=True) for row in found))
     assert len(got[0]) > 20
     assert got[0] == got[1]
+
+
+class _Broken:
+    """An accelerator whose every function raises (a fault in compiled code, as far as Python sees)."""
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any) -> None:
+            raise MemoryError("injected")
+
+        return fail
+
+
+def test_an_accelerator_that_fails_costs_speed_not_spans(tmp_path, monkeypatch, caplog):
+    cap = Capture(tmp_path)
+    s = cap.session()
+    for i in range(40):
+        s.emit("m", {"i": i}, seq=i)
+    cap.close()
+    monkeypatch.setattr(rows, "ACCELERATOR", None)
+    expected = rows.records_to_table(cap.records)
+    monkeypatch.setattr(rows, "ACCELERATOR", _Broken())
+    monkeypatch.setattr(rows, "_accelerator_failed", False)
+    with caplog.at_level("WARNING", logger="tracer.store.rows"):
+        assert rows.records_to_table(cap.records).equals(expected)
+        assert rows.records_to_table(cap.records).equals(expected)
+    warned = [r for r in caplog.records if "C accelerator failed" in r.getMessage()]
+    assert len(warned) == 1 and "injected" in warned[0].getMessage()
