@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ def test_the_accelerator_is_built_where_a_c_compiler_is():
     other test here skipped and tracing at the Python path's speed without anyone noticing."""
     if shutil.which("cc") is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler on this machine: the Python path is the only one")
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
+        pytest.skip("no Python headers (Python.h) on this machine: the Python path is the only one")
     assert ACCELERATOR is not None, "tracer.store._columns is not importable: run scripts/setup.sh again"
 
 
