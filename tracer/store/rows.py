@@ -436,8 +436,7 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     per_ctx: dict[int, tuple[str, str | None]] = {}
     for c in ctx:  # one root context per session: format its trace id and state once
         if id(c) not in per_ctx:
-            state = c.trace_state.to_header() if c.trace_state else None
-            per_ctx[id(c)] = ("%032x" % c.trace_id, state or None)  # noqa: UP031
+            per_ctx[id(c)] = _context_of(c)
     tids = [per_ctx[i] for i in map(id, ctx)]
     trace_ids = [t[0] for t in tids]
     states = [t[1] for t in tids]
@@ -445,7 +444,7 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     per_status: dict[int, tuple[str, str | None]] = {}
     for st in status:  # a few Status objects (mostly the one UNSET): read their properties once each
         if id(st) not in per_status:
-            per_status[id(st)] = (st.status_code.name, st.description)
+            per_status[id(st)] = _status_of(st)
     if len(per_status) == 1:
         code, message = next(iter(per_status.values()))
         codes: Any = _Same(code)
