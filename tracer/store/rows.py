@@ -46,6 +46,7 @@ from tracer.store.schema import (
     SEQ_ATTRIBUTE,
     SESSION_ATTRIBUTES,
 )
+from tracer.store.settings import NO_ACCELERATOR_ENV
 
 _orjson: ModuleType | None
 try:  # optional speed-up: about 5x faster than json for attribute dicts
@@ -58,7 +59,7 @@ def _accelerator() -> ModuleType | None:
     """The C accelerator of the record conversion (tracer/store/_columns.c, built at install when a
     C compiler is there), unless ``PRUNEGATE_NO_ACCELERATOR`` is set; None: the Python path only.
     Both give the same tables (tests/tracer/store/test_columns.py)."""
-    if os.environ.get("PRUNEGATE_NO_ACCELERATOR"):
+    if os.environ.get(NO_ACCELERATOR_ENV):
         return None
     try:
         return importlib.import_module("tracer.store._columns")

@@ -44,10 +44,16 @@ reaches ``<point>``. Never set it outside the tests."""
 PRICES_ENV = "PRUNEGATE_PRICES"
 """A price table (JSON or TOML) laid over the dated default for compare/recommend costs (docs/replay.md)."""
 
+NO_ACCELERATOR_ENV = "PRUNEGATE_NO_ACCELERATOR"
+"""Set (to anything): span records are converted for the store by the Python path even where the C
+accelerator (``tracer/store/_columns.c``) is built; the same tables, slower (docs/store.md)."""
+
 ENVIRONMENT: dict[str, str] = {
     STORE_ENV: "trace store (directory or s3://bucket/prefix) when --store is not given (default ./prunegate-store)",
     S3_ENDPOINT_ENV: "endpoint URL of the S3-compatible service for s3:// stores (default: AWS_ENDPOINT_URL_S3, AWS)",
     SPOOL_DIR_ENV: "spool directory for span batches the store refused (default ~/.cache/prunegate/spool)",
+    S3_CACHE_ENV: "where readers of s3:// stores keep downloaded objects, or off (default ~/.cache/prunegate/s3)",
+    NO_ACCELERATOR_ENV: "set: convert span records in Python even where the C accelerator is built",
     CAPTURE_CONTENT_ENV: "true/false: record message content in spans (default: off)",
     PRICES_ENV: "price table (JSON or TOML) over the dated default, for compare and recommend",
     MAX_INPUT_BYTES_ENV: "largest input file import reads, in bytes (default 256 MiB)",

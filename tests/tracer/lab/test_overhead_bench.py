@@ -31,5 +31,5 @@ def test_the_overhead_benchmark_runs_and_prints_each_part():
         assert re.search(r"conversion per span \(diagnostic\)\s+C accelerator \d+\.\d\d µs, Python path \d+\.\d\d µs",
                          text), text
         assert "the C accelerator converts span records" in text.splitlines()[0]
-    if "budget check" in text:  # needs the τ-bench traffic beside the clone
+    if "no τ-bench traffic" not in text:  # the check part needs the τ-bench traffic beside the clone
         assert re.search(r"^budget check traced/untraced\s+\d+\.\d\dx .*(OK|BELOW FLOOR)", text, re.M), text

@@ -23,6 +23,7 @@ from tracer.spans.session import SessionConfig, TracedSession
 from tracer.spans.setup import setup_tracing
 from tracer.store import rows
 from tracer.store.schema import ARROW_SCHEMA
+from tracer.store.settings import NO_ACCELERATOR_ENV
 from tracer.traffic import Conversation, read_paths
 
 ACCELERATOR = rows.ACCELERATOR
@@ -216,9 +217,9 @@ def test_hex_ids():
 @needs_accelerator
 def test_without_the_accelerator_the_store_holds_the_same_rows(tmp_path, monkeypatch):
     """``PRUNEGATE_NO_ACCELERATOR`` set: no C; spans read back from a real store are the same."""
-    monkeypatch.setenv("PRUNEGATE_NO_ACCELERATOR", "1")
+    monkeypatch.setenv(NO_ACCELERATOR_ENV, "1")
     assert rows._accelerator() is None
-    monkeypatch.delenv("PRUNEGATE_NO_ACCELERATOR")
+    monkeypatch.delenv(NO_ACCELERATOR_ENV)
     assert rows._accelerator() is ACCELERATOR
     conv = next(c for c in read_paths([SESSIONS]) if isinstance(c, Conversation))
     got = []
