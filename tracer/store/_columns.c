@@ -2,15 +2,16 @@
  *
  * Why: converting a chunk of span records to Arrow is the largest part of what tracing costs the
  * agent's thread (docs/performance.md). In Python it is a loop per attribute of every span
- * (cleaning, JSON, the promoted columns); here it is one pass over the chunk's attribute dicts
- * that writes the Arrow buffers (validity bitmap, int32 offsets, data) directly.
+ * (cleaning, JSON, the promoted columns); here ``record_columns`` makes one pass over the chunk's
+ * records and writes the Arrow buffers (validity bitmap, int32 offsets, data) directly.
  *
  * The rules are the Python ones (tracer.spans.records.clean_attributes, tracer.store.rows): for a
- * dict, a value or an id outside the usual (a set, a nested dict, a str subclass, text that is not
- * UTF-8, an int past 64 bits...) the functions return None and the caller takes the Python path
- * for the whole chunk, so the two always give the same table (tests/tracer/store/test_columns.py).
- * Nothing here runs Python code except orjson.dumps for floats (to write them exactly as orjson
- * does) and str() of an int, float or bool session id.
+ * record, a value or an id outside the usual (a set, a nested dict, a str subclass, text that is
+ * not UTF-8, an int past 64 bits...) it returns None and the caller takes the Python path for the
+ * whole chunk, so the two always give the same table (tests/tracer/store/test_columns.py).
+ * The Python code it runs: orjson.dumps for floats (to write them exactly as orjson does), str() of
+ * an int, float or bool session id, and the caller's functions describing each distinct root
+ * context and status.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -437,36 +438,6 @@ fail:
     return NULL;
 }
 
-PyDoc_STRVAR(attribute_columns_doc,
-"attribute_columns(dicts, clean, session_keys, seq_key, promoted, dumps)\n--\n\n"
-"The attribute columns of a chunk of span records, as Arrow buffers: (json, session, seq, [promoted...]).\n"
-"``clean``: one bool per dict (True: cleaned already). ``promoted``: (key, 's'|'i'|'b') per column.\n"
-"``dumps``: orjson.dumps (floats are written as it writes them). None when a value is outside the\n"
-"fast path: the caller then takes the Python path for the whole chunk.");
-
-static PyObject *attribute_columns(PyObject *self, PyObject *args) {
-    PyObject *dicts, *clean, *session_keys, *seq_key, *promoted, *dumps;
-    if (!PyArg_ParseTuple(args, "O!O!O!UO!O", &PyList_Type, &dicts, &PyList_Type, &clean, &PyTuple_Type,
-                          &session_keys, &seq_key, &PyTuple_Type, &promoted, &dumps))
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(dicts);
-    if (PyList_GET_SIZE(clean) != n) {
-        PyErr_SetString(PyExc_ValueError, "attribute_columns: one clean flag per dict");
-        return NULL;
-    }
-    Attrs a;
-    PyObject *result = NULL;
-    int r = attrs_init(&a, n, session_keys, seq_key, promoted, dumps);
-    for (Py_ssize_t i = 0; i < n && r == OK; i++) {
-        int is_clean = PyObject_IsTrue(PyList_GET_ITEM(clean, i));
-        r = is_clean < 0 ? FAIL : attrs_row(&a, i, PyList_GET_ITEM(dicts, i), is_clean);
-    }
-    if (r == OTHER) result = Py_NewRef(Py_None);
-    else if (r == OK) result = attrs_result(&a);
-    attrs_free(&a);
-    return result;
-}
-
 /* -------------------------------------------------------------------------- whole records */
 /* Record layout (tracer.spans.records.RECORD_FIELDS) */
 enum { R_NAME, R_SPAN, R_PARENT, R_KIND, R_ATTRS, R_CLEAN, R_START, R_END, R_STATUS, R_LINKS, R_EVENTS, R_CTX,
@@ -556,7 +527,7 @@ PyDoc_STRVAR(record_columns_doc,
 "the trace state header or None), asked once per distinct root context; ``status_of(status)``: (code name,\n"
 "description or None), once per distinct status. The records must share one ``meta``. Returns\n"
 "(trace_ids, span_ids, parents, states, names, kinds, starts, ends, codes, messages, attributes, has_extras):\n"
-"the attribute columns as attribute_columns gives them; ``has_extras``: some record has links or events\n"
+"``attributes``: ((json data, json offsets), session, seq, [promoted...]); ``has_extras``: some record has links or events\n"
 "(their columns are the caller's).");
 
 static PyObject *record_columns(PyObject *self, PyObject *args) {
@@ -698,70 +669,7 @@ static PyObject *record_columns(PyObject *self, PyObject *args) {
     return result;
 }
 
-PyDoc_STRVAR(hex_ids_doc,
-"hex_ids(values, width)\n--\n\n"
-"Ids (int or None) as lowercase hex of ``width`` digits, back to back: (validity or None, null\n"
-"count, data); a null's digits are zeros. None when an id is not an int in [0, 16**width).");
-
-static PyObject *hex_ids(PyObject *self, PyObject *args) {
-    PyObject *values;
-    int width;
-    if (!PyArg_ParseTuple(args, "O!i", &PyList_Type, &values, &width)) return NULL;
-    if (width <= 0 || width > 32 || width % 16) {
-        PyErr_SetString(PyExc_ValueError, "hex_ids: width is 16 or 32");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(values), nulls = 0;
-    PyObject *data = PyBytes_FromStringAndSize(NULL, n * width);
-    unsigned char *valid = PyMem_Calloc((size_t)(n + 7) / 8 + 1, 1);
-    if (data == NULL || valid == NULL) {
-        Py_XDECREF(data);
-        PyMem_Free(valid);
-        return valid == NULL ? PyErr_NoMemory() : NULL;
-    }
-    char *out = PyBytes_AS_STRING(data);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = PyList_GET_ITEM(values, i);
-        char *p = out + i * width;
-        if (v == Py_None) {
-            memset(p, '0', (size_t)width);
-            nulls++;
-            continue;
-        }
-        if (Py_TYPE(v) != &PyLong_Type) goto other;
-        unsigned char raw[16];
-        /* little-endian, unsigned: fails (OverflowError/negative) outside [0, 2**(8*width/2)) */
-#if PY_VERSION_HEX >= 0x030D0000
-        if (_PyLong_AsByteArray((PyLongObject *)v, raw, (size_t)width / 2, 1, 0, 1) < 0) {
-#else
-        if (_PyLong_AsByteArray((PyLongObject *)v, raw, (size_t)width / 2, 1, 0) < 0) {
-#endif
-            PyErr_Clear();
-            goto other;
-        }
-        for (int k = 0; k < width / 2; k++) {
-            unsigned char byte = raw[width / 2 - 1 - k];
-            p[2 * k] = HEX[byte >> 4];
-            p[2 * k + 1] = HEX[byte & 15];
-        }
-        set_bit(valid, i);
-    }
-    PyObject *v_out = nulls ? PyBytes_FromStringAndSize((const char *)valid, (n + 7) / 8) : Py_NewRef(Py_None);
-    PyMem_Free(valid);
-    if (v_out == NULL) {
-        Py_DECREF(data);
-        return NULL;
-    }
-    return Py_BuildValue("(NnN)", v_out, nulls, data);
-other:
-    Py_DECREF(data);
-    PyMem_Free(valid);
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
-    {"attribute_columns", attribute_columns, METH_VARARGS, attribute_columns_doc},
-    {"hex_ids", hex_ids, METH_VARARGS, hex_ids_doc},
     {"record_columns", record_columns, METH_VARARGS, record_columns_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -358,8 +358,6 @@ class _Same:
 
 
 def _array(col: Any, typ: pa.DataType, n: int, nullable: bool) -> pa.Array:
-    if isinstance(col, pa.Array):
-        return col
     if isinstance(col, _Same):
         return same_string(col.value, n)
     if isinstance(col, _Utf8):
@@ -441,6 +439,8 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     tids = [per_ctx[i] for i in map(id, ctx)]
     trace_ids = [t[0] for t in tids]
     states = [t[1] for t in tids]
+    span_ids = ["%016x" % s for s in span]  # noqa: UP031
+    parents = [None if p is None else "%016x" % p for p in parent]  # noqa: UP031
     kinds = list(map(_KIND_NAMES.__getitem__, map(id, kind)))
     per_status: dict[int, tuple[str, str | None]] = {}
     for st in status:  # a few Status objects (mostly the one UNSET): read their properties once each
@@ -453,12 +453,8 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     else:
         pairs = [per_status[i] for i in map(id, status)]
         codes, messages = [p[0] for p in pairs], [p[1] for p in pairs]
-    fast = _accelerated_attributes(attrs, clean, n)
-    if fast is not None:
-        attrs_json, sessions, seqs, promoted = fast
-    else:
-        dicts = attrs if all(clean) else _cleaned(attrs, clean)
-        attrs_json, sessions, seqs, promoted = _attribute_columns(dicts)
+    dicts = attrs if all(clean) else _cleaned(attrs, clean)
+    attrs_json, sessions, seqs, promoted = _attribute_columns(dicts)
     events_json = _json_lists(events, _event_dict)
     links_json = _json_lists(links, _link_dict)
     res_col = _same_or_each([m.resource for m in meta], n, _resource_json)
@@ -466,7 +462,7 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     scope_names = _same_or_each(scopes, n, lambda sc: sc.name if sc is not None else None)
     scope_versions = _same_or_each(scopes, n, lambda sc: sc.version if sc is not None else None)
     columns = (
-        _Fixed(trace_ids, 32), _hex_ids(span, 16), _hex_ids(parent, 16), states, name, kinds, start, end, codes,
+        _Fixed(trace_ids, 32), _Fixed(span_ids, 16), _Fixed(parents, 16), states, name, kinds, start, end, codes,
         messages, attrs_json, events_json, links_json, res_col, scope_names, scope_versions, sessions, seqs,
         *promoted,
     )  # fmt: skip
@@ -479,19 +475,6 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
 
 _KIND_PAIRS = tuple((k, k.name) for k in SpanKind)
 _accelerator_failed = False
-
-
-def _accelerated(fn: Any, *args: Any) -> Any:
-    """``fn(*args)`` of the C accelerator; None (the Python path converts the chunk) if it raises,
-    which is logged once: a fault there must cost speed, never spans."""
-    global _accelerator_failed
-    try:
-        return fn(*args)
-    except Exception as exc:  # noqa: BLE001 - the Python path takes over, and says so once
-        if not _accelerator_failed:
-            _accelerator_failed = True
-            log.warning("prunegate: the C accelerator failed (%r); converting span records in Python", exc)
-        return None
 
 
 def _context_of(ctx: Any) -> tuple[str, str | None]:
@@ -507,10 +490,17 @@ def _status_of(status: Any) -> tuple[str, str | None]:
 def _accelerated_table(recs: Sequence[tuple]) -> pa.Table | None:
     """The chunk's table built by the C accelerator from the records themselves; None when it is not
     there or leaves the chunk to the Python path (records of several providers, an odd value...)."""
+    global _accelerator_failed
     if ACCELERATOR is None or _orjson is None or type(recs) is not list:
         return None
-    got = _accelerated(ACCELERATOR.record_columns, recs, _KIND_PAIRS, SESSION_ATTRIBUTES, SEQ_ATTRIBUTE,
-                       _PROMOTED_SPEC, _orjson.dumps, _context_of, _status_of)
+    try:
+        got = ACCELERATOR.record_columns(recs, _KIND_PAIRS, SESSION_ATTRIBUTES, SEQ_ATTRIBUTE, _PROMOTED_SPEC,
+                                         _orjson.dumps, _context_of, _status_of)
+    except Exception as exc:  # noqa: BLE001 - a fault there costs speed, never spans: Python takes the chunk
+        if not _accelerator_failed:
+            _accelerator_failed = True
+            log.warning("prunegate: the C accelerator failed (%r); converting span records in Python", exc)
+        return None
     if got is None:
         return None
     trace_ids, span_ids, parents, states, names, kinds, starts, ends, codes, messages, attributes, extras = got
@@ -536,31 +526,6 @@ def _accelerated_table(recs: Sequence[tuple]) -> pa.Table | None:
         *(from_buffers(typ, n, col) for typ, col in zip(_PROMOTED_TYPES, promoted, strict=True)),
     ]  # fmt: skip
     return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
-
-
-def _accelerated_attributes(attrs: list[Any], clean: list[bool], n: int) -> tuple[Any, ...] | None:
-    """The attribute columns (JSON, session_id, seq, the promoted ones) as Arrow arrays, built by the
-    C accelerator; None when it is not there or leaves this chunk to the Python path."""
-    if ACCELERATOR is None or _orjson is None:
-        return None
-    got = _accelerated(ACCELERATOR.attribute_columns, attrs, clean, SESSION_ATTRIBUTES, SEQ_ATTRIBUTE,
-                       _PROMOTED_SPEC, _orjson.dumps)
-    if got is None:
-        return None
-    (data, ends), session, seq, promoted = got
-    return (from_buffers(pa.string(), n, (None, 0, ends, data)), from_buffers(pa.string(), n, session),
-            from_buffers(pa.int64(), n, seq),
-            [from_buffers(typ, n, col) for typ, col in zip(_PROMOTED_TYPES, promoted, strict=True)])
-
-
-def _hex_ids(ids: list[Any], width: int) -> Any:
-    """Span ids (int, or None for a root's parent) as ``width`` lowercase hex digits."""
-    if ACCELERATOR is not None:
-        got = _accelerated(ACCELERATOR.hex_ids, ids, width)
-        if got is not None:
-            return fixed_width_from(got, width, len(ids))
-    fmt = "%0" + str(width) + "x"
-    return _Fixed([None if i is None else fmt % i for i in ids], width)
 
 
 def _cleaned(attrs: list[Any], clean: list[bool]) -> list[Any]:

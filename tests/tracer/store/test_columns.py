@@ -67,6 +67,12 @@ def both(records: list[tuple], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, An
     return out[0], out[1]
 
 
+def fast_path(records: list[tuple]) -> Any:
+    """What the accelerator makes of these records (None: it leaves them to the Python path)."""
+    return ACCELERATOR.record_columns(records, rows._KIND_PAIRS, rows.SESSION_ATTRIBUTES, rows.SEQ_ATTRIBUTE,
+                                      rows._PROMOTED_SPEC, rows._orjson.dumps, rows._context_of, rows._status_of)
+
+
 def assert_same(py: Any, c: Any) -> None:
     if isinstance(py, type) or isinstance(c, type):
         assert py == c
@@ -94,9 +100,7 @@ def test_replayed_sessions_convert_to_the_same_table(tmp_path, monkeypatch):
     monkeypatch.setattr(rows, "ACCELERATOR", ACCELERATOR)
     for i in range(0, len(records), 256):
         chunk = records[i:i + 256]
-        assert ACCELERATOR.attribute_columns(  # the fast path took these (no fallback to Python)
-            [r[4] for r in chunk], [r[5] for r in chunk], rows.SESSION_ATTRIBUTES, rows.SEQ_ATTRIBUTE,
-            rows._PROMOTED_SPEC, rows._orjson.dumps) is not None
+        assert fast_path(chunk) is not None  # the accelerator took these (no fallback to Python)
         assert_same(*both(chunk, monkeypatch))
 
 
@@ -168,15 +172,13 @@ def test_records_past_the_fast_path_convert_by_python_to_the_same_table(tmp_path
         cap.session().emit("m", {"i": i}, seq=1)
     cap.close()
     chunk = [r for r in cap.records if r[0] == "m"]
-    args = (tuple((k, k.name) for k in SpanKind), rows.SESSION_ATTRIBUTES, rows.SEQ_ATTRIBUTE, rows._PROMOTED_SPEC,
-            rows._orjson.dumps, rows._context_of, rows._status_of)
-    assert ACCELERATOR.record_columns(chunk, *args) is None
-    assert ACCELERATOR.record_columns(chunk[:60], *args) is not None
+    assert fast_path(chunk) is None
+    assert fast_path(chunk[:60]) is not None
     assert_same(*both(chunk, monkeypatch))
     root = chunk[0][11]
     stated = SpanContext(root.trace_id, root.span_id, False, TraceFlags(1), TraceState([("vendor", "x")]))
     odd = [*chunk[:3], (*chunk[3][:11], stated, chunk[3][12])]
-    assert ACCELERATOR.record_columns(odd, *args) is not None
+    assert fast_path(odd) is not None
     py, c = both(odd, monkeypatch)
     assert_same(py, c)
     assert c["trace_state"].to_pylist() == [None, None, None, "vendor=x"]
@@ -191,8 +193,7 @@ def test_a_value_off_the_fast_path_sends_the_chunk_to_python(tmp_path, monkeypat
         s.emit("m", {"v": odd if i == 3 else "plain", "i": i}, seq=i)
     cap.close()
     recs = cap.records
-    assert ACCELERATOR.attribute_columns([r[4] for r in recs], [r[5] for r in recs], rows.SESSION_ATTRIBUTES,
-                                         rows.SEQ_ATTRIBUTE, rows._PROMOTED_SPEC, rows._orjson.dumps) is None
+    assert fast_path(recs) is None
     py, c = both(recs, monkeypatch)
     assert_same(py, c)
     stored = [json.loads(a) for a in c["attributes"].to_pylist()]
@@ -200,18 +201,27 @@ def test_a_value_off_the_fast_path_sends_the_chunk_to_python(tmp_path, monkeypat
 
 
 @needs_accelerator
-def test_hex_ids():
-    ids = [0, 1, 2**64 - 1, None, 0xABCDEF]
-    validity, nulls, data = ACCELERATOR.hex_ids(ids, 16)
-    assert nulls == 1 and data == b"".join(b"0" * 16 if i is None else b"%016x" % i for i in ids)
-    assert validity == bytes([0b10111])
-    assert ACCELERATOR.hex_ids([1, 2], 32)[2] == b"%032x%032x" % (1, 2)
-    for bad in ([-1], [2**64], [1.0], ["1"], [True]):
-        assert ACCELERATOR.hex_ids(bad, 16) is None
-    arr = rows._hex_ids(ids, 16)
-    assert arr.to_pylist() == [None if i is None else f"{i:016x}" for i in ids]
-    with pytest.raises(ValueError):
-        ACCELERATOR.hex_ids([1], 8)
+def test_span_ids_at_the_limits(tmp_path, monkeypatch):
+    """Ids as 16 hex digits up to 2**64 - 1 (a root's parent null); an id past 64 bits, negative or
+    not an int sends the chunk to the Python path, to the same table."""
+    cap = Capture(tmp_path)
+    s = cap.session()
+    for i in range(4):
+        s.emit("m", {"i": i}, seq=i)
+    s.end()
+    cap.close()
+    recs = cap.records
+    edge = [(*recs[0][:1], 2**64 - 1, *recs[0][2:]), (*recs[1][:1], 1, 0, *recs[1][3:]), *recs[2:]]
+    assert fast_path(edge) is not None
+    py, c = both(edge, monkeypatch)
+    assert_same(py, c)
+    assert c["span_id"].to_pylist()[:2] == ["f" * 16, "0" * 15 + "1"]
+    assert c["parent_span_id"].to_pylist()[1] == "0" * 16
+    assert c["parent_span_id"].to_pylist()[-1] is None  # the session's root
+    for bad in (2**64, -1, 1.0, "1", True):
+        odd = [(*recs[0][:1], bad, *recs[0][2:]), *recs[1:]]
+        assert fast_path(odd) is None
+        assert_same(*both(odd, monkeypatch))
 
 
 @needs_accelerator
