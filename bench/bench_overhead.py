@@ -14,8 +14,10 @@ ratios is printed, with the load average next to it:
    message, run one budget check with the recency policy at 60% of the conversation's size). Floor:
    <= 3x. Next to it the agent thread's CPU time per append+check, traced / untraced.
 2. replay rate (events/s), traced into a fresh store / untraced, one process. Floor: >= 0.8x.
-   Then (diagnostic) µs per span to convert those replays' span records to Arrow, by the C
-   accelerator (tracer/store/_columns.c) and by the Python path.
+   Then (diagnostic) what that floor leaves a span: spans per event, µs per event untraced, a bare
+   OpenTelemetry SDK span beside it, and the replay with recording reduced to reading each span's
+   values (the most any recorder called from Python could reach); and µs per span to convert those
+   replays' span records to Arrow, by the C accelerator (tracer/store/_columns.c) and by the Python path.
 3. ``compare`` (3 policies x gated/ungated), traced / untraced with one worker (floor >= 0.8x),
    and two workers / one worker, traced and untraced (floor >= 1.8x: needs two idle CPUs).
 4. the store's write rate / a discarding exporter behind the same processor (bench/bench_tracer.py's
@@ -28,6 +30,7 @@ ratios is printed, with the load average next to it:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -46,10 +49,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_tracer  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 
 from bench.sources import SESSIONS, TAU_DIR, TAU_FILE, TRAFFIC  # noqa: E402
 from policies import Context, Gate, convert, get_policy  # noqa: E402
 from policies.messages import Message  # noqa: E402
+from policies.validate import validate  # noqa: E402
 from tracer.lab.compare import arms, parse_policies, run_replays  # noqa: E402
 from tracer.lab.replay import ReplaySpec  # noqa: E402
 from tracer.spans.observer import SpanObserver  # noqa: E402
@@ -313,6 +319,144 @@ def compares(convs: list[Conversation], rounds: int) -> tuple[dict[str, float], 
     return r, lines
 
 
+# ------------------------------------------------------------------------------ 2c. what the floor leaves a span
+def _gather_message(self: SpanObserver, ctx: Any, message: Message, event: str, **info: Any) -> None:
+    mid = message.id
+    uid = ctx.unit_id_of(mid)
+    if uid is None:
+        uid = self._unit_of.get(mid)
+    else:
+        self._unit_of[mid] = uid
+    _GATHERED.append((time.time_ns(), event, mid, message.role, uid, message.tokens, ctx.tokens, message.closed,
+                      message.call_ids, message.answered_ids,
+                      [b.name or "" for b in message.blocks if b.call_id is not None], info, ctx.seq))
+
+
+def _gather_unit(self: SpanObserver, ctx: Any, unit: Any) -> None:
+    for mid in unit.message_ids:
+        self._unit_of[mid] = unit.id
+    _GATHERED.append((time.time_ns(), unit.id, unit.kind, unit.tokens, list(unit.message_ids), sorted(unit.call_ids),
+                      ctx.seq))
+
+
+def _gather_decision(self: SpanObserver, ctx: Any, d: Any, **kw: Any) -> None:
+    _GATHERED.append((time.time_ns(), d.check, d.kind, d.reason, d.policy, d.tokens_before, d.tokens_after, d.budget,
+                      d.hard_ceiling, d.overhead_tokens, len(ctx.pending), len(ctx.open_ids), self.gated, d.seq))
+
+
+class _GatheredCall:
+    def __enter__(self) -> _GatheredCall:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _GATHERED.append((time.time_ns(),))
+
+    def set_invalid(self, found: Any) -> None:
+        _GATHERED.append((time.time_ns(), found))
+
+    def end(self) -> None:
+        _GATHERED.append((time.time_ns(),))
+
+
+def _gather_chat(self: TracedSession, model: Any, *, provider: Any = None, seq: Any = None,
+                 attributes: Any = None) -> _GatheredCall:
+    _GATHERED.append((time.time_ns(), model, provider, seq, attributes))
+    return _GatheredCall()
+
+
+def _gather_tool(self: TracedSession, name: str, call_id: str, *, arguments: Any = None, side_effect: bool = False,
+                 seq: Any = None) -> _GatheredCall:
+    _GATHERED.append((time.time_ns(), name, call_id, arguments, side_effect, seq))
+    return _GatheredCall()
+
+
+def _gather_request(self: TracedSession, body: Any, provider: str, *, seq: Any = None,
+                    message_ids_of: Any = None) -> list[Any]:
+    found = validate(body, provider)  # the untraced replay validates every request too
+    _GATHERED.append((time.time_ns(), seq, [message_ids_of(v.ids) for v in found]))
+    return found
+
+
+_GATHERED: list[tuple] = []
+_GATHERING = ((SpanObserver, "on_message", _gather_message), (SpanObserver, "on_unit_closed", _gather_unit),
+              (SpanObserver, "record_decision", _gather_decision), (TracedSession, "chat", _gather_chat),
+              (TracedSession, "tool", _gather_tool), (TracedSession, "check_request", _gather_request))
+
+
+@contextlib.contextmanager
+def gathering_only() -> Iterator[None]:
+    """The observer's and the session's recording methods replaced by ones that only read each span's
+    values into one tuple (no span, no record, no conversion, no store): what any recorder called
+    from the replay's Python would pay at least. A diagnostic bound, never a product path."""
+    saved = [(cls, name, cls.__dict__[name]) for cls, name, _ in _GATHERING]
+    for cls, name, fn in _GATHERING:
+        setattr(cls, name, fn)
+    try:
+        yield
+    finally:
+        for cls, name, fn in saved:
+            setattr(cls, name, fn)
+        _GATHERED.clear()
+
+
+def bare_sdk_span_us(n: int = 20_000) -> float:
+    """µs per span of the OpenTelemetry SDK on its own: no attributes, a simple processor, a discarding exporter."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(bench_tracer.Discard()))
+    tracer = provider.get_tracer("bench")
+    t0 = time.perf_counter()
+    for _ in range(n):
+        tracer.start_span("prunegate.message").end()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def reach(convs: list[Conversation], rounds: int) -> list[str]:
+    """What the replay floor (traced >= 0.8x untraced) leaves each span, beside what a span costs: the
+    spans the contract requires per event, µs per event untraced, a bare SDK span, and the replay with
+    recording reduced to reading each span's values (:func:`gathering_only`)."""
+    spec = ReplaySpec("recency", gated=True, budget=3000)
+    events = [0]
+
+    def untraced() -> float:
+        t0 = time.perf_counter()
+        [res] = run_replays(convs, [spec])
+        events[0] = sum(r.events for r in res)
+        return events[0] / (time.perf_counter() - t0)
+
+    def gathered() -> float:
+        with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp, gathering_only():
+            tracing = setup_tracing(Path(tmp) / "s", otlp_endpoint=False, auto_compact=False)
+            t0 = time.perf_counter()
+            [res] = run_replays(convs, [spec], tracer_provider=tracing.provider)
+            rate = sum(r.events for r in res) / (time.perf_counter() - t0)
+            tracing.shutdown()
+            return rate
+
+    got = interleave({"untraced": untraced, "gathered": gathered, "sdk": lambda: 1 / bare_sdk_span_us()}, rounds)
+    spans = [0]
+
+    def count(record: tuple) -> None:
+        spans[0] += 1
+
+    with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
+        tracing = setup_tracing(Path(tmp) / "s", otlp_endpoint=False, auto_compact=False)
+        tracing.store_processor.on_end_record = count  # type: ignore[method-assign]
+        run_replays(convs, [spec], tracer_provider=tracing.provider)
+        tracing.shutdown()
+    per_event = spans[0] / events[0]
+    us_event = 1e6 / statistics.median(got["untraced"])
+    allowed = us_event * 0.25  # traced time <= untraced / 0.8
+    sdk = 1 / statistics.median(got["sdk"])
+    g = ratio(got["gathered"], got["untraced"])
+    return [f"replay floor's reach (diagnostic) {per_event:.2f} spans per event ({spans[0]:,} for {events[0]:,}); "
+            f"untraced {us_event:.1f} µs per event, so 0.8x leaves tracing {allowed:.1f} µs per event, "
+            f"{allowed / per_event:.1f} µs per span; a bare OpenTelemetry SDK span here costs {sdk:.1f} µs "
+            f"(no attributes, simple processor, discarding exporter): at that cost alone a traced replay runs at most "
+            f"at {1 / (1 + per_event * sdk / us_event):.2f}x",
+            f"        (diagnostic) recording reduced to reading each span's values into one tuple (no span, no record, "
+            f"no store): {g:.2f}x the untraced rate, the most any recorder called from the replay's Python could reach"]
+
+
 # ------------------------------------------------------------------------------ 2b. conversion alone
 def conversion(convs: list[Conversation], rounds: int) -> list[str]:
     """µs per span to convert the span records of traced replays to Arrow, by the C accelerator and
@@ -529,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-child", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--limit", type=int, default=0, help="sessions per pass for the RSS runs (0: all)")
     parser.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: checks,replay,convert,compare,store,burst,rss")
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: checks,replay,reach,convert,compare,store,burst,rss")
     parser.add_argument("--profile", choices=("check", "replay", "split"),
                         help="print a cProfile of a traced path instead (split: py-spy, traced vs untraced replay)")
     parser.add_argument("--seconds", type=float, default=20.0, help="--profile split: seconds sampled per run")
@@ -570,6 +714,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         part("checks", lambda: checks(30 if args.quick else 60, rounds)[1])
         part("replay", lambda: replays(convs, rounds)[1])
+        part("reach", lambda: reach(convs, rounds))
         part("convert", lambda: conversion(convs, rounds))
         part("compare", lambda: compares(convs, max(2, rounds - 2))[1])
         part("store", lambda: [store_rate(20_000, rounds, root)[1]])

@@ -2,17 +2,23 @@
 
 Its figures are not asserted (speed belongs to the benchmark, not to timed asserts); what is: it
 runs, each part prints its ratio with a verdict, the burst's spans are counted in the store, and the
-conversion line compares the C accelerator with the Python path where the accelerator is built.
+conversion line compares the C accelerator with the Python path where the accelerator is built, and
+the reach line's span count is what the same replay puts in a store.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-from tracer.store import rows
+from tracer.lab.compare import run_replays
+from tracer.lab.replay import ReplaySpec
+from tracer.store import Store, rows
+from tracer.traffic.importers import Conversation, read_paths
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -33,3 +39,25 @@ def test_the_overhead_benchmark_runs_and_prints_each_part():
         assert "the C accelerator converts span records" in text.splitlines()[0]
     if "no τ-bench traffic" not in text:  # the check part needs the τ-bench traffic beside the clone
         assert re.search(r"^budget check traced/untraced\s+\d+\.\d\dx .*(OK|BELOW FLOOR)", text, re.M), text
+    reach = re.search(r"^replay floor's reach \(diagnostic\) (\d+\.\d\d) spans per event \(([\d,]+) for ([\d,]+)\); "
+                      r"untraced \d+\.\d µs per event, so 0\.8x leaves tracing \d+\.\d µs per event, \d+\.\d µs per span; "
+                      r"a bare OpenTelemetry SDK span here costs \d+\.\d µs .* at most at \d\.\d\dx$", text, re.M)
+    assert reach, text
+    assert re.search(r"recording reduced to reading each span's values into one tuple .*: \d+\.\d\dx the untraced rate",
+                     text), text
+    assert int(reach.group(2).replace(",", "")) == _stored_spans(4), "the reach line counts the spans a replay stores"
+
+
+def _stored_spans(n: int) -> int:
+    """Spans a traced replay of the benchmark's first ``n`` sessions leaves in a store (its source as it picks it)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench.sources import SESSIONS, TRAFFIC
+
+    source = TRAFFIC if TRAFFIC.is_dir() else SESSIONS
+    convs = [c for c in read_paths([source]) if isinstance(c, Conversation)][:n]
+    store_dir = Path(tempfile.mkdtemp(prefix="pg-reach-"))
+    try:
+        run_replays(convs, [ReplaySpec("recency", gated=True, budget=3000)], store_path=store_dir)
+        return int(Store(store_dir).query("SELECT count(*) AS n FROM spans WHERE name <> 'prunegate.tracer.stats'")[0]["n"])
+    finally:
+        shutil.rmtree(store_dir, ignore_errors=True)
