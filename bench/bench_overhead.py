@@ -377,19 +377,52 @@ def _gather_request(self: TracedSession, body: Any, provider: str, *, seq: Any =
     return found
 
 
+class _NoCall:
+    def __enter__(self) -> _NoCall:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def set_invalid(self, found: Any) -> None:
+        return None
+
+    def end(self) -> None:
+        return None
+
+
+_NO_CALL = _NoCall()
+
+
+def _nothing(self: Any, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _no_call(self: Any, *args: Any, **kwargs: Any) -> _NoCall:
+    return _NO_CALL
+
+
+def _validate_only(self: TracedSession, body: Any, provider: str, **kwargs: Any) -> list[Any]:
+    return validate(body, provider)  # the untraced replay validates every request too
+
+
 _GATHERED: list[tuple] = []
 _GATHERING = ((SpanObserver, "on_message", _gather_message), (SpanObserver, "on_unit_closed", _gather_unit),
               (SpanObserver, "record_decision", _gather_decision), (TracedSession, "chat", _gather_chat),
               (TracedSession, "tool", _gather_tool), (TracedSession, "check_request", _gather_request))
+_NOTHING = ((SpanObserver, "on_message", _nothing), (SpanObserver, "on_unit_closed", _nothing),
+            (SpanObserver, "record_decision", _nothing), (TracedSession, "chat", _no_call),
+            (TracedSession, "tool", _no_call), (TracedSession, "check_request", _validate_only))
 
 
 @contextlib.contextmanager
-def gathering_only() -> Iterator[None]:
-    """The observer's and the session's recording methods replaced by ones that only read each span's
-    values into one tuple (no span, no record, no conversion, no store): what any recorder called
-    from the replay's Python would pay at least. A diagnostic bound, never a product path."""
-    saved = [(cls, name, cls.__dict__[name]) for cls, name, _ in _GATHERING]
-    for cls, name, fn in _GATHERING:
+def recording_replaced(methods: tuple[tuple[type, str, Callable[..., Any]], ...]) -> Iterator[None]:
+    """The observer's and the session's recording methods replaced: by ones that only read each
+    span's values into one tuple (:data:`_GATHERING`: no span, no record, no conversion, no store),
+    what any recorder called from the replay's Python would pay at least; or by ones that do nothing
+    (:data:`_NOTHING`), what calling a recorder from there costs. Diagnostic bounds, never product paths."""
+    saved = [(cls, name, cls.__dict__[name]) for cls, name, _ in methods]
+    for cls, name, fn in methods:
         setattr(cls, name, fn)
     try:
         yield
@@ -413,7 +446,7 @@ def bare_sdk_span_us(n: int = 20_000) -> float:
 def reach(convs: list[Conversation], rounds: int) -> list[str]:
     """What the replay floor (traced >= 0.8x untraced) leaves each span, beside what a span costs: the
     spans the contract requires per event, µs per event untraced, a bare SDK span, and the replay with
-    recording reduced to reading each span's values (:func:`gathering_only`)."""
+    recording reduced to reading each span's values, and to nothing (:func:`recording_replaced`)."""
     spec = ReplaySpec("recency", gated=True, budget=3000)
     events = [0]
 
@@ -423,16 +456,20 @@ def reach(convs: list[Conversation], rounds: int) -> list[str]:
         events[0] = sum(r.events for r in res)
         return events[0] / (time.perf_counter() - t0)
 
-    def gathered() -> float:
-        with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp, gathering_only():
-            tracing = setup_tracing(Path(tmp) / "s", otlp_endpoint=False, auto_compact=False)
-            t0 = time.perf_counter()
-            [res] = run_replays(convs, [spec], tracer_provider=tracing.provider)
-            rate = sum(r.events for r in res) / (time.perf_counter() - t0)
-            tracing.shutdown()
-            return rate
+    def replaced(methods: tuple[tuple[type, str, Callable[..., Any]], ...]) -> Callable[[], float]:
+        def run() -> float:
+            with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp, recording_replaced(methods):
+                tracing = setup_tracing(Path(tmp) / "s", otlp_endpoint=False, auto_compact=False)
+                t0 = time.perf_counter()
+                [res] = run_replays(convs, [spec], tracer_provider=tracing.provider)
+                rate = sum(r.events for r in res) / (time.perf_counter() - t0)
+                tracing.shutdown()
+                return rate
 
-    got = interleave({"untraced": untraced, "gathered": gathered, "sdk": lambda: 1 / bare_sdk_span_us()}, rounds)
+        return run
+
+    got = interleave({"untraced": untraced, "gathered": replaced(_GATHERING), "nothing": replaced(_NOTHING),
+                      "sdk": lambda: 1 / bare_sdk_span_us()}, rounds)
     spans = [0]
 
     def count(record: tuple) -> None:
@@ -454,7 +491,9 @@ def reach(convs: list[Conversation], rounds: int) -> list[str]:
             f"(no attributes, simple processor, discarding exporter): at that cost alone a traced replay runs at most "
             f"at {1 / (1 + per_event * sdk / us_event):.2f}x",
             f"        (diagnostic) recording reduced to reading each span's values into one tuple (no span, no record, "
-            f"no store): {g:.2f}x the untraced rate, the most any recorder called from the replay's Python could reach"]
+            f"no store): {g:.2f}x the untraced rate, the most any recorder called from the replay's Python could reach",
+            f"        (diagnostic) recording replaced by calls that do nothing (the session's root and dispatch left): "
+            f"{ratio(got['nothing'], got['untraced']):.2f}x the untraced rate"]
 
 
 # ------------------------------------------------------------------------------ 2b. conversion alone

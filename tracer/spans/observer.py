@@ -134,8 +134,7 @@ class SpanObserver(Observer):
         s = self.session
         gated = self.gated if gated is None else gated
         self.checks += 1
-        t_check, t_decision = self._reserved or s.clock_pair()
-        self._reserved = None
+        reserved, self._reserved = self._reserved, None
         check_attrs = {
             sn.CHECK: d.check,
             sn.DECISION: str(d.kind),
@@ -151,27 +150,30 @@ class SpanObserver(Observer):
             sn.OPEN_MESSAGES: len(ctx.open_ids),
             sn.GATED: gated,
         }
-        check = s.start_span(sn.BUDGET_CHECK, check_attrs, seq=d.seq, start_time=t_check)
-        span = None
         name = DECISION_SPANS.get(d.kind)
-        if name is not None:
-            attrs = decision_attributes(d, gated)
-            if extra:
-                attrs.update(extra)
-            span = s.start_span(name, attrs, seq=d.seq, parent=check, start_time=t_decision)
-            if d.kind == DecisionKind.FAILED:
-                span.set_status(Status(StatusCode.ERROR, d.error or "failed"))
-            if self.hold_decisions and d.kind in _HOLDABLE:
-                self.held.append((span, s.clock()))
-            else:
-                s.end_span(span)
-            gone = self._evicted(ctx, d)
-            pairs = [(mid, self._removed.get(mid, [])) for mid in gone]
-            if removed is not None:
-                pairs.extend(removed)
-            if pairs:
-                s.note_eviction(span, pairs, check=d.check, decision=name)
-            self.last_decision_span = span
+        if name is None:  # within budget (most checks): no child, so one instant span (one record)
+            s.emit(sn.BUDGET_CHECK, check_attrs, seq=d.seq, start_time=reserved[0] if reserved else None)
+            self._removed.clear()
+            return None
+        t_check, t_decision = reserved or s.clock_pair()
+        check = s.start_span(sn.BUDGET_CHECK, check_attrs, seq=d.seq, start_time=t_check)
+        attrs = decision_attributes(d, gated)
+        if extra:
+            attrs.update(extra)
+        span = s.start_span(name, attrs, seq=d.seq, parent=check, start_time=t_decision)
+        if d.kind == DecisionKind.FAILED:
+            span.set_status(Status(StatusCode.ERROR, d.error or "failed"))
+        if self.hold_decisions and d.kind in _HOLDABLE:
+            self.held.append((span, s.clock()))
+        else:
+            s.end_span(span)
+        gone = self._evicted(ctx, d)
+        pairs = [(mid, self._removed.get(mid, [])) for mid in gone]
+        if removed is not None:
+            pairs.extend(removed)
+        if pairs:
+            s.note_eviction(span, pairs, check=d.check, decision=name)
+        self.last_decision_span = span
         s.end_span(check)
         self._removed.clear()
         return span
