@@ -321,12 +321,8 @@ def compares(convs: list[Conversation], rounds: int) -> tuple[dict[str, float], 
 
 # ------------------------------------------------------------------------------ 2c. what the floor leaves a span
 def _gather_message(self: SpanObserver, ctx: Any, message: Message, event: str, **info: Any) -> None:
-    mid = message.id
-    uid = ctx.unit_id_of(mid)
-    if uid is None:
-        uid = self._unit_of.get(mid)
-    else:
-        self._unit_of[mid] = uid
+    mid = message.id  # the same reads as SpanObserver.on_message (its unit: the context's, else the last known)
+    uid = self._unit_of[mid] = ctx.unit_id_of(mid) or self._unit_of.get(mid)
     _GATHERED.append((time.time_ns(), event, mid, message.role, uid, message.tokens, ctx.tokens, message.closed,
                       message.call_ids, message.answered_ids,
                       [b.name or "" for b in message.blocks if b.call_id is not None], info, ctx.seq))
