@@ -7,7 +7,9 @@
     .venv/bin/python bench/bench_overhead.py --profile split    # py-spy: where a traced replay's extra time goes
 
 Every pair is measured in interleaved rounds (a, b, a, b, ...) and the median of the same-round
-ratios is printed, with the load average next to it:
+ratios is printed, with the load average next to it. The parts that take a few seconds a round
+(checks, replay, reach) run three times ``--rounds``: their ratios swing with the machine's load
+from one minute to the next, and more rounds steady the median.
 
 1. a budget check, traced (SpanObserver -> setup_tracing's store pipeline) / untraced, on the
    agent's thread (τ-bench airline conversations driven as a live agent drives the gate: append one
@@ -728,11 +730,13 @@ def main(argv: list[str] | None = None) -> int:
         rss_child(args.rss_child, limit, args.workers)
         return 0
     rounds = args.rounds or (3 if args.quick else 5)
+    short = 3 * rounds  # parts of a few seconds a round (checks, replay, reach): more rounds, a steadier median
     n = args.sessions or (40 if args.quick else 120)
     convs = list(load())[:n]
     skip = set(args.skip.split(",")) - {""}
     root = Path(tempfile.mkdtemp(prefix="pg-ovh-"))
-    print(f"{len(convs)} sessions from {SOURCE}; {rounds} interleaved rounds per pair (median of same-round ratios); "
+    print(f"{len(convs)} sessions from {SOURCE}; {rounds} interleaved rounds per pair, {short} for the checks, the "
+          f"replay and the reach (median of same-round ratios); "
           f"{os.cpu_count()} CPUs, {load_avg()} at start; {accelerator_note()}")
     lines: list[str] = []
 
@@ -747,9 +751,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"        [{name}: {time.perf_counter() - t0:.0f} s, {load_avg()}]", flush=True)
 
     try:
-        part("checks", lambda: checks(30 if args.quick else 60, rounds)[1])
-        part("replay", lambda: replays(convs, rounds)[1])
-        part("reach", lambda: reach(convs, rounds))
+        part("checks", lambda: checks(30 if args.quick else 60, short)[1])
+        part("replay", lambda: replays(convs, short)[1])
+        part("reach", lambda: reach(convs, short))
         part("convert", lambda: conversion(convs, rounds))
         part("compare", lambda: compares(convs, max(2, rounds - 2))[1])
         part("store", lambda: [store_rate(20_000, rounds, root)[1]])
