@@ -231,8 +231,26 @@ def checks(n_convs: int, rounds: int) -> tuple[float, list[str]]:
 
 
 # ------------------------------------------------------------------------------ 2. replay rate
+REPLAY_SPEC = ReplaySpec("recency", gated=True, budget=3000)  # the one arm every replay workload here uses
+
+
+def traced_replay_rate(convs: list[Conversation], prepare: Callable[[Any], None] | None = None) -> float:
+    """Events/s of one in-process replay traced through a fresh ``setup_tracing`` pipeline into a
+    temporary store; ``prepare(tracing)`` runs before the first session (a diagnostic hook on its
+    processor). Setup and shutdown stay outside the timed region."""
+    with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
+        tracing = setup_tracing(Path(tmp) / "s", otlp_endpoint=False, auto_compact=False)
+        if prepare is not None:
+            prepare(tracing)
+        t0 = time.perf_counter()
+        [res] = run_replays(convs, [REPLAY_SPEC], tracer_provider=tracing.provider)
+        rate = sum(r.events for r in res) / (time.perf_counter() - t0)
+        tracing.shutdown()
+        return rate
+
+
 def replays(convs: list[Conversation], rounds: int) -> tuple[float, list[str]]:
-    spec = ReplaySpec("recency", gated=True, budget=3000)
+    spec = REPLAY_SPEC
 
     cpus: dict[str, list[float]] = {"untraced": [], "traced": [], "python": []}
 
@@ -248,14 +266,7 @@ def replays(convs: list[Conversation], rounds: int) -> tuple[float, list[str]]:
         return run
 
     def dropped() -> float:  # records dropped before conversion (discard_records), one process
-        with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
-            tracing = setup_tracing(Path(tmp) / "s", otlp_endpoint=False, auto_compact=False)
-            discard_records(tracing)
-            t0 = time.perf_counter()
-            [res] = run_replays(convs, [spec], tracer_provider=tracing.provider)
-            rate = sum(r.events for r in res) / (time.perf_counter() - t0)
-            tracing.shutdown()
-            return rate
+        return traced_replay_rate(convs, discard_records)
 
     got = interleave({"untraced": cell(False, "untraced"), "traced": cell(True, "traced"), "no conversion": dropped,
                       **({"python": in_python(cell(True, "python"))} if store_rows.ACCELERATOR is not None else {})}, rounds)
@@ -445,7 +456,7 @@ def reach(convs: list[Conversation], rounds: int) -> list[str]:
     """What the replay floor (traced >= 0.8x untraced) leaves each span, beside what a span costs: the
     spans the contract requires per event, µs per event untraced, a bare SDK span, and the replay with
     recording reduced to reading each span's values, and to nothing (:func:`recording_replaced`)."""
-    spec = ReplaySpec("recency", gated=True, budget=3000)
+    spec = REPLAY_SPEC
     events = [0]
 
     def untraced() -> float:
@@ -456,13 +467,8 @@ def reach(convs: list[Conversation], rounds: int) -> list[str]:
 
     def replaced(methods: tuple[tuple[type, str, Callable[..., Any]], ...]) -> Callable[[], float]:
         def run() -> float:
-            with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp, recording_replaced(methods):
-                tracing = setup_tracing(Path(tmp) / "s", otlp_endpoint=False, auto_compact=False)
-                t0 = time.perf_counter()
-                [res] = run_replays(convs, [spec], tracer_provider=tracing.provider)
-                rate = sum(r.events for r in res) / (time.perf_counter() - t0)
-                tracing.shutdown()
-                return rate
+            with recording_replaced(methods):
+                return traced_replay_rate(convs)
 
         return run
 
@@ -473,11 +479,7 @@ def reach(convs: list[Conversation], rounds: int) -> list[str]:
     def count(record: tuple) -> None:
         spans[0] += 1
 
-    with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
-        tracing = setup_tracing(Path(tmp) / "s", otlp_endpoint=False, auto_compact=False)
-        tracing.store_processor.on_end_record = count  # type: ignore[method-assign]
-        run_replays(convs, [spec], tracer_provider=tracing.provider)
-        tracing.shutdown()
+    traced_replay_rate(convs, lambda tracing: setattr(tracing.store_processor, "on_end_record", count))
     per_event = spans[0] / events[0]
     us_event = 1e6 / statistics.median(got["untraced"])
     allowed = us_event * 0.25  # traced time <= untraced / 0.8
@@ -501,11 +503,7 @@ def conversion(convs: list[Conversation], rounds: int) -> list[str]:
     if store_rows.ACCELERATOR is None:
         return ["conversion per span: no C accelerator here (tracer/store/_columns.c not built)"]
     held: list[tuple] = []
-    with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
-        tracing = setup_tracing(Path(tmp) / "s", otlp_endpoint=False, auto_compact=False)
-        tracing.store_processor.on_end_record = held.append  # type: ignore[method-assign]
-        run_replays(convs, [ReplaySpec("recency", gated=True, budget=3000)], tracer_provider=tracing.provider)
-        tracing.shutdown()
+    traced_replay_rate(convs, lambda tracing: setattr(tracing.store_processor, "on_end_record", held.append))
     chunks = [held[i:i + 256] for i in range(0, len(held), 256)]
 
     def convert_all() -> float:
@@ -610,7 +608,7 @@ def profile(what: str, n: int, top: int) -> None:
         else:
             source = [TAU_DIR] if TAU_DIR.is_dir() else [SOURCE]
             convs_r = [c for c in read_paths(source) if isinstance(c, Conversation)][:n]
-            spec = ReplaySpec("recency", gated=True, budget=3000)
+            spec = REPLAY_SPEC
             run_replays(convs_r[:5], [spec], store_path=root / "warm")
             prof.enable()
             run_replays(convs_r, [spec], store_path=root / "s")
@@ -640,7 +638,7 @@ def spy_child(mode: str, seconds: float, n: int) -> None:
     from tracer.lab.replay import replay_session
 
     convs = list(load())[:n]
-    spec = ReplaySpec("recency", gated=True, budget=3000)
+    spec = REPLAY_SPEC
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         tracing = setup_tracing(Path(tempfile.mkdtemp(prefix="pg-spy-")), otlp_endpoint=False, auto_compact=False) \

@@ -16,9 +16,7 @@ import tempfile
 from pathlib import Path
 
 from tracer.lab.compare import run_replays
-from tracer.lab.replay import ReplaySpec
 from tracer.store import Store, rows
-from tracer.traffic.importers import Conversation, read_paths
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -45,19 +43,19 @@ def test_the_overhead_benchmark_runs_and_prints_each_part():
     assert reach, text
     assert re.search(r"recording reduced to reading each span's values into one tuple .*: \d+\.\d\dx the untraced rate",
                      text), text
+    assert re.search(r"recording replaced by calls that do nothing .*: \d+\.\d\dx the untraced rate", text), text
     assert int(reach.group(2).replace(",", "")) == _stored_spans(4), "the reach line counts the spans a replay stores"
 
 
 def _stored_spans(n: int) -> int:
-    """Spans a traced replay of the benchmark's first ``n`` sessions leaves in a store (its source as it picks it)."""
+    """Spans a traced replay of the benchmark's first ``n`` sessions (its loader, its arm) leaves in a store."""
     sys.path.insert(0, str(ROOT / "bench"))
-    from bench.sources import SESSIONS, TRAFFIC
+    import bench_overhead
 
-    source = TRAFFIC if TRAFFIC.is_dir() else SESSIONS
-    convs = [c for c in read_paths([source]) if isinstance(c, Conversation)][:n]
+    convs = list(bench_overhead.load())[:n]
     store_dir = Path(tempfile.mkdtemp(prefix="pg-reach-"))
     try:
-        run_replays(convs, [ReplaySpec("recency", gated=True, budget=3000)], store_path=store_dir)
+        run_replays(convs, [bench_overhead.REPLAY_SPEC], store_path=store_dir)
         return int(Store(store_dir).query("SELECT count(*) AS n FROM spans WHERE name <> 'prunegate.tracer.stats'")[0]["n"])
     finally:
         shutil.rmtree(store_dir, ignore_errors=True)
