@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.serve:
         return status.SUCCESS
     print(f"==> serving the dashboard on http://{args.host}:{args.port}", flush=True)
-    return dashboard_cmd.handler(argparse.Namespace(store=str(path), host=args.host, port=args.port))
+    # The dashboard command's own defaults (compact first when many segments are pending).
+    return dashboard_cmd.handler(argparse.Namespace(store=str(path), host=args.host, port=args.port, compact=True))
 
 
 def _build(args: argparse.Namespace, path: Path) -> int:
