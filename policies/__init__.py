@@ -10,9 +10,11 @@ from .errors import (
     OrphanResultError,
     PolicyError,
     PruneBoundaryViolation,
+    SettingsError,
     StructureError,
 )
 from .gate import Gate
+from .limits import check_limits, limits_problem
 from .messages import Block, Message, text_message, tool_result, tool_use
 from .observer import MultiObserver, Observer
 from .policy import ContextView, Eviction, Policy, Proposal, Rewrite, Summary, UnitView
@@ -47,6 +49,7 @@ __all__ = [
     "PruneBoundaryViolation",
     "Rewrite",
     "Runtime",
+    "SettingsError",
     "SpillStore",
     "Spilled",
     "StructureError",
@@ -57,8 +60,10 @@ __all__ = [
     "Violation",
     "available",
     "build_runtime",
+    "check_limits",
     "get_policy",
     "is_valid",
+    "limits_problem",
     "parse_params",
     "prune_context",
     "register",

@@ -48,3 +48,7 @@ class HardCeilingExceeded(PrunegateError, RuntimeError):
 
 class PolicyError(PrunegateError, ValueError):
     """Unknown policy, or bad policy parameters."""
+
+
+class SettingsError(PolicyError):
+    """A gate setting (budget, hard ceiling, mode) of the wrong type or out of range (:mod:`policies.limits`)."""

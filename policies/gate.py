@@ -9,7 +9,6 @@ over the hard ceiling → spill the oldest closed units, and fail loudly if even
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -17,6 +16,7 @@ from typing import Literal
 from .context import Context
 from .decision import Decision, DecisionKind
 from .errors import HardCeilingExceeded, PolicyError, StructureError
+from .limits import check_limits
 from .observer import Observer
 from .policy import ContextView, Policy, Proposal, Rewrite, Summary
 from .spill import SpillStore
@@ -58,14 +58,7 @@ class Gate:
         observer: Observer | None = None,
         reinject: bool = True,
     ) -> None:
-        if not _positive_count(budget):
-            raise PolicyError(f"budget must be a positive token count (finite), got {budget!r}")
-        if hard_ceiling is not None and not _positive_count(hard_ceiling):
-            raise PolicyError(f"hard_ceiling must be a positive token count (finite) or None, got {hard_ceiling!r}")
-        if hard_ceiling is not None and hard_ceiling < budget:
-            raise PolicyError(f"hard_ceiling ({hard_ceiling}) must be at least the budget ({budget})")
-        if mode not in ("grow", "shrink"):
-            raise PolicyError(f"mode must be 'grow' or 'shrink', got {mode!r}")
+        check_limits(budget, hard_ceiling, mode)
         if not isinstance(policy, Policy):
             raise PolicyError(f"{policy!r} is not a policy: it needs a 'name' and a 'propose(view)' method")
         self.policy = policy
@@ -309,9 +302,3 @@ def _skip(plan: _Plan, unit_ids: Iterable[str]) -> None:
 
 def _unit_order(ctx: Context) -> Callable[[str], int]:
     return lambda uid: ctx.units[uid].first_seq if uid in ctx.units else -1
-
-
-def _positive_count(value: object) -> bool:
-    """A token count the gate can compare against: a finite number above zero (NaN never is)."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from policies.limits import limits_problem
 from tracer.store.settings import STORE_ENV, BucketURL, is_bucket
 
 ENV_STORE = STORE_ENV
@@ -112,8 +113,9 @@ def check_args(args: argparse.Namespace) -> str | None:
     budget, ceiling = getattr(args, "budget", None), getattr(args, "hard_ceiling", None)
     if isinstance(budget, list):  # compare's sweep: the largest budget must fit under the ceiling
         budget = max((b for b in budget if b is not None), default=None)
-    if budget is not None and ceiling is not None and ceiling < budget:
-        return f"--hard-ceiling ({ceiling}) must be at least --budget ({budget})"
+    problem = limits_problem(budget, ceiling, budget_required=False, names=("--budget", "--hard-ceiling"))
+    if problem:
+        return problem
     if hasattr(args, "store") and args.store is None and os.environ.get(ENV_STORE):
         problem = store_problem(os.environ[ENV_STORE])
         if problem:

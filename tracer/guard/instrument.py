@@ -45,7 +45,8 @@ from opentelemetry import trace
 from policies import convert
 from policies.context import Context
 from policies.decision import Decision
-from policies.errors import HardCeilingExceeded, PolicyError
+from policies.errors import HardCeilingExceeded, PolicyError, SettingsError
+from policies.limits import check_limits
 from policies.messages import Message
 from policies.policy import Policy
 from policies.registry import get_policy
@@ -104,7 +105,8 @@ class PruneGuard:
         count_request: bool = True,
     ) -> None:
         if provider not in PROVIDERS:
-            raise ValueError(f"provider must be one of {', '.join(PROVIDERS)}; got {provider!r}")
+            raise SettingsError(f"PruneGuard: provider must be one of {', '.join(PROVIDERS)}; got {provider!r}")
+        check_limits(budget, hard_ceiling, mode, where="PruneGuard")
         self.provider = provider
         self.policy_params = dict(policy_params or {})
         self.policy = get_policy(policy, **self.policy_params) if isinstance(policy, str) else policy

@@ -32,7 +32,8 @@ from opentelemetry import trace
 from policies import convert
 from policies.context import Context
 from policies.decision import Decision, DecisionKind
-from policies.errors import PruneBoundaryViolation
+from policies.errors import PruneBoundaryViolation, SettingsError
+from policies.limits import check_limits
 from policies.reference import prune_context
 from policies.tokens import DEFAULT_COUNTER, TokenCounter
 from policies.validate import Violation, validate
@@ -82,6 +83,9 @@ class ShadowGuard:
         session_name: str | None = None,
         token_counter: TokenCounter | None = None,
     ) -> None:
+        if provider not in (convert.ANTHROPIC, convert.OPENAI):
+            raise SettingsError(f"ShadowGuard: provider must be one of anthropic, openai; got {provider!r}")
+        check_limits(budget, where="ShadowGuard", budget_required=False)
         self.provider = provider
         self.trimmer = trimmer
         self.budget = budget
