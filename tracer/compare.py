@@ -1,0 +1,5 @@
+"""Deprecated: compare, run_replays, aggregate, paired_differences live in tracer.lab.compare now (this path warns and re-exports; see tracer/_moved.py)."""
+
+from tracer._moved import moved
+
+__getattr__, __dir__ = moved(__name__)

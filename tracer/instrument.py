@@ -1,0 +1,5 @@
+"""Deprecated: PruneGuard, assistant_message, tool_calls, tool_results_message live in tracer.guard now (this path warns and re-exports; see tracer/_moved.py)."""
+
+from tracer._moved import moved
+
+__getattr__, __dir__ = moved(__name__)
