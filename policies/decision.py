@@ -43,6 +43,7 @@ class Decision:
     budget_met: bool = True
     error: str | None = None
     overhead_tokens: int = 0  # of tokens_before/after: the request outside its messages (tools, framing)
+    duration_ns: int = field(default=0, compare=False)  # time the runtime took to decide (0: not measured)
 
     @property
     def overhead_share(self) -> float:

@@ -9,6 +9,7 @@ over the hard ceiling → spill the oldest closed units, and fail loudly if even
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -69,10 +70,12 @@ class Gate:
         self.observer = observer
         self.auto_reinject = reinject
         self.checks = 0
+        self._started = 0  # perf_counter_ns at the start of the check in progress (its duration_ns)
 
     # ------------------------------------------------------------------ the budget check
     def check(self, ctx: Context) -> Decision:
         """Run one budget check. Raises :class:`HardCeilingExceeded` only after reporting the failure."""
+        self._started = time.perf_counter_ns()
         self.checks += 1
         ctx.seq += 1
         before = ctx.request_tokens
@@ -117,6 +120,7 @@ class Gate:
     # ------------------------------------------------------------------ re-injection on demand
     def reinject(self, ctx: Context, key: str) -> Decision:
         """Bring a spilled unit back, named by unit id, message id or tool call id."""
+        self._started = time.perf_counter_ns()
         record = ctx.spilled.get(key)
         if record is None:
             found = [r for r in ctx.spilled.values() if key in r.message_ids or key in r.call_ids]
@@ -242,6 +246,8 @@ class Gate:
                         **kw)  # type: ignore[arg-type]
 
     def _report(self, ctx: Context, d: Decision) -> Decision:
+        if self._started:
+            d.duration_ns = time.perf_counter_ns() - self._started
         d.tokens_after = ctx.request_tokens
         d.budget_met = ctx.request_tokens <= self.budget  # a deferral over budget must not read as "met"
         observer = self.observer or ctx.observer

@@ -7,6 +7,8 @@ interface so ungated replays are traced like gated ones.
 
 from __future__ import annotations
 
+import time
+
 from .context import Context
 from .decision import Decision, DecisionKind
 from .observer import Observer
@@ -26,6 +28,7 @@ class NaiveRuntime:
         self.checks = 0
 
     def check(self, ctx: Context) -> Decision:
+        started = time.perf_counter_ns()
         self.checks += 1
         ctx.seq += 1
         before = ctx.request_tokens
@@ -42,6 +45,7 @@ class NaiveRuntime:
             d.reason = "over_budget" if d.kind == DecisionKind.PRUNED else "no_proposal"
             d.budget_met = ctx.request_tokens <= self.budget
         d.tokens_after = ctx.request_tokens
+        d.duration_ns = time.perf_counter_ns() - started
         observer = self.observer or ctx.observer
         if observer is not None:
             ctx.observer_errors.call(observer.on_decision, ctx, d)

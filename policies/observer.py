@@ -7,6 +7,7 @@ An observer that raises never breaks the agent: the caller counts the error and 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class ObserverErrors:
     def __init__(self) -> None:
         self.count = 0
         self.last: BaseException | None = None
+        self.on_error: Callable[[BaseException], None] | None = None  # told of each failure (a metric)
 
     def call(self, fn: Any, *args: Any, **kwargs: Any) -> None:
         try:
@@ -75,3 +77,7 @@ class ObserverErrors:
             if self.last is None:
                 log.warning("prunegate observer failed (counted, not raised): %r", exc)
             self.last = exc
+            listener, self.on_error = self.on_error, None  # a failing listener counts once, never loops
+            if listener is not None:
+                self.call(listener, exc)
+                self.on_error = listener

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time (idempotent) set-up: a virtualenv with prunegate and its test tools, and, with
-# --browser, Debian's chromium for the real-browser tests (Playwright cannot download browsers here).
+# --browser, Debian's chromium for the real-browser tests (Playwright cannot download browsers here)
+# and Debian's prometheus (promtool and a real server for the metrics tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,13 +13,20 @@ for arg in "$@"; do
   esac
 done
 
+debs=()
 if [ "$want_browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then
-  echo "==> installing Debian's chromium (browser tests)"
+  debs+=(chromium fonts-dejavu-core)  # the browser tests
+fi
+if [ "$want_browser" = 1 ] && { [ ! -x /usr/bin/prometheus ] || [ ! -x /usr/bin/promtool ]; }; then
+  debs+=(prometheus)  # promtool checks the shipped alert rules; a real Prometheus scrapes prunegate (docs/metrics.md)
+fi
+if [ "${#debs[@]}" -gt 0 ]; then
+  echo "==> installing Debian's ${debs[*]} (test tools)"
   SUDO=""
   if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+  $SUDO apt-get install -y -qq "${debs[@]}" >/dev/null
 fi
 
 PY="${PYTHON:-python3}"

@@ -11,6 +11,8 @@ from typing import Any
 from tracer.cli import options
 from tracer.cli.checks import nonneg_int, nonneg_seconds, positive_int
 
+METRICS_PORT = 9464  # the OpenTelemetry Prometheus exporter's usual port
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
@@ -36,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="a GenAI conversation arriving over several requests becomes one session once no "
                         "turn of it has come for S seconds, or at shutdown (default 30; 0: one session per "
                         "request, holding the conversation up to that turn)")
+    parser.add_argument("--metrics", nargs="?", type=nonneg_int, const=METRICS_PORT, default=None, metavar="PORT",
+                        help=f"serve Prometheus metrics (serve's health: spans/s, requests in flight, 429s, pending "
+                        f"conversations, memory; docs/metrics.md) on http://HOST:PORT/metrics (default port "
+                        f"{METRICS_PORT}; 0 picks one)")
     parser.set_defaults(func=run)
 
 
@@ -56,6 +62,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"prunegate serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     host, port = str(server.server_address[0]), int(server.server_address[1])
+    if args.metrics is not None:
+        from tracer.spans.metrics import observe_receiver, prometheus_port, prometheus_provider
+
+        try:
+            provider = prometheus_provider(args.metrics, args.host)
+        except OSError as exc:
+            print(f"prunegate serve: cannot serve metrics on {args.host}:{args.metrics}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            server.server_close()
+            return 2
+        observe_receiver(provider, receiver, args.max_inflight)
+        print(f"prunegate serve: metrics on http://{host}:{prometheus_port(provider, args.host)}/metrics", flush=True)
     if args.compact_every:
         _compact_in_background(receiver, store, args.compact_every)
     if args.conversation_idle > 0:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
 
 from policies import convert
 from policies.context import Context
@@ -58,6 +59,7 @@ from tracer.guard import _history
 from tracer.guard.tracing import flush_if_owned, guard_tracer_provider, tracing_stats
 from tracer.spans import names as sn
 from tracer.spans.genai import ChatCall, ToolCall, plain
+from tracer.spans.metrics import resolve as resolve_metrics
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor
 from tracer.spans.session import SessionConfig, TracedSession
@@ -78,7 +80,9 @@ class PruneGuard:
     ``budget`` is held against the whole request (``count_request=False``: the messages only) in
     ``token_counter``'s tokens (default: :func:`policies.tokens.counter_for` the provider: exact for
     OpenAI with the ``tokens`` extra, calibrated for Anthropic). The session starts with the first
-    request: a guard that is never used records nothing. Framework adapters
+    request: a guard that is never used records nothing. Metrics (docs/metrics.md) go to
+    ``meter_provider``, or a Prometheus endpoint on ``metrics_port`` (127.0.0.1), or the global meter
+    provider when one is set up. Framework adapters
     (:mod:`policies.adapters`, docs/frameworks.md) call :meth:`gate_messages`.
     """
 
@@ -103,6 +107,8 @@ class PruneGuard:
         token_counter: TokenCounter | None = None,
         side_effects: Collection[str] | Callable[[str], bool] | None = None,
         count_request: bool = True,
+        meter_provider: MeterProvider | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         if provider not in PROVIDERS:
             raise SettingsError(f"PruneGuard: provider must be one of {', '.join(PROVIDERS)}; got {provider!r}")
@@ -124,6 +130,7 @@ class PruneGuard:
         self.count_request = count_request
         self._side_effects = side_effects
         self.tracer_provider, self._owns_provider = guard_tracer_provider(store, tracer_provider, otlp_endpoint)
+        self.metrics = resolve_metrics(meter_provider, metrics_port)
         self._lock = threading.Lock()
         self._chat: ChatCall | None = None
         self.errors = 0  # bodies passed through unchanged because the guard could not handle them
@@ -155,12 +162,14 @@ class PruneGuard:
             session_id=session_id, source="live", name=self.session_name,
             provider=self.provider, policy=self.policy.name, policy_params=self.policy_params,
             gated=self.gated, budget=self.budget, hard_ceiling=self.hard_ceiling,
-            capture_content=self.capture_content, redact=self.redact, attributes=root,
+            capture_content=self.capture_content, redact=self.redact, attributes=root, metrics=self.metrics,
         ))
         self.observer = SpanObserver(self._session)
         self._context = Context(observer=self.observer, strict=self.gated, provider=self.provider,
                                 session_id=self._session.session_id, token_counter=self.token_counter,
                                 count_request=self.count_request)
+        if self.metrics is not None:
+            self._context.observer_errors.on_error = self._observer_failed
         self.runtime: Runtime = build_runtime(self.policy, self.budget, gated=self.gated,
                                               hard_ceiling=self.hard_ceiling, mode=self.mode,
                                               spill_store=self.spill_store)
@@ -239,9 +248,15 @@ class PruneGuard:
                 self._passed_through(exc)
                 return list(messages)
 
+    def _observer_failed(self, exc: BaseException) -> None:
+        if self.metrics is not None:
+            self.metrics.error("observer")
+
     def _passed_through(self, exc: Exception) -> None:
         """Count a request the guard could not handle (sent unchanged); log the first one."""
         self.errors += 1
+        if self.metrics is not None:
+            self.metrics.pass_through(exc)
         self.last_error = f"{type(exc).__name__}: {exc}"
         if self.errors == 1:
             log.warning("prunegate guard: passing the request through unchanged: %s", self.last_error)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
 
 from policies import convert
 from policies.context import Context
@@ -40,6 +41,7 @@ from policies.validate import Violation, validate
 from tracer.guard import _history
 from tracer.guard.tracing import flush_if_owned, guard_tracer_provider, tracing_stats
 from tracer.spans import names as sn
+from tracer.spans.metrics import resolve as resolve_metrics
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor
 from tracer.spans.session import SessionConfig, TracedSession
@@ -82,6 +84,8 @@ class ShadowGuard:
         session_id: str | None = None,
         session_name: str | None = None,
         token_counter: TokenCounter | None = None,
+        meter_provider: MeterProvider | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         if provider not in (convert.ANTHROPIC, convert.OPENAI):
             raise SettingsError(f"ShadowGuard: provider must be one of anthropic, openai; got {provider!r}")
@@ -94,6 +98,7 @@ class ShadowGuard:
         self.session = TracedSession(self.tracer_provider, SessionConfig(
             session_id=session_id, source="shadow", name=session_name, provider=provider,
             policy=trimmer, gated=False, budget=budget, capture_content=capture_content, redact=redact,
+            metrics=resolve_metrics(meter_provider, metrics_port),
         ))
         self.observer = SpanObserver(self.session, gated=False)
         self.history = Context(observer=self.observer, strict=False, provider=provider,

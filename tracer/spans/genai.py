@@ -8,6 +8,7 @@ when the session captures content, and always through its redaction hook.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,7 @@ class ChatCall:
                  attributes: Mapping[str, Any]) -> None:
         self.session = session
         self.model = model
+        self.provider = provider
         attrs = {
             sn.GEN_AI_OPERATION_NAME: sn.OP_CHAT,
             sn.GEN_AI_PROVIDER_NAME: provider,
@@ -81,6 +83,9 @@ class ChatCall:
         }
         self.span = session.start_span(f"{sn.OP_CHAT} {model}" if model else sn.OP_CHAT, attrs, seq=seq, kind=SpanKind.CLIENT)
         self.ended = False
+        self._started = time.perf_counter()  # gen_ai.client.operation.duration, when metrics are on
+        self._usage: tuple[int | None, int | None] = (None, None)
+        self._error_type: str | None = None
 
     def set_input(self, messages: Sequence[Message]) -> None:
         """``gen_ai.input.messages`` (only when the session captures content)."""
@@ -103,6 +108,7 @@ class ChatCall:
         body = plain(response)
         if isinstance(body, Mapping):
             inp, out = usage_of(body)
+            self._usage = (inp, out)
             if inp is not None:
                 self.span.set_attribute(sn.GEN_AI_USAGE_INPUT_TOKENS, inp)
             if out is not None:
@@ -127,7 +133,8 @@ class ChatCall:
         if self.ended:
             return
         self.session.note_failure()
-        self.span.set_attribute(sn.ERROR_TYPE, error_type or (str(status_code) if status_code else "error"))
+        self._error_type = error_type or (str(status_code) if status_code else "error")
+        self.span.set_attribute(sn.ERROR_TYPE, self._error_type)
         if status_code is not None:
             self.span.set_attribute(sn.HTTP_RESPONSE_STATUS_CODE, status_code)
         self.span.set_status(Status(StatusCode.ERROR, message))
@@ -137,6 +144,13 @@ class ChatCall:
         if not self.ended:
             self.ended = True
             self.session.end_span(self.span)
+            metrics = self.session.metrics
+            if metrics is not None:
+                attrs = {sn.GEN_AI_OPERATION_NAME: sn.OP_CHAT, sn.GEN_AI_PROVIDER_NAME: self.provider or "",
+                         sn.GEN_AI_REQUEST_MODEL: self.model or ""}
+                if self._error_type is not None:
+                    attrs[sn.ERROR_TYPE] = self._error_type
+                metrics.model_call(attrs, time.perf_counter() - self._started, self._usage)
 
 
 class ToolCall:

@@ -252,8 +252,52 @@ OI_OUTPUT_VALUE = "output.value"
 OP_CHAT = "chat"  # values of gen_ai.operation.name, and the first word of the GenAI span names
 OP_EXECUTE_TOOL = "execute_tool"
 
+# ---------------------------------------------------------------- metrics (docs/metrics.md)
+# instrument names: the OpenTelemetry GenAI metric conventions where they exist, prunegate.* otherwise
+METRIC_CHECKS = "prunegate.checks"  # counter: budget checks, by decision kind
+METRIC_DECISIONS = "prunegate.decisions"  # counter: decisions other than within_budget, by kind and reason
+METRIC_DEFERRALS = "prunegate.deferrals"  # counter: deferrals, by reason
+METRIC_HARD_CEILING_FAILURES = "prunegate.hard_ceiling.failures"  # counter
+METRIC_VIOLATIONS = "prunegate.violations.caused"  # counter: violations recorded, by code
+METRIC_VIOLATIONS_PREVENTED = "prunegate.violations.prevented"  # counter: unit splits and live evictions the gate stopped
+METRIC_GUARD_ERRORS = "prunegate.tracing.errors"  # counter: observer and tracing-pipeline failures (never raised)
+METRIC_GUARD_PASS_THROUGHS = "prunegate.guard.pass_throughs"  # counter: requests sent unchanged
+METRIC_UNITS_PRUNED = "prunegate.units.pruned"
+METRIC_UNITS_SPILLED = "prunegate.units.spilled"
+METRIC_UNITS_REINJECTED = "prunegate.units.reinjected"
+METRIC_CHECK_TOKENS = "prunegate.check.tokens"  # histogram: request tokens before and after a check
+METRIC_TOKENS_SAVED = "prunegate.tokens.saved"  # histogram: tokens a check removed from the request
+METRIC_CHECK_DURATION = "prunegate.check.duration"  # histogram (s)
+METRIC_GEN_AI_TOKEN_USAGE = "gen_ai.client.token.usage"  # histogram: the provider's usage, input and output
+METRIC_GEN_AI_OPERATION_DURATION = "gen_ai.client.operation.duration"  # histogram (s): a model call
+METRIC_SERVE_SPANS = "prunegate.serve.spans"  # counter: spans committed by prunegate serve
+METRIC_SERVE_REQUESTS = "prunegate.serve.requests"  # counter: requests committed
+METRIC_SERVE_REFUSED = "prunegate.serve.refused"  # counter: requests refused, by HTTP status (429: back-pressure)
+METRIC_SERVE_INFLIGHT = "prunegate.serve.inflight"  # gauge: requests being decoded and written (the queue)
+METRIC_SERVE_INFLIGHT_LIMIT = "prunegate.serve.inflight.limit"  # gauge: --max-inflight
+METRIC_SERVE_CONVERSATIONS = "prunegate.serve.conversations.pending"  # gauge: model-call spans awaiting stitching
+METRIC_PROCESS_MEMORY = "process.memory.usage"  # gauge (By): resident set size (OTel process conventions)
+METRIC_NAMES: tuple[str, ...] = (
+    METRIC_CHECKS, METRIC_DECISIONS, METRIC_DEFERRALS, METRIC_HARD_CEILING_FAILURES, METRIC_VIOLATIONS,
+    METRIC_VIOLATIONS_PREVENTED, METRIC_GUARD_ERRORS, METRIC_GUARD_PASS_THROUGHS, METRIC_UNITS_PRUNED,
+    METRIC_UNITS_SPILLED, METRIC_UNITS_REINJECTED, METRIC_CHECK_TOKENS, METRIC_TOKENS_SAVED, METRIC_CHECK_DURATION,
+    METRIC_GEN_AI_TOKEN_USAGE, METRIC_GEN_AI_OPERATION_DURATION, METRIC_SERVE_SPANS, METRIC_SERVE_REQUESTS,
+    METRIC_SERVE_REFUSED, METRIC_SERVE_INFLIGHT, METRIC_SERVE_INFLIGHT_LIMIT, METRIC_SERVE_CONVERSATIONS,
+    METRIC_PROCESS_MEMORY,
+)
+# attribute keys only metrics carry (with prunegate.decision, .policy, .reason, .gated, .session.source, ...)
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"  # input | output
+TOKENS_STAGE = "prunegate.tokens.stage"  # before | after
+PREVENTION = "prunegate.prevention"  # grown | shrunk | deferred
+ERROR_SOURCE = "prunegate.error.source"  # observer | tracer
+
 # the attributes that carry a span's session id, in order of preference (the store promotes it)
 SESSION_ATTRIBUTES: tuple[str, str] = (GEN_AI_CONVERSATION_ID, SESSION_ID)
+
+
+def metric_names() -> tuple[str, ...]:
+    """Every metric (instrument) name above."""
+    return METRIC_NAMES
 
 
 def span_names() -> tuple[str, ...]:
@@ -263,7 +307,7 @@ def span_names() -> tuple[str, ...]:
 
 def attribute_keys() -> tuple[str, ...]:
     """Every attribute key above (``prunegate.*`` and the GenAI/OTel keys prunegate emits)."""
-    names = set(SPAN_NAMES) | {PREFIX, SCOPE, REPLAY_METRIC_PREFIX}
+    names = set(SPAN_NAMES) | set(METRIC_NAMES) | {PREFIX, SCOPE, REPLAY_METRIC_PREFIX}
     return tuple(sorted(
         v for k, v in globals().items()
         if k.isupper() and isinstance(v, str) and "." in v and v not in names

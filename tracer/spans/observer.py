@@ -150,6 +150,8 @@ class SpanObserver(Observer):
             sn.OPEN_MESSAGES: len(ctx.open_ids),
             sn.GATED: gated,
         }
+        if s.metrics is not None:
+            s.metrics.decision(d, gated, s.source)
         name = DECISION_SPANS.get(d.kind)
         if name is None:  # within budget (most checks): no child, so one instant span (one record)
             s.emit(sn.BUDGET_CHECK, check_attrs, seq=d.seq, start_time=reserved[0] if reserved else None)

@@ -34,6 +34,7 @@ from tracer.spans import redact as _redact
 from tracer.spans.direct import UNSET as _UNSET
 from tracer.spans.direct import DirectSpan, EndedSpan, direct_writer, put_clean, start_root
 from tracer.spans.genai import ChatCall, ToolCall
+from tracer.spans.metrics import GateMetrics
 
 SCOPE = sn.SCOPE
 SOURCES = ("import", "replay", "live", "shadow", "synthetic")
@@ -86,6 +87,7 @@ class SessionConfig:
     source_id: str | None = None
     attributes: Mapping[str, Any] | None = None
     start_time: int | None = None
+    metrics: GateMetrics | None = None  # where the session's checks and violations are also counted
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -139,6 +141,7 @@ class TracedSession:
         self.gated = config.gated
         self.capture = _redact.capture_enabled(config.capture_content)
         self.redact = config.redact
+        self.metrics = config.metrics
         self.seq = 0
         self._lock = threading.Lock()
         self._last_ns = 0
@@ -300,6 +303,8 @@ class TracedSession:
 
     def _tracer_failed(self, exc: BaseException) -> None:
         self.tracer_errors += 1
+        if self.metrics is not None:
+            self.metrics.error("tracer")
         if self.tracer_errors == 1:
             _redact.log.warning("prunegate: the tracing pipeline failed (counted, not raised): %r", exc)
 
@@ -373,6 +378,8 @@ class TracedSession:
             cause = self._last_eviction  # the head of the context left with the latest eviction
         links = [Link(cause.span_context, LINK_ATTRIBUTES)] if cause is not None else []
         self.violations += 1
+        if self.metrics is not None:
+            self.metrics.violation(code, self.gated, self.source)
         return self.emit(sn.VIOLATION, {
             sn.VIOLATION_CODE: code,
             sn.VIOLATION_MESSAGE: message,
