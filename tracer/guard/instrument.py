@@ -63,6 +63,7 @@ from tracer.spans.metrics import resolve as resolve_metrics
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor
 from tracer.spans.session import SessionConfig, TracedSession
+from tracer.store.text import scrub
 
 log = logging.getLogger(sn.SCOPE)
 PROVIDERS = (convert.ANTHROPIC, convert.OPENAI)
@@ -138,6 +139,7 @@ class PruneGuard:
         self.last_decision: Decision | None = None
         self.last_violations: list[Violation] = []
         self.requests = 0
+        self.text_replaced = 0  # code points of the bodies that were not valid Unicode (lone surrogates)
         self._next_session_id = session_id or uuid.uuid4().hex
         self._root: dict[str, Any] = {}
         self._session: TracedSession | None = None  # started by the first request: an unused guard records nothing
@@ -187,7 +189,8 @@ class PruneGuard:
         with self._lock:
             self._end_chat()
             if self._session is not None:
-                self._session.end({sn.REQUESTS: self.requests, sn.GUARD_ERRORS: self.errors})
+                self._session.end({sn.REQUESTS: self.requests, sn.GUARD_ERRORS: self.errors,
+                                   sn.TEXT_REPLACED: self.text_replaced or None})
         flush_if_owned(self.tracer_provider, self._owns_provider)
 
     def __enter__(self) -> PruneGuard:
@@ -215,7 +218,13 @@ class PruneGuard:
 
     def _gate(self, body: Any) -> dict[str, Any]:
         items, rest = _history.split_body(body, self.provider)
-        fps = [_history.fingerprint(item) for item in items]
+        try:
+            fps = [_history.fingerprint(item) for item in items]
+        except UnicodeEncodeError:  # lone surrogates: the body is sent (and recorded) with U+FFFD instead
+            items, replaced = scrub(items)
+            rest, more = scrub(rest)
+            self.text_replaced += replaced + more
+            fps = [_history.fingerprint(item) for item in items]
         self._absorb(items, fps, rest, lambda new, at: _history.to_messages(new, self.provider, offset=at))
         out = self.context.render(self.provider)
         sent, _ = _history.split_body(out, self.provider)

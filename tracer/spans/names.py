@@ -66,6 +66,9 @@ SESSION_RENAMED_IDS = "prunegate.session.renamed_ids"
 SESSION_SIDE_EFFECT_TOOLS = "prunegate.session.side_effect_tools"
 SESSION_STREAMED_CALLS = "prunegate.session.streamed_calls"
 SESSION_REQUEST = "prunegate.session.request"
+# any span: how many code points of its text were not valid Unicode (lone surrogates) and were
+# replaced by U+FFFD before it was written (tracer.store.text); on an imported session's root: its input's
+TEXT_REPLACED = "prunegate.text.replaced"
 # replay sessions: the run's label and outcome
 REPLAY_LABEL = "prunegate.replay.label"
 REPLAY_SEED = "prunegate.replay.seed"

@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 from opentelemetry.trace import SpanKind, StatusCode
 
+from tracer.spans.names import TEXT_REPLACED
 from tracer.spans.records import R_EVENTS, R_LINKS, R_META, clean_chunk
 from tracer.store.arrow import (
     column,
@@ -47,6 +48,7 @@ from tracer.store.schema import (
     SESSION_ATTRIBUTES,
 )
 from tracer.store.settings import NO_ACCELERATOR_ENV
+from tracer.store.text import scrub
 
 _orjson: ModuleType | None
 try:  # optional speed-up: about 5x faster than json for attribute dicts
@@ -91,16 +93,36 @@ def _sanitize(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON text that DuckDB's JSON type accepts (no NaN, no Infinity)."""
+    """Compact JSON text that DuckDB's JSON type accepts (no NaN, no Infinity, no lone surrogate:
+    replaced by U+FFFD, see :mod:`tracer.store.text`)."""
+    return dumps_counted(value)[0]
+
+
+def dumps_counted(value: Any) -> tuple[str, int]:
+    """:func:`dumps`, and how many lone surrogates it replaced (0 on the usual, fast path)."""
     if _orjson is not None:
         try:
-            return _orjson.dumps(value).decode()
+            return _orjson.dumps(value).decode(), 0
         except (TypeError, _orjson.JSONEncodeError):
             pass
+    value, replaced = scrub(value)
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False), replaced
     except (TypeError, ValueError):
-        return json.dumps(_sanitize(value), separators=(",", ":"), allow_nan=False)
+        value, more = scrub(_sanitize(value))
+        return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False), replaced + more
+
+
+def attributes_json(attributes: Mapping[str, Any], replaced: int = 0) -> str:
+    """A span's attributes as :func:`dumps` text; when text of the span had to be scrubbed (``replaced``
+    code points elsewhere, or in the attributes themselves), the count is added as
+    ``prunegate.text.replaced`` so the store says where text was changed."""
+    text, n = dumps_counted(attributes)
+    if not (n or replaced):
+        return text
+    counted = dict(scrub(dict(attributes))[0])
+    counted[TEXT_REPLACED] = int(counted.get(TEXT_REPLACED) or 0) + n + replaced
+    return dumps(counted)
 
 
 def loads(text: str | None) -> Any:
@@ -345,7 +367,7 @@ def _attributes_json(dicts: list[dict[str, Any]]) -> Any:
             return _Utf8(data, ends)
         except (TypeError, _orjson.JSONEncodeError):
             pass
-    return [dumps(d) if d else _EMPTY_OBJ for d in dicts]
+    return [attributes_json(d) if d else _EMPTY_OBJ for d in dicts]
 
 
 class _Same:
@@ -576,13 +598,22 @@ def complete_row(row: Mapping[str, Any]) -> SpanRow:
 
 
 def rows_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
-    """Span rows (decoded form) -> an Arrow table in :data:`ARROW_SCHEMA`."""
+    """Span rows (decoded form) -> an Arrow table in :data:`ARROW_SCHEMA`. Text that is not valid
+    Unicode (lone surrogates) is replaced and counted on the span (:func:`attributes_json`)."""
     columns: dict[str, list[Any]] = {name: [] for name in COLUMN_NAMES}
     for row in rows:
         full = complete_row(row)
+        replaced = 0
         for name in COLUMN_NAMES:
             value = full[name]
-            columns[name].append(dumps(value) if name in JSON_COLUMNS else value)
+            if name in JSON_COLUMNS and name != "attributes":
+                value, n = dumps_counted(value)
+                replaced += n
+            elif isinstance(value, str):
+                value, n = scrub(value)
+                replaced += n
+            columns[name].append(value)
+        columns["attributes"][-1] = attributes_json(full["attributes"], replaced)
     arrays = [column(columns[f.name], f.type) for f in ARROW_SCHEMA]
     return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
 

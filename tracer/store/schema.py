@@ -98,12 +98,25 @@ def select_list(alias: str = "", *, cast_json: bool = False, derive: bool | str 
         elif name in promoted:
             parts.append(f"{derived(name, prefix)} AS {name}")
         elif cast_json and sql_type == "JSON":
-            parts.append(f"CAST({prefix}{name} AS JSON) AS {name}")
+            parts.append(f"{safe_json(prefix + name, JSON_DEFAULTS[name])} AS {name}")
         elif cast_json:
             parts.append(f"CAST({prefix}{name} AS {sql_type}) AS {name}")
         else:
             parts.append(f"{prefix}{name}")
     return ", ".join(parts)
+
+
+# What a JSON column reads as when its text cannot be repaired (see safe_json).
+JSON_DEFAULTS = {"attributes": "{}", "events": "[]", "links": "[]", "resource": "{}"}
+
+
+def safe_json(expr: str, default: str) -> str:
+    """SQL reading JSON text from a segment so that one bad value never fails a whole query: the text
+    as JSON when it is valid; else with escaped lone surrogates (``\\ud800``, written by a version
+    before tracer.store.text) replaced by U+FFFD; else ``default`` (a segment damaged inside)."""
+    repaired = f"regexp_replace({expr}, '\\\\u[dD][89a-fA-F][0-9a-fA-F]{{2}}', '\uFFFD', 'g')"
+    return (f"CASE WHEN {expr} IS NULL THEN NULL ELSE coalesce(TRY_CAST({expr} AS JSON), "
+            f"TRY_CAST({repaired} AS JSON), '{default}'::JSON) END")
 
 
 def empty_select() -> str:

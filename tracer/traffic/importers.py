@@ -32,6 +32,7 @@ from policies import Context, convert
 from policies.errors import StructureError
 from policies.messages import Block, Message
 from tracer.spans import names as sn
+from tracer.store.text import scrub
 from tracer.traffic import jsonparse
 from tracer.traffic.collector_files import is_binary_otlp
 
@@ -93,6 +94,7 @@ class Conversation:
     session_id: str | None = None  # set once recorded (or when loaded from the store)
     source_key: str | None = None  # what identifies it wherever its file lies (spans: the conversation key)
     source_spans: tuple[str, ...] = ()  # spans: the model-call spans stitched into it (span ids, oldest first)
+    text_replaced: int = 0  # code points of its input that were not valid Unicode, replaced by U+FFFD
 
     @property
     def tool_calls(self) -> int:
@@ -321,6 +323,7 @@ def detect_provider(body: dict[str, Any]) -> str:
 
 
 def _body(name: str, line: int | None, value: dict[str, Any], fmt: str, *, default_name: str) -> Conversation | Refusal:
+    value, replaced = scrub(value)
     meta = {k: value[k] for k in META_KEYS if k in value}
     body = {k: v for k, v in value.items() if k not in META_KEYS}
     label = meta.get("id")
@@ -335,6 +338,7 @@ def _body(name: str, line: int | None, value: dict[str, Any], fmt: str, *, defau
         )
         conv.side_effect_tools = side
         conv.streamed_calls = streamed
+        conv.text_replaced += replaced
         return conv
     except _Refused as exc:
         return Refusal(name, line, f"{_label(label)}{exc}")
@@ -358,8 +362,10 @@ def conversation_from_body(
 ) -> Conversation:
     """A request body as a conversation: converted, checked, ids assigned, reused call ids renamed.
 
-    Raises ``_Refused`` (internal) with the reason; public callers use :func:`read_file`.
+    Raises ``_Refused`` (internal) with the reason; public callers use :func:`read_file`. Text that
+    is not valid Unicode (lone surrogates) is replaced and counted (``text_replaced``) first.
     """
+    body, replaced = scrub(body)
     messages_raw = body.get("messages")
     if not isinstance(messages_raw, list):
         raise _Refused("request body without 'messages' (expected a list)")
@@ -378,7 +384,7 @@ def conversation_from_body(
     renamed = unique_call_ids(messages, offset)
     _dry_run(messages, provider)
     return Conversation(name=name, provider=provider, messages=messages, request_extra=rest, file=file,
-                        line=line, format=fmt or provider, renamed=renamed)
+                        line=line, format=fmt or provider, renamed=renamed, text_replaced=replaced)
 
 
 def unique_call_ids(messages: list[Message], offset: int = 0) -> list[Renamed]:

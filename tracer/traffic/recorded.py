@@ -90,6 +90,7 @@ def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id:
         sn.SESSION_RENAMED_IDS: [f"{r.old}->{r.new}" for r in conv.renamed] or None,
         sn.SESSION_SIDE_EFFECT_TOOLS: list(conv.side_effect_tools) if conv.side_effect_tools is not None else None,
         sn.SESSION_STREAMED_CALLS: list(conv.streamed_calls) or None,
+        sn.TEXT_REPLACED: conv.text_replaced or None,
     }
     if capture_content and conv.request_extra:
         attrs[sn.SESSION_REQUEST] = json.dumps(conv.request_extra, ensure_ascii=False)

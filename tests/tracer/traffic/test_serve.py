@@ -140,6 +140,21 @@ def test_json_genai_spans_become_an_import_session(served):
     assert store.query("SELECT count(*) AS n FROM spans WHERE span_id = '1122334455667788'")[0]["n"] == 1
 
 
+def test_a_lone_surrogate_from_a_client_is_replaced_and_counted_not_a_bricked_store(served):
+    """Issue #26: one escaped lone surrogate in an attribute used to make every reader fail."""
+    body = _genai_request("conv-u", "ef" * 16).replace(b"What is the weather", b"\\ud800 weather")
+    assert b"\\ud800" in body
+    assert post(served.url, body)[0] == 200
+    store = Store(served.store)
+    (row,) = store.query("SELECT attributes FROM spans WHERE span_id = '1122334455667788'")
+    attrs = json.loads(row["attributes"])
+    assert "\ufffd weather" in attrs["gen_ai.input.messages"] and attrs["prunegate.text.replaced"] == 1
+    before = store.sessions()
+    assert "import" in {s["source"] for s in before}  # the stitched import session reads too
+    assert post(served.url, _genai_request("conv-v", "12" * 16))[0] == 200  # and the store takes more
+    assert len(store.sessions()) == 2 * len(before)
+
+
 def test_refusals_are_one_clear_status_each(served):
     url = served.url
     assert post(url, b"x" * 200_001)[0] == 413  # over --max-body
