@@ -165,15 +165,28 @@ class Context:
         ctx.extend(messages)
         return ctx
 
+    @classmethod
+    def from_responses(cls, body: dict, **kwargs: Any) -> Context:
+        """A context for an OpenAI Responses API body (``input`` items; the other keys kept as they are)."""
+        messages, rest = convert.from_responses(body)
+        ctx = cls(provider=convert.RESPONSES, request_extra=rest, **kwargs)
+        ctx.extend(messages)
+        return ctx
+
     def to_anthropic(self) -> dict:
         return convert.to_anthropic(list(self._messages.values()), self.request_extra)
 
     def to_openai(self) -> dict:
         return convert.to_openai(list(self._messages.values()), self.request_extra)
 
+    def to_responses(self) -> dict:
+        return convert.to_responses(list(self._messages.values()), self.request_extra)
+
     def render(self, provider: str | None = None) -> dict:
         """The request body for ``provider`` (default: the one the context came from, else Anthropic)."""
         provider = provider or self.provider or convert.ANTHROPIC
+        if provider == convert.RESPONSES:
+            return self.to_responses()
         return self.to_openai() if provider == convert.OPENAI else self.to_anthropic()
 
     def extend(self, messages: Iterable[Message]) -> None:
@@ -223,7 +236,8 @@ class Context:
         return not self.pending and not self.open_ids
 
     def pinned_unit_ids(self) -> set[str]:
-        """System units, the first user message, the live turn (last user message and last message)."""
+        """System units, the first user message, the live turn (last user message and last message),
+        and units holding a structurally pinned message (a compaction; see ``Message.pinned``)."""
         pins: set[str] = set()
         for mid in (self._first_user, self._last_user, self._last_msg, *self._pinned_msgs):
             if mid is not None and mid in self._unit_of:
@@ -588,6 +602,8 @@ class Context:
         """Remember system units, the first and last user message and the last arrival (for pinning)."""
         if msg.role in SYSTEM_ROLES:
             self._system_units.add(uid)
+        if msg.pinned:
+            self._pinned_msgs.add(msg.id)
         if msg.role == "user" and msg.has_user_text():
             if self._first_user is None or self._first_user not in self._unit_of:
                 self._first_user = msg.id

@@ -14,6 +14,7 @@ from typing import Any
 from .errors import StructureError
 from .messages import (
     OTHER,
+    PINNED,
     REDACTED_THINKING,
     SERVER_TOOL_RESULT,
     SERVER_TOOL_USE,
@@ -375,3 +376,245 @@ def _openai_native(m: Message) -> dict:
         d["tool_calls"] = [_openai_call_dict(b) for b in calls]
     d.update(extra)
     return d
+
+
+# --------------------------------------------------------------------------- OpenAI Responses API
+# A Responses body's ``input`` is a list of *items*. The gate's messages map onto them so that units
+# come out right and rendering back is exact:
+# - a message item with role user/system/developer is one message (its input_text parts are text
+#   blocks; input_image, input_file and other parts are kept verbatim as opaque blocks);
+# - a run of consecutive *output* items (reasoning, assistant messages, function_call,
+#   custom_tool_call, server-side tool items, item_reference, ...) is one assistant message, one block
+#   per item: what one response produced travels together, so a reasoning item is never sent without
+#   the item that follows it, nor a call without its reasoning;
+# - a call output (function_call_output, custom_tool_call_output, computer_call_output, ...) is one
+#   ``tool`` message whose result block answers its call (matched by call_id), which joins the unit;
+# - a call output whose call is not in the input (it answers a call of ``previous_response_id``, or
+#   of an ``item_reference``) and a ``compaction`` item are units of their own, pinned: the server
+#   needs the one and the other is the conversation's only summary of what came before it.
+RESPONSES = "responses"
+PROVIDERS = (ANTHROPIC, OPENAI, RESPONSES)
+ITEM = "_responses_item"  # on a block: the item's keys the block does not model
+GROUP = "_responses_group"  # on a message: a run of output items, one block each
+INPUT_STR = "_responses_input_str"  # on the message a string ``input`` became
+
+_MESSAGE_ROLES = ("user", "system", "developer", "assistant")
+_TEXT_PARTS = ("input_text", "output_text", "text")
+# client-executed calls: the output item comes from the caller, matched by the key after the type
+_CALLS = {
+    "function_call": "call_id", "custom_tool_call": "call_id", "computer_call": "call_id",
+    "local_shell_call": "call_id", "shell_call": "call_id", "apply_patch_call": "call_id",
+    "mcp_approval_request": "id", "program": "call_id",
+}
+_OUTPUTS = {
+    "function_call_output": "call_id", "custom_tool_call_output": "call_id", "computer_call_output": "call_id",
+    "local_shell_call_output": "id", "shell_call_output": "call_id", "apply_patch_call_output": "call_id",
+    "mcp_approval_response": "approval_request_id", "program_output": "call_id",
+}
+# items a response produces that carry their own result (or none): members of the output run
+_SERVER_ITEMS = frozenset({
+    "reasoning", "web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call",
+    "mcp_call", "mcp_list_tools", "tool_search_call", "tool_search_output", "item_reference",
+})
+
+
+def responses_item_type(item: dict) -> str | None:
+    """An input item's type: its ``type``, ``message`` for a bare ``{role, content}`` and
+    ``item_reference`` for a bare ``{id}`` (both allowed by the API)."""
+    kind = item.get("type")
+    if isinstance(kind, str):
+        return kind
+    if "role" in item:
+        return "message"
+    if set(item) == {"id"}:
+        return "item_reference"
+    return None
+
+
+def from_responses(body: dict) -> tuple[list[Message], dict]:
+    """Messages of an OpenAI Responses API body, and the body's other keys (model, instructions,
+    tools, previous_response_id, context_management, ...), which pass through unchanged."""
+    if not isinstance(body, dict) or "input" not in body:
+        raise StructureError("responses body: expected an object with an 'input' list or string")
+    raw_input = body["input"]
+    rest = {k: v for k, v in body.items() if k != "input"}
+    if isinstance(raw_input, str):
+        return [Message(id="", role="user", blocks=[Block(TEXT, text=raw_input)], form="str", origin=RESPONSES,
+                        extra={INPUT_STR: True})], rest
+    if not isinstance(raw_input, list):
+        raise StructureError("responses body: 'input' must be a list of items or a string")
+    return responses_messages(raw_input), rest
+
+
+def responses_messages(items: list[Any], where: str = "input") -> list[Message]:
+    """Messages for a list of Responses input items (see the comment above :data:`RESPONSES`)."""
+    out: list[Message] = []
+    issued: set[str] = set()
+    group: Message | None = None
+    for i, item in enumerate(items):
+        at = f"{where}.{i}"
+        if not isinstance(item, dict):
+            raise StructureError(f"{at}: item must be an object")
+        kind = responses_item_type(item)
+        if kind is None:
+            raise StructureError(f"{at}: item has no 'type'")
+        role = item.get("role")
+        if kind == "message" and role not in _MESSAGE_ROLES:
+            raise StructureError(f"{at}: unknown role {role!r}")
+        if kind in _CALLS or kind in _SERVER_ITEMS or (kind == "message" and role == "assistant"):
+            block = _responses_output_block(item, kind, at)
+            if block.call_id is not None:
+                issued.add(block.call_id)
+            if group is None:
+                group = Message(id="", role="assistant", blocks=[], form="items", origin=RESPONSES,
+                                extra={GROUP: True})
+                out.append(group)
+            group.blocks.append(block)
+            continue
+        group = None
+        if kind == "message":
+            out.append(_responses_message(item, at))
+        elif kind in _OUTPUTS:
+            out.append(_responses_output(item, kind, issued, at))
+        else:  # compaction, compaction_trigger, additional_tools, types newer than this code: kept whole
+            role = "developer" if kind == "additional_tools" else ("user" if kind == "compaction_trigger"
+                                                                    else "assistant")
+            out.append(Message(id="", role=role, blocks=[Block(OTHER, extra=dict(item))], form="item",
+                               origin=RESPONSES))
+    return out
+
+
+def _responses_output_block(item: dict, kind: str, where: str) -> Block:
+    if kind == "message":
+        text = _responses_text(item.get("content"))
+        return Block(TEXT, text=text, extra={ITEM: dict(item)})
+    if kind in _CALLS:
+        key = _CALLS[kind]
+        call_id = item.get(key)
+        if not isinstance(call_id, str) or not call_id:
+            raise StructureError(f"{where}: {kind} without a '{key}'")
+        if kind == "function_call":
+            arguments = item.get("arguments")
+            return Block(TOOL_USE, id=call_id, name=str(item.get("name", "")), input=_parsed(arguments),
+                         extra={"arguments": arguments, ITEM: {k: v for k, v in item.items()
+                                                                if k not in ("call_id", "name", "arguments")}})
+        name = item.get("name") if isinstance(item.get("name"), str) else kind
+        return Block(TOOL_USE, id=call_id, name=name, input=item.get("input", item.get("action")),
+                     extra={ITEM: dict(item)})
+    return Block(OTHER, extra=dict(item))
+
+
+def _responses_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+                   and p.get("type") in _TEXT_PARTS)
+
+
+def _responses_message(item: dict, where: str) -> Message:
+    extra = {k: v for k, v in item.items() if k not in ("role", "content")}
+    content = item.get("content")
+    if isinstance(content, str):
+        return Message(id="", role=item["role"], blocks=[Block(TEXT, text=content)], form="str", extra=extra,
+                       origin=RESPONSES)
+    if not isinstance(content, list):
+        raise StructureError(f"{where}: content must be a string or a list of parts")
+    blocks = []
+    for j, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise StructureError(f"{where}.content.{j}: content part must be an object")
+        if part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
+            blocks.append(Block(TEXT, text=part["text"], extra={k: v for k, v in part.items() if k != "text"}))
+        else:  # input_image, input_file, input_audio, ...: verbatim
+            blocks.append(Block(OTHER, extra=dict(part)))
+    return Message(id="", role=item["role"], blocks=blocks, form="list", extra=extra, origin=RESPONSES)
+
+
+def _responses_output(item: dict, kind: str, issued: set[str], where: str) -> Message:
+    key = _OUTPUTS[kind]
+    call_id = item.get(key)
+    if not isinstance(call_id, str) or not call_id:
+        raise StructureError(f"{where}: {kind} without a '{key}'")
+    if call_id not in issued:  # answers a call the server holds (previous_response_id) or an item_reference
+        return Message(id="", role="tool", blocks=[Block(OTHER, extra=dict(item))], form="item", origin=RESPONSES,
+                       extra={PINNED: True})
+    rest = {k: v for k, v in item.items() if k not in (key, "output")}
+    if "output" not in item:
+        rest[_NO_OUTPUT] = True
+    return Message(id="", role="tool", form="item", origin=RESPONSES, blocks=[Block(
+        TOOL_RESULT, tool_use_id=call_id, content=item.get("output"), extra={ITEM: rest, "link": key})])
+
+
+_NO_OUTPUT = "_no_output"
+
+
+def to_responses(messages: list[Message], rest: dict | None = None) -> dict:
+    """An OpenAI Responses API body: ``rest`` unchanged and ``input`` rebuilt from the messages as
+    they are now (a rewritten result carries its new output; a summary is a message item)."""
+    body: dict[str, Any] = dict(rest or {})
+    if len(messages) == 1 and messages[0].extra.get(INPUT_STR) and messages[0].form == "str":
+        body["input"] = messages[0].plain_text()
+        return body
+    items: list[dict] = []
+    for m in messages:
+        items.extend(responses_items(m))
+    body["input"] = items
+    return body
+
+
+def responses_items(m: Message) -> list[dict]:
+    """The Responses input items of one message."""
+    if m.origin == RESPONSES and m.form in ("item", "items"):
+        return [_responses_block_item(b, m.role) for b in m.blocks]
+    if m.origin == RESPONSES:
+        d: dict[str, Any] = {"role": m.role, **{k: v for k, v in m.extra.items() if k != INPUT_STR}}
+        if m.form == "str":
+            d["content"] = "".join(b.text or "" for b in m.blocks if b.type == TEXT)
+        else:
+            d["content"] = [{**b.extra, "text": b.text or ""} if b.type == TEXT else dict(b.extra)
+                            for b in m.blocks if b.type in (TEXT, OTHER)]
+        return [d]
+    # a message from elsewhere (a summary, a marker, another provider's history): plain items
+    out: list[dict] = []
+    text = "\n".join(b.plain_text() for b in m.blocks if b.type == TEXT)
+    if text or not any(b.call_id or b.answers for b in m.blocks):
+        role = m.role if m.role in _MESSAGE_ROLES else "user"
+        out.append({"role": role, "content": text})
+    for b in m.blocks:
+        if b.type in (TOOL_USE, TOOL_RESULT):
+            out.append(_responses_block_item(b, m.role))
+    return out
+
+
+def _responses_block_item(b: Block, role: str) -> dict:
+    item = b.extra.get(ITEM)
+    if b.type == TEXT:  # an assistant message item: itself while its text is unchanged
+        if not isinstance(item, dict):
+            return {"role": role, "content": b.text or ""}
+        if _responses_text(item.get("content")) == (b.text or ""):
+            return dict(item)
+        content: Any = b.text or "" if isinstance(item.get("content"), str) else \
+            [{"type": "output_text", "text": b.text or "", "annotations": []}]
+        return {**item, "content": content}
+    if b.type == TOOL_USE:
+        if isinstance(item, dict) and item.get("type", "function_call") != "function_call":
+            return dict(item)
+        args = b.extra.get("arguments")
+        if not isinstance(args, str) or _parsed(args) != b.input:
+            args = json.dumps(b.input if b.input is not None else {}, ensure_ascii=False)
+        return {"type": "function_call", "call_id": b.id, "name": b.name or "", "arguments": args, **(item or {})}
+    if b.type == TOOL_RESULT:
+        rest = dict(item) if isinstance(item, dict) else {"type": "function_call_output"}
+        key = b.extra.get("link", "call_id")
+        out: dict[str, Any] = {k: v for k, v in rest.items() if k != _NO_OUTPUT}
+        out[key] = b.tool_use_id
+        if not rest.get(_NO_OUTPUT) or b.content is not None:
+            content = b.content
+            if not isinstance(content, (str, list, dict)):
+                content = "" if content is None else json.dumps(content, ensure_ascii=False)
+            out["output"] = content
+        return out
+    if b.type == OTHER:
+        return dict(b.extra)
+    return {"role": role if role in _MESSAGE_ROLES else "user", "content": b.plain_text()}

@@ -19,6 +19,8 @@ REDACTED_THINKING = "redacted_thinking"
 SERVER_TOOL_USE = "server_tool_use"
 SERVER_TOOL_RESULT = "server_tool_result"
 OTHER = "other"
+COMPACTION = "compaction"  # the type of an Anthropic compaction block and of a Responses compaction item
+PINNED = "_pinned"  # on a message's ``extra``: the unit holding it is never pruned, rewritten or spilled
 
 BLOCK_TYPES = (
     TEXT,
@@ -136,12 +138,23 @@ class Message:
     def copy(self) -> Message:
         return copy.deepcopy(self)
 
+    @property
+    def pinned(self) -> bool:
+        """Structurally pinned: it holds a compaction (the conversation's only summary of what came
+        before it) or was marked :data:`PINNED` by a converter (an output the server's own history needs)."""
+        return bool(self.extra.get(PINNED)) or any(is_compaction(b) for b in self.blocks)
+
     def shallow_copy(self) -> Message:
         """A copy with its own block objects that shares their payloads (tool input, result
         content, extra values). Enough to append to a context (which sets message and block
         fields, never edits payloads in place), and no recursion: payloads may be deeply nested."""
         return dataclasses.replace(self, blocks=[dataclasses.replace(b, extra=dict(b.extra)) for b in self.blocks],
                                    extra=dict(self.extra))
+
+
+def is_compaction(block: Block) -> bool:
+    """An Anthropic ``compaction`` block or a Responses ``compaction`` item (kept opaque, whole)."""
+    return block.type == OTHER and block.extra.get("type") == COMPACTION
 
 
 def content_digest(message: Message) -> str:

@@ -2,9 +2,12 @@
 
 A prune that splits a tool call from its result does not fail where it happens; it fails one
 request later, at the provider. These checks apply the providers' own structural rules to a raw
-request body (Anthropic Messages, OpenAI Chat Completions) so that the gate, the replay lab and the
-``prunegate validate`` command can say *before* sending that a body would be rejected, and why, in
-the provider's own words.
+request body (Anthropic Messages, OpenAI Chat Completions, OpenAI Responses) so that the gate, the
+replay lab and the ``prunegate validate`` command can say *before* sending that a body would be
+rejected, and why, in the provider's own words.
+
+Each rule is a small object with one ``check`` and the provider's 400 text; :data:`RULES` holds the
+ordered tuple of rules per format (docs/validate.md lists them).
 
 Pure standard library, one pass over the messages (O(n) in messages plus their content blocks), and
 total: any JSON value is accepted as ``body`` and bad structure comes back as ``malformed``
@@ -13,9 +16,8 @@ violations, never as an exception.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any, ClassVar, Protocol, TypeGuard
 
 ORPHAN_TOOL_RESULT = "orphan_tool_result"
 MISSING_TOOL_RESULT = "missing_tool_result"
@@ -24,6 +26,11 @@ FIRST_MESSAGE_NOT_USER = "first_message_not_user"
 TOOL_RESULT_NOT_FIRST = "tool_result_not_first"
 MALFORMED = "malformed"
 WRONG_PROVIDER = "wrong_provider"
+REASONING_WITHOUT_FOLLOWING = "reasoning_without_following_item"
+THINKING_NOT_FIRST = "thinking_not_first"
+THINKING_UNSIGNED = "thinking_unsigned"
+COMPACTION_MISPLACED = "compaction_misplaced"
+DUPLICATE_ITEM_ID = "duplicate_item_id"
 
 CODES = (
     ORPHAN_TOOL_RESULT,
@@ -33,9 +40,14 @@ CODES = (
     TOOL_RESULT_NOT_FIRST,
     MALFORMED,
     WRONG_PROVIDER,
+    REASONING_WITHOUT_FOLLOWING,
+    THINKING_NOT_FIRST,
+    THINKING_UNSIGNED,
+    COMPACTION_MISPLACED,
+    DUPLICATE_ITEM_ID,
 )
 
-PROVIDERS = ("anthropic", "openai")
+PROVIDERS = ("anthropic", "openai", "responses")
 
 
 @dataclass(frozen=True)
@@ -43,7 +55,7 @@ class Violation:
     """One reason the provider would reject the body.
 
     ``code`` is one of :data:`CODES` (stable, for programs); ``index`` is the position in
-    ``body["messages"]`` the provider would blame (``None`` for the body itself); ``ids`` are the
+    ``body["messages"]`` (``body["input"]`` for Responses) the provider would blame (``None`` for the body itself); ``ids`` are the
     tool call ids involved; ``message`` is the provider's own error text, as close as known.
     """
 
@@ -56,14 +68,23 @@ class Violation:
         return {"code": self.code, "index": self.index, "ids": list(self.ids), "message": self.message}
 
 
+class Rule(Protocol):
+    """One structural rule of one provider: ``check`` appends a :class:`Violation` (with the
+    provider's own 400 text) for each place ``items`` (the body's messages or input items) breaks it."""
+
+    code: str
+
+    def check(self, body: dict[str, Any], items: list[Any], out: list[Violation]) -> None: ...
+
+
 def validate(body: Any, provider: str) -> list[Violation]:
-    """All structural violations of ``body`` for ``provider`` ("anthropic" or "openai").
+    """All structural violations of ``body`` for ``provider`` ("anthropic", "openai" or "responses").
 
     An empty list means the provider would accept the body's message structure. Violations are
     ordered by message index (body-level ones first).
     """
-    check = _VALIDATORS.get(provider)
-    if check is None:
+    rules = RULES.get(provider)
+    if rules is None:
         raise ValueError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
     if not isinstance(body, dict):
         return [_malformed(None, f"request body must be a JSON object, got {_kind(body)}")]
@@ -72,15 +93,17 @@ def validate(body: Any, provider: str) -> list[Violation]:
     if shape is not None and shape[0] != provider:  # said first: the other findings follow from it
         out.append(Violation(WRONG_PROVIDER, None, (),
                              f"this is {_API[shape[0]]} body ({shape[1]}), not {_API[provider]} body"))
-    messages = _messages(body, provider, out)
-    if messages is not None:
-        check(messages, out)
+    items = _input_items(body, out) if provider == "responses" else _messages(body, provider, out)
+    if items is not None:
+        for rule in rules:
+            rule.check(body, items, out)
     out.sort(key=lambda v: -1 if v.index is None else v.index)
     return out
 
 
-_API = {"anthropic": "an Anthropic Messages", "openai": "an OpenAI Chat Completions"}
-_ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use")
+_API = {"anthropic": "an Anthropic Messages", "openai": "an OpenAI Chat Completions",
+        "responses": "an OpenAI Responses API"}
+_ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use", "compaction")
 _OPENAI_BLOCKS = ("image_url", "input_audio", "refusal")
 _OPENAI_ONLY_ROLES = ("tool", "system", "developer", "function")
 
@@ -88,7 +111,10 @@ _OPENAI_ONLY_ROLES = ("tool", "system", "developer", "function")
 def shape_of(body: dict[str, Any]) -> tuple[str, str] | None:
     """``(provider, evidence)`` when the body is clearly one provider's shape (features only it
     has: a top-level ``system`` or ``tool_use`` blocks for Anthropic; ``tool``/``system`` roles,
-    ``tool_calls`` or ``tool_call_id`` for OpenAI), None when plain or mixed."""
+    ``tool_calls`` or ``tool_call_id`` for OpenAI; an ``input`` and no ``messages`` for the
+    Responses API), None when plain or mixed."""
+    if "input" in body and "messages" not in body:
+        return "responses", "an 'input' and no 'messages'"
     anthropic: str | None = "a top-level 'system'" if "system" in body else None
     openai: str | None = None
     messages = body.get("messages")
@@ -431,7 +457,274 @@ def _validate_openai(messages: list[Any], out: list[Violation]) -> None:
         out.append(_openai_missing(pending_at, unanswered))
 
 
-_VALIDATORS: dict[str, Callable[[list[Any], list[Violation]], None]] = {
-    "anthropic": _validate_anthropic,
-    "openai": _validate_openai,
+
+class OpenAIToolPairing:
+    """Chat Completions: every ``tool_calls`` id answered by the tool messages right after it, once;
+    every tool message answers a call of the assistant message before it."""
+
+    code = ORPHAN_TOOL_RESULT
+
+    def check(self, body: dict[str, Any], items: list[Any], out: list[Violation]) -> None:
+        _validate_openai(items, out)
+
+
+class AnthropicToolPairing:
+    """Messages API: the first message is a user turn; every ``tool_use`` is answered by a
+    ``tool_result`` at the start of the next user message; server tool results follow their call."""
+
+    code = ORPHAN_TOOL_RESULT
+
+    def check(self, body: dict[str, Any], items: list[Any], out: list[Violation]) -> None:
+        _validate_anthropic(items, out)
+
+
+# --- Anthropic thinking and compaction -----------------------------------------------------------
+
+_THINKING = ("thinking", "redacted_thinking")
+
+
+def _thinking_enabled(body: dict[str, Any]) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _blocks_of(msg: Any) -> list[Any]:
+    content = msg.get("content") if isinstance(msg, dict) else None
+    return content if isinstance(content, list) else []
+
+
+def _turn_in_progress(items: list[Any]) -> int | None:
+    """The index of the final assistant message when the request continues its turn (everything after
+    it is user content made only of ``tool_result`` blocks), else None."""
+    for i in range(len(items) - 1, -1, -1):
+        msg = items[i]
+        if not isinstance(msg, dict):
+            return None
+        if msg.get("role") == "assistant":
+            return i if i < len(items) - 1 else None
+        blocks = _blocks_of(msg)
+        if msg.get("role") != "user" or not blocks or \
+                not all(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
+            return None
+    return None
+
+
+class ThinkingLeadsTurn:
+    """With thinking enabled, the assistant message whose tool use the request continues starts with
+    its thinking (or redacted_thinking) block; a compaction block may come before it."""
+
+    code = THINKING_NOT_FIRST
+    text: ClassVar[str] = (
+        "messages.{i}.content.{j}.type: Expected `thinking` or `redacted_thinking`, but found `{found}`. "
+        "When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding "
+        "the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks "
+        "from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation "
+        "at https://docs.claude.com/en/docs/build-with-claude/extended-thinking")
+
+    def check(self, body: dict[str, Any], items: list[Any], out: list[Violation]) -> None:
+        if not _thinking_enabled(body):
+            return
+        i = _turn_in_progress(items)
+        if i is None:
+            return
+        blocks = _blocks_of(items[i])
+        content = items[i].get("content")
+        j = 0
+        while j < len(blocks) and isinstance(blocks[j], dict) and blocks[j].get("type") == "compaction":
+            j += 1
+        first = blocks[j] if j < len(blocks) else None
+        kind = first.get("type") if isinstance(first, dict) else None
+        if kind not in _THINKING:
+            found = "text" if isinstance(content, str) else (kind or "nothing")
+            out.append(Violation(self.code, i, (), self.text.format(i=i, j=j, found=found)))
+
+
+class ThinkingSigned:
+    """Thinking blocks travel back unchanged: a ``thinking`` block keeps its ``signature``, a
+    ``redacted_thinking`` block its ``data`` (a gate that rewrites or drops either breaks the turn)."""
+
+    code = THINKING_UNSIGNED
+    text: ClassVar[str] = "messages.{i}.content.{j}.{kind}.{key}: Field required"
+
+    def check(self, body: dict[str, Any], items: list[Any], out: list[Violation]) -> None:
+        for i, msg in enumerate(items):
+            for j, block in enumerate(_blocks_of(msg)):
+                kind = block.get("type") if isinstance(block, dict) else None
+                key = {"thinking": "signature", "redacted_thinking": "data"}.get(kind or "")
+                if key is not None and not _is_id(block.get(key)):
+                    out.append(Violation(self.code, i, (), self.text.format(i=i, j=j, kind=kind, key=key)))
+
+
+class CompactionInAssistant:
+    """A ``compaction`` block (server-side compaction, ``compact_20260112``) comes back in the
+    assistant message it arrived in, with its ``content``."""
+
+    code = COMPACTION_MISPLACED
+    text: ClassVar[str] = "messages.{i}.content.{j}: `compaction` blocks are only allowed in `assistant` messages"
+
+    def check(self, body: dict[str, Any], items: list[Any], out: list[Violation]) -> None:
+        for i, msg in enumerate(items):
+            for j, block in enumerate(_blocks_of(msg)):
+                if isinstance(block, dict) and block.get("type") == "compaction" and msg.get("role") != "assistant":
+                    out.append(Violation(self.code, i, (), self.text.format(i=i, j=j)))
+
+
+# --- OpenAI Responses API ------------------------------------------------------------------------
+
+_RESPONSES_ROLES = ("user", "assistant", "system", "developer")
+# call items and the key their output answers with; outputs and the key they answer by
+_CALLS = {"function_call": "call_id", "custom_tool_call": "call_id", "computer_call": "call_id",
+          "local_shell_call": "call_id", "shell_call": "call_id", "apply_patch_call": "call_id",
+          "mcp_approval_request": "id", "program": "call_id"}
+_OUTPUTS = {"function_call_output": "call_id", "custom_tool_call_output": "call_id",
+            "computer_call_output": "call_id", "local_shell_call_output": "id", "shell_call_output": "call_id",
+            "apply_patch_call_output": "call_id", "mcp_approval_response": "approval_request_id",
+            "program_output": "call_id"}
+_NEEDS_OUTPUT = ("function_call", "custom_tool_call")  # the calls the API refuses to see unanswered
+_FOLLOWERS = frozenset({"function_call", "custom_tool_call", "computer_call", "local_shell_call", "shell_call",
+                        "apply_patch_call", "mcp_approval_request", "program", "web_search_call",
+                        "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call",
+                        "mcp_list_tools", "tool_search_call", "tool_search_output", "item_reference", "message"})
+
+
+def _item_type(item: Any) -> str | None:
+    if not isinstance(item, dict):
+        return None
+    kind = item.get("type")
+    if isinstance(kind, str):
+        return kind
+    if "role" in item:
+        return "message"
+    return "item_reference" if set(item) == {"id"} else None
+
+
+def _input_items(body: dict[str, Any], out: list[Violation]) -> list[Any] | None:
+    """``body["input"]`` as a list of items (a string is one user message); otherwise why not."""
+    if "input" not in body:
+        if "messages" in body:
+            out.append(_malformed(None, "Unrecognized request argument supplied: messages"))
+        return None
+    items = body["input"]
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    if not isinstance(items, list):
+        out.append(_malformed(None, f"Invalid type for 'input': expected one of a string or array of input "
+                                    f"items, but got {_kind(items)} instead."))
+        return None
+    return items
+
+
+class ResponsesItemShape:
+    """Every item an object with a known role (messages) and the id its call or output pairs by."""
+
+    code = MALFORMED
+
+    def check(self, body: dict[str, Any], items: list[Any], out: list[Violation]) -> None:
+        for i, item in enumerate(items):
+            kind = _item_type(item)
+            if not isinstance(item, dict):
+                out.append(_malformed(i, f"Invalid type for 'input[{i}]': expected an object, but got "
+                                         f"{_kind(item)} instead."))
+            elif kind is None:
+                out.append(_malformed(i, f"Missing required parameter: 'input[{i}].type'."))
+            elif kind == "message" and item.get("role") not in _RESPONSES_ROLES:
+                out.append(_malformed(i, f"Invalid value: {item.get('role')!r}. Supported values are: "
+                                         f"'assistant', 'system', 'developer', and 'user'. (input[{i}].role)"))
+            else:
+                key = _CALLS.get(kind) or _OUTPUTS.get(kind)
+                if key is not None and not _is_id(item.get(key)):
+                    out.append(_malformed(i, f"Missing required parameter: 'input[{i}].{key}'."))
+                if kind == "compaction" and not _is_id(item.get("encrypted_content")):
+                    out.append(_malformed(i, f"Missing required parameter: 'input[{i}].encrypted_content'."))
+
+
+class ReasoningFollowed:
+    """A ``reasoning`` item comes with the item the same response produced after it (a call, a
+    server tool item, the assistant message): sending it alone, or before an item of another turn,
+    is refused."""
+
+    code = REASONING_WITHOUT_FOLLOWING
+    text: ClassVar[str] = "Item '{id}' of type 'reasoning' was provided without its required following item."
+
+    def check(self, body: dict[str, Any], items: list[Any], out: list[Violation]) -> None:
+        for i, item in enumerate(items):
+            if _item_type(item) != "reasoning":
+                continue
+            j = i + 1
+            while j < len(items) and _item_type(items[j]) == "reasoning":
+                j += 1
+            nxt = items[j] if j < len(items) else None
+            kind = _item_type(nxt)
+            follows = kind in _FOLLOWERS and (kind != "message" or (isinstance(nxt, dict)
+                                                                   and nxt.get("role") == "assistant"))
+            if not follows:
+                rid = str(item.get("id", ""))
+                out.append(Violation(self.code, i, (rid,) if rid else (), self.text.format(id=rid)))
+
+
+def _server_holds_calls(body: dict[str, Any], items: list[Any]) -> bool:
+    """Calls may live outside ``input``: in ``previous_response_id``, a ``conversation`` or a referenced item."""
+    return bool(body.get("previous_response_id")) or bool(body.get("conversation")) or \
+        any(_item_type(item) == "item_reference" for item in items)
+
+
+class OutputHasCall:
+    """A call output answers a call made earlier in the input (or held by the server, when the body
+    continues ``previous_response_id``, a ``conversation`` or references items)."""
+
+    code = ORPHAN_TOOL_RESULT
+    text: ClassVar[str] = "No tool call found for {what} with call_id {id}."
+
+    def check(self, body: dict[str, Any], items: list[Any], out: list[Violation]) -> None:
+        if _server_holds_calls(body, items):
+            return
+        issued: set[str] = set()
+        for i, item in enumerate(items):
+            kind = _item_type(item)
+            if kind in _CALLS and _is_id(item.get(_CALLS[kind])):
+                issued.add(item[_CALLS[kind]])
+            elif kind in _OUTPUTS:
+                cid = item.get(_OUTPUTS[kind])
+                if _is_id(cid) and cid not in issued:
+                    out.append(Violation(self.code, i, (cid,), self.text.format(what=kind.replace("_", " "),
+                                                                                 id=cid)))
+
+
+class CallHasOutput:
+    """A function (or custom tool) call in the input is answered by its output item."""
+
+    code = MISSING_TOOL_RESULT
+    text: ClassVar[str] = "No tool output found for {what} {id}."
+
+    def check(self, body: dict[str, Any], items: list[Any], out: list[Violation]) -> None:
+        answered = {item.get(_OUTPUTS[k]) for item in items if (k := _item_type(item)) in _OUTPUTS}
+        for i, item in enumerate(items):
+            kind = _item_type(item)
+            if kind in _NEEDS_OUTPUT and _is_id(item.get("call_id")) and item["call_id"] not in answered:
+                what = "function call" if kind == "function_call" else "custom tool call"
+                out.append(Violation(self.code, i, (item["call_id"],),
+                                     self.text.format(what=what, id=item["call_id"])))
+
+
+class UniqueItemIds:
+    """No item id appears twice in the input."""
+
+    code = DUPLICATE_ITEM_ID
+    text: ClassVar[str] = "Duplicate item found with id {id}. Remove duplicate items from your input and try again."
+
+    def check(self, body: dict[str, Any], items: list[Any], out: list[Violation]) -> None:
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            iid = item.get("id") if isinstance(item, dict) and _item_type(item) != "item_reference" else None
+            if not _is_id(iid):
+                continue
+            if iid in seen:
+                out.append(Violation(self.code, i, (iid,), self.text.format(id=iid)))
+            seen.add(iid)
+
+
+RULES: dict[str, tuple[Rule, ...]] = {
+    "anthropic": (AnthropicToolPairing(), ThinkingLeadsTurn(), ThinkingSigned(), CompactionInAssistant()),
+    "openai": (OpenAIToolPairing(),),
+    "responses": (ResponsesItemShape(), ReasoningFollowed(), OutputHasCall(), CallHasOutput(), UniqueItemIds()),
 }
