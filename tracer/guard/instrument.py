@@ -42,6 +42,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import Status, StatusCode
 
 from policies import convert
 from policies.context import Context
@@ -67,6 +68,10 @@ from tracer.store.text import scrub
 
 log = logging.getLogger(sn.SCOPE)
 PROVIDERS = (convert.ANTHROPIC, convert.OPENAI)
+REWRITTEN = "history rewritten"  # the removal cause when a keyed conversation's framework rewrote its history
+# what belongs to one conversation; the guard holds the current one's in these attributes, the others parked
+_PER_CONVERSATION = ("_session", "_context", "runtime", "observer", "_fps", "_ids", "_out", "_chat", "_root",
+                     "_next_session_id", "_requests", "_rewrites")
 
 
 class PruneGuard:
@@ -85,6 +90,12 @@ class PruneGuard:
     ``meter_provider``, or a Prometheus endpoint on ``metrics_port`` (127.0.0.1), or the global meter
     provider when one is set up. Framework adapters
     (:mod:`policies.adapters`, docs/frameworks.md) call :meth:`gate_messages`.
+
+    One guard can serve many conversations at once: a request given a ``conversation`` key (the
+    framework's own identity of it: a LangGraph thread id, an Agents SDK group id) goes to that
+    conversation's own context and session, and a history the framework rewrote under the same key
+    (a summary middleware) is rebuilt in the same session. Without a key, requests share one
+    conversation, and a history that stops being append-only starts a new session.
     """
 
     def __init__(
@@ -132,17 +143,21 @@ class PruneGuard:
         self._side_effects = side_effects
         self.tracer_provider, self._owns_provider = guard_tracer_provider(store, tracer_provider, otlp_endpoint)
         self.metrics = resolve_metrics(meter_provider, metrics_port)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._chat: ChatCall | None = None
         self.errors = 0  # bodies passed through unchanged because the guard could not handle them
         self.last_error: str | None = None
         self.last_decision: Decision | None = None
         self.last_violations: list[Violation] = []
-        self.requests = 0
+        self.requests = 0  # requests gated, over every conversation
         self.text_replaced = 0  # code points of the bodies that were not valid Unicode (lone surrogates)
         self._next_session_id = session_id or uuid.uuid4().hex
         self._root: dict[str, Any] = {}
         self._session: TracedSession | None = None  # started by the first request: an unused guard records nothing
+        self._requests = 0  # ... of the current conversation's session
+        self._rewrites = 0
+        self._key: str | None = None  # the current conversation's key (None: the default conversation)
+        self._parked: dict[str | None, dict[str, Any]] = {}  # the other conversations' state
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -178,19 +193,50 @@ class PruneGuard:
         self._fps: list[str] = []  # fingerprints of the history items absorbed so far
         self._ids: list[str] = []  # their message ids in the context
         self._out: tuple[list[str], list[str]] = ([], [])  # fingerprints and ids of what the last request sent
+        self._requests = self._rewrites = 0
 
     @property
     def session_id(self) -> str:
         """The current session's id (known before the first request starts it)."""
         return self._session.session_id if self._session is not None else self._next_session_id
 
-    def close(self) -> None:
-        """End the open model call and the session; flush the store pipeline the guard set up."""
+    @property
+    def conversations(self) -> dict[str | None, str]:
+        """Each conversation key the guard has served (None: requests without one) -> its session id."""
         with self._lock:
-            self._end_chat()
+            out = {k: st["_session"].session_id for k, st in self._parked.items() if st["_session"] is not None}
             if self._session is not None:
-                self._session.end({sn.REQUESTS: self.requests, sn.GUARD_ERRORS: self.errors,
-                                   sn.TEXT_REPLACED: self.text_replaced or None})
+                out[self._key] = self._session.session_id
+            return out
+
+    def _switch(self, key: str | None) -> None:
+        """Make ``key``'s conversation the current one; the current one's state is parked."""
+        if key is not None and not isinstance(key, str):
+            key = str(key)
+        if key == self._key:
+            return
+        self._parked[self._key] = {a: getattr(self, a, None) for a in _PER_CONVERSATION}
+        state = self._parked.pop(key, None)
+        if state is None:
+            state = dict.fromkeys(_PER_CONVERSATION)
+            state.update(_root={sn.SESSION_KEY: key} if key is not None else {},
+                         _next_session_id=uuid.uuid4().hex, _requests=0, _rewrites=0)
+        for attr, value in state.items():
+            setattr(self, attr, value)
+        self._key = key
+
+    def close(self) -> None:
+        """End the open model calls and the sessions; flush the store pipeline the guard set up."""
+        with self._lock:
+            for key in [*self._parked, self._key]:
+                self._switch(key)
+                self._end_chat()
+                if self._session is not None:
+                    end = {sn.REQUESTS: self._requests, sn.GUARD_ERRORS: self.errors,
+                           sn.TEXT_REPLACED: self.text_replaced or None}
+                    if self._key is not None:
+                        end[sn.SESSION_REWRITES] = self._rewrites
+                    self._session.end(end)
         flush_if_owned(self.tracer_provider, self._owns_provider)
 
     def __enter__(self) -> PruneGuard:
@@ -200,20 +246,22 @@ class PruneGuard:
         self.close()
 
     # ------------------------------------------------------------------ the request path
-    def gate(self, body: Any) -> dict[str, Any]:
+    def gate(self, body: Any, *, conversation: str | None = None) -> dict[str, Any]:
         """The body to send instead of ``body``: same request keys, the gated messages.
 
-        Raises :class:`HardCeilingExceeded` when the hard ceiling cannot hold; any other trouble
-        is logged and counted (:attr:`errors`) and ``body`` is returned unchanged.
+        ``conversation`` keys the conversation (see the class). Raises :class:`HardCeilingExceeded`
+        when the hard ceiling cannot hold; any other trouble is logged, counted (:attr:`errors`),
+        traced (a ``prunegate.passthrough`` span) and ``body`` is returned unchanged.
         """
         with self._lock:
-            self._end_chat()
             try:
+                self._switch(conversation)
+                self._end_chat()
                 return self._gate(body)
             except HardCeilingExceeded:
                 raise
             except Exception as exc:  # noqa: BLE001 - the guard must never break the agent
-                self._passed_through(exc)
+                self.passed_through(exc, "gate")
                 return body if isinstance(body, dict) else plain(body)
 
     def _gate(self, body: Any) -> dict[str, Any]:
@@ -232,18 +280,21 @@ class PruneGuard:
         self._open_chat(out, self.last_decision)
         return out
 
-    def gate_messages(self, messages: Sequence[Message], extra: Mapping[str, Any] | None = None) -> list[Message]:
+    def gate_messages(self, messages: Sequence[Message], extra: Mapping[str, Any] | None = None, *,
+                      conversation: str | None = None) -> list[Message]:
         """The gated messages to send instead of ``messages`` (the framework adapters' entry point).
 
         ``messages`` is the whole history as :class:`~policies.messages.Message` objects (from a
         converter in :mod:`policies.adapters`), ``extra`` the request's other keys (tools,
         instructions). Returns copies of the context's messages, rewrites and summaries included.
-        Like :meth:`gate`, it never breaks the agent: on trouble it logs, counts and returns
-        ``messages`` unchanged; :class:`HardCeilingExceeded` is the one exception it raises.
+        ``conversation`` keys the conversation (see the class). Like :meth:`gate`, it never breaks
+        the agent: on trouble it logs, counts, traces and returns ``messages`` unchanged;
+        :class:`HardCeilingExceeded` is the one exception it raises.
         """
         with self._lock:
-            self._end_chat()
             try:
+                self._switch(conversation)
+                self._end_chat()
                 items = list(messages)
                 fps = [_history.message_fingerprint(m) for m in items]
                 self._absorb(items, fps, dict(extra or {}), lambda new, at: [m.copy() for m in new])
@@ -254,21 +305,37 @@ class PruneGuard:
             except HardCeilingExceeded:
                 raise
             except Exception as exc:  # noqa: BLE001 - the guard must never break the agent
-                self._passed_through(exc)
+                self.passed_through(exc, "gate_messages")
                 return list(messages)
 
     def _observer_failed(self, exc: BaseException) -> None:
         if self.metrics is not None:
             self.metrics.error("observer")
 
-    def _passed_through(self, exc: Exception) -> None:
-        """Count a request the guard could not handle (sent unchanged); log the first one."""
-        self.errors += 1
-        if self.metrics is not None:
-            self.metrics.pass_through(exc)
-        self.last_error = f"{type(exc).__name__}: {exc}"
-        if self.errors == 1:
-            log.warning("prunegate guard: passing the request through unchanged: %s", self.last_error)
+    def passed_through(self, exc: BaseException, where: str) -> None:
+        """Count, log (WARNING) and trace a request sent unchanged because it could not be handled.
+
+        The guard calls it for a body it cannot read; framework adapters call it for a history they
+        cannot convert (``where`` names them). Never raises.
+        """
+        with self._lock:
+            self.errors += 1
+            if self.metrics is not None:
+                self.metrics.pass_through(exc)
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("prunegate guard (%s): passing the request through unchanged (%d so far): %s",
+                        where, self.errors, self.last_error)
+            attrs = {sn.GUARD_ERROR: self.last_error, sn.GUARD_WHERE: where}
+            try:
+                self.session.emit(sn.PASSTHROUGH, attrs, seq=self.context.seq, error=self.last_error)
+            except Exception:  # noqa: BLE001 - the session itself could not start: a span of its own
+                try:
+                    span = self.tracer_provider.get_tracer(sn.SCOPE).start_span(
+                        sn.PASSTHROUGH, attributes={**attrs, sn.SESSION_ID: self.session_id})
+                    span.set_status(Status(StatusCode.ERROR, self.last_error))
+                    span.end()
+                except Exception as exc2:  # noqa: BLE001 - tracing never breaks the agent
+                    log.warning("prunegate guard: could not trace the pass-through: %r", exc2)
 
     def _sent_ids(self) -> list[str]:
         """Context ids in the order :meth:`render` sends them (an Anthropic system prompt first)."""
@@ -293,19 +360,30 @@ class PruneGuard:
             self._fps, self._ids = list(sent_fps), list(sent_ids)
             n = len(self._fps)
         elif fps[:n] != self._fps and not self._rewrite_system(items, fps):
-            at = _history.first_difference(fps, self._fps)
-            old = self.session.session_id
-            self.session.end({sn.SESSION_DIVERGED_AT: at})
-            log.info("prunegate guard: history changed at item %d; starting a new session", at)
-            self._root = {sn.SESSION_PREVIOUS: old}
-            self._start()
-            n = 0
+            if self._key is not None:
+                # the framework rewrote its own history (a summary, a removal): same conversation, same
+                # session; the context is rebuilt from the new history and the gate checks it afresh
+                self._rewrites += 1
+                log.info("prunegate guard: conversation %r rewrote its history at item %d; rebuilding the context",
+                         self._key, _history.first_difference(fps, self._fps))
+                self.context.remove_messages([m.id for m in self.context.iter_messages()], cause=REWRITTEN)
+                self._fps, self._ids = [], []
+                n = 0
+            else:
+                at = _history.first_difference(fps, self._fps)
+                old = self.session.session_id
+                self.session.end({sn.SESSION_DIVERGED_AT: at})
+                log.info("prunegate guard: history changed at item %d; starting a new session", at)
+                self._root = {sn.SESSION_PREVIOUS: old}
+                self._start()
+                n = 0
         self.context.request_extra = rest
         for fp, msg in zip(fps[n:], to_messages(items[n:], n), strict=True):
             self.context.append(msg)
             self._fps.append(fp)
             self._ids.append(msg.id)
         self.requests += 1
+        self._requests += 1
         self.last_decision = self.runtime.check(self.context)
 
     def _rewrite_system(self, items: list[Any], fps: list[str]) -> bool:
@@ -356,9 +434,12 @@ class PruneGuard:
         wanted = set(call_ids)
         return [m.id for m in self.context.iter_messages() if wanted & {*m.call_ids, *m.answered_ids}]
 
-    def record_response(self, response: Any = None, *, error: BaseException | Mapping[str, Any] | None = None) -> None:
-        """Finish the model call opened by :meth:`gate`: the response (dict or SDK object), or the error."""
+    def record_response(self, response: Any = None, *, error: BaseException | Mapping[str, Any] | None = None,
+                        conversation: str | None = None) -> None:
+        """Finish the model call :meth:`gate` opened (in ``conversation``): the response (dict or SDK
+        object), or the error."""
         with self._lock:
+            self._switch(conversation)
             chat, self._chat = self._chat, None
             if chat is None:
                 return

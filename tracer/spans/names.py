@@ -28,10 +28,11 @@ VIOLATION = "prunegate.violation"
 TRACER_STATS = "prunegate.tracer.stats"  # one row per pipeline shutdown, written by the store sink
 ANNOTATION = "prunegate.annotation"  # a person's label and note on a session, a decision or a violation
 COMPARISON = "prunegate.comparison"  # a saved comparison: its parameters and results (no session)
+PASSTHROUGH = "prunegate.passthrough"  # a live request the guard could not handle, sent unchanged
 
 DECISION_SPANS: tuple[str, ...] = (PRUNE, DEFER, SPILL, REINJECT, FAIL)  # children of a budget check
 SPAN_NAMES: tuple[str, ...] = (SESSION, MESSAGE, UNIT_CLOSE, BUDGET_CHECK, *DECISION_SPANS, VIOLATION, TRACER_STATS,
-                                ANNOTATION, COMPARISON)
+                                ANNOTATION, COMPARISON, PASSTHROUGH)
 # spans people add after the fact: never part of a session's events, counts or activity times
 AFTERWARDS_SPANS: tuple[str, ...] = (ANNOTATION, COMPARISON)
 
@@ -55,6 +56,11 @@ SESSION_PREVIOUS = "prunegate.session.previous"
 SESSION_DIVERGED_AT = "prunegate.session.diverged_at"
 REQUESTS = "prunegate.requests"
 GUARD_ERRORS = "prunegate.guard.errors"
+SESSION_KEY = "prunegate.session.key"  # live sessions: the framework's conversation identity (thread id, ...)
+SESSION_REWRITES = "prunegate.session.rewrites"  # live keyed sessions, at the end: histories the framework rewrote
+# a passthrough span: what the guard could not handle, and where
+GUARD_ERROR = "prunegate.guard.error"
+GUARD_WHERE = "prunegate.guard.where"
 SHADOW_RUNS = "prunegate.shadow.runs"
 # imported sessions: where the conversation came from
 SESSION_FORMAT = "prunegate.session.format"

@@ -128,6 +128,14 @@ def test_a_body_the_guard_cannot_read_passes_through_unchanged(rec, caplog):
     assert "passing the request through unchanged" in caplog.text
     assert pg.gate({"messages": "nope"}) == {"messages": "nope"}
     assert pg.errors == 2
+    assert caplog.text.count("passing the request through unchanged") == 2, "a WARNING for each one"
+    pg.close()
+    spans = rec.named("prunegate.passthrough")
+    assert [s.attributes["prunegate.guard.where"] for s in spans] == ["gate", "gate"]
+    assert "missing its 'id'" in spans[0].attributes["prunegate.guard.error"]
+    assert all(s.status.status_code == StatusCode.ERROR for s in spans)
+    assert {s.attributes["prunegate.session.id"] for s in spans} == {pg.session_id}
+    assert rec.one("prunegate.session").attributes["prunegate.guard.errors"] == 2
 
 
 def test_sdk_objects_in_the_history_are_accepted(rec):
