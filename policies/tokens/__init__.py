@@ -15,11 +15,13 @@ default for a provider. ``bench/bench_tokens.py`` measures all of them against r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from ..messages import Block, Message
+from ..messages import OTHER, Block, Message
+from .media import media_tokens, split_media
 
 MESSAGE_OVERHEAD = 4
 BLOCK_OVERHEAD = 3
@@ -66,12 +68,21 @@ class ApproxTokenCounter:
         return MESSAGE_OVERHEAD + sum(self.count_block(b) for b in message.blocks)
 
     def count_block(self, block: Block) -> int:
+        if block.type == OTHER:
+            media = media_tokens(block.extra)
+            if media is not None:  # an image, a document, audio: the provider's rule, never its base64
+                return BLOCK_OVERHEAD + media
+        media = 0
+        if block.answers and isinstance(block.content, list):  # a tool result may carry images
+            media, rest = split_media(block.content)
+            if media:
+                block = dataclasses.replace(block, content=rest)
         text = block.plain_text()
         if block.type in ("tool_use", "server_tool_use") and not isinstance(block.input, str):
             text = f"{block.name or ''}{json.dumps(block.input, ensure_ascii=False, separators=(',', ':'))}"
         if block.answers and _looks_json(text):  # dense JSON: more tokens per character than prose
-            return BLOCK_OVERHEAD + self._tokens(text, self.json_chars_per_token)
-        return BLOCK_OVERHEAD + self._tokens(text)
+            return BLOCK_OVERHEAD + media + self._tokens(text, self.json_chars_per_token)
+        return BLOCK_OVERHEAD + media + self._tokens(text)
 
     def count_request_extra(self, extra: Mapping[str, Any], *, has_system: bool = False) -> int:
         tools = extra.get("tools") or []
@@ -98,19 +109,21 @@ def request_overhead(counter: TokenCounter, extra: Mapping[str, Any], *, has_sys
     return DEFAULT_COUNTER.count_request_extra(extra, has_system=has_system)
 
 
-def counter_for(provider: str | None) -> TokenCounter:
-    """The most exact counter installed for ``provider``: tiktoken (o200k_base) for OpenAI when the
-    ``tokens`` extra is installed, the calibrated counter for Anthropic, else the approximation."""
+def counter_for(provider: str | None, model: str | None = None) -> TokenCounter:
+    """The most exact counter installed for ``provider``: tiktoken for OpenAI when the ``tokens``
+    extra is installed (encoding and framing chosen by ``model``: harmony for gpt-5, the o-series
+    and gpt-oss), the calibrated counter for Anthropic, else the approximation. ``model`` also
+    picks the image rule (OpenAI's tiles or patches by family)."""
     if provider == "openai":
         from .bpe import TiktokenCounter, available  # noqa: PLC0415 - optional extra
 
         if available():
-            return TiktokenCounter()
+            return TiktokenCounter(model=model)
         return DEFAULT_COUNTER
     if provider == "anthropic":
         from .calibrated import AnthropicCounter  # noqa: PLC0415
 
-        return AnthropicCounter()
+        return AnthropicCounter(model=model)
     return DEFAULT_COUNTER
 
 

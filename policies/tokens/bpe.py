@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import PolicyError
 from ..messages import OTHER, REDACTED_THINKING, TEXT, THINKING, TOOL_USE, Block, Message
+from .media import media_tokens, split_media
 
 ENCODINGS = ("o200k_base", "cl100k_base")
 FRAMINGS = ("chat", "harmony")
@@ -35,6 +36,27 @@ _LOCK = threading.Lock()
 RESULT_NAME = "functions.tool"  # a result's speaker when its call's name is unknown (~ the mean name)
 _BOOKKEEPING = ("id", "call_id", "status", "execution")
 HARMONY_SYSTEM = "# Valid channels: analysis, commentary, final. Channel must be included for every message."
+
+
+HARMONY_MODELS = ("gpt-5", "o1", "o3", "o4", "gpt-oss", "codex")
+CL100K_MODELS = ("gpt-4-", "gpt-4", "gpt-3.5", "text-embedding-3", "text-embedding-ada")
+
+
+def framing_for(model: str | None) -> str:
+    """``harmony`` for the models trained on it (gpt-5, the o-series, gpt-oss, codex), else ``chat``.
+
+    Matched on the model name with any provider prefix (``openai/``, ``azure/``) dropped.
+    """
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    return "harmony" if name.startswith(HARMONY_MODELS) else "chat"
+
+
+def encoding_for(model: str | None) -> str:
+    """``cl100k_base`` for gpt-4 (not 4o/4.1/4.5) and gpt-3.5, else ``o200k_base``."""
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    if name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5")):
+        return "o200k_base"
+    return "cl100k_base" if name.startswith(CL100K_MODELS) else "o200k_base"
 
 
 def available() -> bool:
@@ -89,12 +111,13 @@ def load_encoding(name: str = "o200k_base") -> Any:
 class TiktokenCounter:
     """Exact BPE counts of messages and of whole requests in OpenAI's framing (see the module doc)."""
 
-    def __init__(self, encoding: str = "o200k_base", framing: str = "chat") -> None:
-        if framing not in FRAMINGS:
-            raise PolicyError(f"unknown framing {framing!r}; choose one of {', '.join(FRAMINGS)}")
-        self.encoding = encoding
-        self.framing = framing
-        self._enc = load_encoding(encoding)
+    def __init__(self, encoding: str | None = None, framing: str = "auto", model: str | None = None) -> None:
+        if framing != "auto" and framing not in FRAMINGS:
+            raise PolicyError(f"unknown framing {framing!r}; choose auto or one of {', '.join(FRAMINGS)}")
+        self.model = model
+        self.encoding = encoding or encoding_for(model)
+        self.framing = framing_for(model) if framing == "auto" else framing
+        self._enc = load_encoding(self.encoding)
 
     def tokens(self, text: str) -> int:
         """BPE tokens of ``text`` (special-token text counted as plain text, as the API does)."""
@@ -103,10 +126,15 @@ class TiktokenCounter:
     # ------------------------------------------------------------------ messages
     def count(self, message: Message) -> int:
         harmony = self.framing == "harmony"
-        texts = [_block_text(b) for b in message.blocks if b.type in (TEXT, THINKING, REDACTED_THINKING, OTHER)]
+        n = 0
+        texts = []
+        for b in message.blocks:
+            if b.type == OTHER and (media := media_tokens(b.extra, provider="openai", model=self.model)) is not None:
+                n += media  # an image, a file, audio: OpenAI's rule, never its base64 as text
+            elif b.type in (TEXT, THINKING, REDACTED_THINKING, OTHER):
+                texts.append(_block_text(b))
         calls = [b for b in message.blocks if b.type == TOOL_USE or b.call_id]
         results = [b for b in message.blocks if b.answers]
-        n = 0
         text = "".join(texts)
         if text or not (calls or results):
             role = "developer" if message.role == "developer" else message.role
@@ -115,10 +143,12 @@ class TiktokenCounter:
                 n += 2  # <|channel|>final
         for b in results:
             speaker = f"functions.{b.name}" if b.name else RESULT_NAME
+            media, content = split_media(b.content, provider="openai", model=self.model)
+            n += media
             if harmony:
-                n += 5 + self.tokens(f"{speaker} to=assistant") + self.tokens(_result_text(b.content))
+                n += 5 + self.tokens(f"{speaker} to=assistant") + self.tokens(_result_text(content))
             else:
-                n += 3 + self.tokens(speaker) + self.tokens(_result_text(b.content))
+                n += 3 + self.tokens(speaker) + self.tokens(_result_text(content))
         if harmony:
             for b in calls:
                 n += 5 + self.tokens("assistant") + self.tokens(f" to=functions.{b.name} ") + self.tokens("json") \

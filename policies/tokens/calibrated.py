@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..messages import OTHER, REDACTED_THINKING, TEXT, THINKING, Block, Message
+from .media import media_tokens, split_media
 
 PROSE, JSON, CODE = "prose", "json", "code"
 KINDS = (PROSE, JSON, CODE)
@@ -95,11 +96,22 @@ def _block_kinds(b: Block, chars: dict[str, int]) -> None:
         chars[PROSE] += len(b.name or "")
         _value_kinds(b.input if b.input is not None else {}, chars)
     elif b.answers:
-        _value_kinds(b.content, chars)
+        _value_kinds(split_media(b.content)[1], chars)
     elif b.type == REDACTED_THINKING:
         chars[PROSE] += len(str(b.extra.get("data", ""))) // 4
-    elif b.type == OTHER:
+    elif b.type == OTHER and media_tokens(b.extra) is None:
         chars[JSON] += len(json.dumps(b.extra, ensure_ascii=False, separators=(",", ":")))
+
+
+def message_media(message: Message, model: str | None = None) -> int:
+    """Tokens of the images, documents and audio in ``message`` by Anthropic's rules (not fitted)."""
+    n = 0
+    for b in message.blocks:
+        if b.type == OTHER:
+            n += media_tokens(b.extra, provider="anthropic", model=model) or 0
+        elif b.answers:
+            n += split_media(b.content, provider="anthropic", model=model)[0]
+    return n
 
 
 def request_features(extra: Mapping[str, Any]) -> tuple[dict[str, float], int]:
@@ -136,7 +148,8 @@ def request_features(extra: Mapping[str, Any]) -> tuple[dict[str, float], int]:
 class AnthropicCounter:
     """Calibrated Anthropic counts (see the module doc); ``calibration`` overrides the fitted rates."""
 
-    def __init__(self, calibration: Mapping[str, float] | None = None) -> None:
+    def __init__(self, calibration: Mapping[str, float] | None = None, model: str | None = None) -> None:
+        self.model = model
         self.weights = dict(CALIBRATION)
         self.weights.update(calibration or {})
 
@@ -144,7 +157,7 @@ class AnthropicCounter:
         return sum(self.weights.get(k, 0.0) * v for k, v in feats.items())
 
     def count(self, message: Message) -> int:
-        return max(1, round(self._weigh(message_features(message))))
+        return max(1, round(self._weigh(message_features(message)))) + message_media(message, self.model)
 
     def count_request_extra(self, extra: Mapping[str, Any], *, has_system: bool = False) -> int:
         feats, fixed = request_features(extra)
