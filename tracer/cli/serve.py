@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help=f"serve Prometheus metrics (serve's health: spans/s, requests in flight, 429s, pending "
                         f"conversations, memory; docs/metrics.md) on http://HOST:PORT/metrics (default port "
                         f"{METRICS_PORT}; 0 picks one)")
+    parser.add_argument("--conversation-memory", type=positive_int, default=256, metavar="MIB",
+                        help="conversations waiting for --conversation-idle hold at most this much content "
+                        "(default 256 MiB); past it requests get 429 with Retry-After until some are done")
     parser.set_defaults(func=run)
 
 
@@ -54,8 +57,15 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"prunegate serve: cannot create the store {store.path}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    receiver = Receiver(store, max_body=args.max_body, max_inflight=args.max_inflight, token=args.token,
-                        conversation_idle=args.conversation_idle)
+    try:
+        receiver = Receiver(store, max_body=args.max_body, max_inflight=args.max_inflight, token=args.token,
+                            conversation_idle=args.conversation_idle,
+                            conversation_memory=args.conversation_memory << 20)
+        adopted = receiver.recover()
+    except OSError as exc:
+        print(f"prunegate serve: cannot keep the waiting-conversation journal under {store.layout.root}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 2
     try:
         server = make_server(receiver, args.host, args.port)
     except OSError as exc:
@@ -85,9 +95,13 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     print(f"prunegate serve: listening on http://{host}:{port}{PATH} -> {store.path}", flush=True)
+    if adopted:
+        print(f"prunegate serve: {adopted} model-call spans of conversations a stopped serve left waiting "
+              "were taken over", flush=True)
     server.serve_forever()
     server.server_close()
     receiver.flush_conversations(force=True)  # the conversations still going become sessions now
+    receiver.conversations.close()
     if len(receiver.conversations):
         print(f"prunegate serve: {len(receiver.conversations)} model-call spans could not be made into sessions "
               "(the store refused them; their raw spans are stored)", file=sys.stderr, flush=True)

@@ -397,6 +397,135 @@ def extends(before: list[Message], after: list[Message]) -> bool:
     return all(message_key(x) == message_key(y) for x, y in zip(before, after, strict=False))
 
 
+def prefix_hashes(messages: list[Message]) -> list[int]:
+    """``h[i]``: a hash of ``message_key`` of ``messages[:i + 1]`` (one pass; equal prefixes, equal
+    hashes within one process). What the stitcher indexes requests by, so finding the request a
+    call extends costs the call's own length, not the number of waiting conversations."""
+    out: list[int] = []
+    h = 0
+    for m in messages:
+        h = hash((h, message_key(m)))
+        out.append(h)
+    return out
+
+
+@dataclass(eq=False)
+class Chain:
+    """One conversation being stitched: its calls' span ids (oldest first) and its latest call.
+
+    ``calls`` keeps every call only when the stitcher was asked to (the importer); the receiver keeps
+    the latest call alone, since a conversation is its latest request plus its reply."""
+
+    id: int
+    first_trace: str
+    head: int  # hash of the first call's first message
+    last: ModelCall
+    latest: int  # hash of the latest call's whole request
+    span_ids: list[str] = field(default_factory=list)
+    calls: list[ModelCall] = field(default_factory=list)
+    keys: set[str] = field(default_factory=set)
+    traces: set[str] = field(default_factory=set)
+    size: int = 0  # bytes the owner says the latest call holds (the receiver's memory cap)
+
+
+class Stitcher:
+    """Model calls grouped into conversations one call at a time (the rules of :func:`stitch`).
+
+    Every lookup is a dictionary probe: by conversation key; by (trace, first message); by the hash
+    of the latest request of each chain, probed with each prefix of the new request, longest first.
+    A call costs O(its messages) however many conversations wait (``ops`` counts the probes and
+    comparisons, for the scaling test)."""
+
+    def __init__(self, *, keep_calls: bool = True) -> None:
+        self.keep_calls = keep_calls
+        self.chains: dict[int, Chain] = {}  # id -> chain, in creation order
+        self._by_key: dict[str, Chain] = {}
+        self._by_head: dict[tuple[str, int], list[Chain]] = {}
+        self._by_latest: dict[int, list[Chain]] = {}
+        self._next = 0
+        self.ops = 0
+
+    def __len__(self) -> int:
+        return len(self.chains)
+
+    def add(self, call: ModelCall) -> Chain:
+        """Put ``call`` in its conversation (a new one when none fits); returns that chain."""
+        key = _key(call)
+        hashes = prefix_hashes(call.input)
+        self.ops += 1 + len(hashes)
+        chain = self._by_key.get(key) if key else None
+        if chain is None and key is None and hashes:
+            found = self._by_head.get((call.trace_id, hashes[0]))
+            chain = found[-1] if found else None
+        if chain is None:
+            chain = self._extended(call, key, hashes)
+        if chain is None:
+            chain = Chain(id=self._next, first_trace=call.trace_id, head=hashes[0] if hashes else 0,
+                          last=call, latest=hashes[-1] if hashes else 0)
+            self._next += 1
+            self.chains[chain.id] = chain
+        else:
+            self._unindex_latest(chain)
+        chain.last = call
+        chain.latest = hashes[-1] if hashes else 0
+        chain.span_ids.append(call.span_id)
+        if self.keep_calls:
+            chain.calls.append(call)
+        if key:
+            chain.keys.add(key)
+        chain.traces.add(call.trace_id)
+        self._index(chain)
+        return chain
+
+    def _extended(self, call: ModelCall, key: str | None, hashes: list[int]) -> Chain | None:
+        """The chain whose latest request ``call``'s request extends (the longest; the oldest on a tie)."""
+        for h in reversed(hashes):
+            self.ops += 1
+            fits = [c for c in self._by_latest.get(h, ())
+                    if (key is None or _key(c.last) is None or _key(c.last) == key)
+                    and extends(c.last.input, call.input)]
+            self.ops += len(fits)
+            if fits:
+                return min(fits, key=lambda c: c.id)
+        return None
+
+    def _index(self, chain: Chain) -> None:
+        for key in chain.keys:
+            self._by_key.setdefault(key, chain)
+        for trace in chain.traces:
+            at = self._by_head.setdefault((trace, chain.head), [])
+            if chain not in at:
+                at.append(chain)
+        if chain.last.input:
+            self._by_latest.setdefault(chain.latest, []).append(chain)
+
+    def _unindex_latest(self, chain: Chain) -> None:
+        at = self._by_latest.get(chain.latest)
+        if at is not None and chain in at:
+            at.remove(chain)
+            if not at:
+                del self._by_latest[chain.latest]
+
+    def remove(self, chain: Chain) -> None:
+        """Forget ``chain`` (committed): later calls start a conversation of their own."""
+        self.chains.pop(chain.id, None)
+        self._unindex_latest(chain)
+        for key in chain.keys:
+            if self._by_key.get(key) is chain:
+                del self._by_key[key]
+        for trace in chain.traces:
+            at = self._by_head.get((trace, chain.head))
+            if at is not None and chain in at:
+                at.remove(chain)
+                if not at:
+                    del self._by_head[(trace, chain.head)]
+
+    def put_back(self, chain: Chain) -> None:
+        """Index a removed chain again (its commit failed: it waits for the next try)."""
+        self.chains[chain.id] = chain
+        self._index(chain)
+
+
 def stitch(calls: list[ModelCall]) -> list[list[ModelCall]]:
     """Group model calls into conversations, oldest first.
 
@@ -406,31 +535,10 @@ def stitch(calls: list[ModelCall]) -> list[list[ModelCall]]:
     trimmed stays with its conversation), else the conversation whose latest request its own
     request extends (prefix match, the longest one wins), else starts a new one.
     """
-    chains: list[list[ModelCall]] = []
-    by_key: dict[str, list[ModelCall]] = {}
-    by_trace: dict[str, list[list[ModelCall]]] = {}
+    stitcher = Stitcher()
     for call in sorted(calls, key=lambda c: (c.start_ns, c.span_id)):
-        key = (f"conversation:{call.conversation_id}" if call.conversation_id
-               else f"session:{call.session_id}" if call.session_id else None)
-        chain = by_key.get(key) if key else None
-        if chain is None and key is None and call.input:
-            head = message_key(call.input[0])
-            chain = next((c for c in reversed(by_trace.get(call.trace_id, []))
-                          if c[0].input and message_key(c[0].input[0]) == head), None)
-        if chain is None:
-            best = [c for c in chains if extends(c[-1].input, call.input)
-                    and (key is None or not _keyed(c[-1]) or _key(c[-1]) == key)]
-            chain = max(best, key=lambda c: len(c[-1].input), default=None)
-        if chain is None:
-            chain = []
-            chains.append(chain)
-        chain.append(call)
-        if key:
-            by_key.setdefault(key, chain)
-        in_trace = by_trace.setdefault(call.trace_id, [])
-        if chain not in in_trace:
-            in_trace.append(chain)
-    return chains
+        stitcher.add(call)
+    return [c.calls for c in stitcher.chains.values()]
 
 
 def _key(call: ModelCall) -> str | None:

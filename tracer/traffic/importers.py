@@ -490,6 +490,32 @@ CAPTURE_HINT = ("turn content capture on: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MES
                 "(OpenLLMetry), OPENINFERENCE_HIDE_INPUTS/OUTPUTS unset (OpenInference)")
 
 
+def call_of_row(row: dict[str, Any], file: str, logs: Sequence[dict[str, Any]] = ()) -> Any:
+    """One span row read as a model call (a :class:`tracer.traffic.genai_spans.ModelCall`); a
+    :class:`Refusal` when its content cannot be decoded; the convention it follows (a string) when it
+    is a model call without content; None when it is no model call at all."""
+    from tracer.errors import DecodeError
+    from tracer.traffic.genai_spans import content_families, decode_call, is_model_call, metadata_family
+
+    a = row.get("attributes") or {}
+    if not is_model_call(a) and not content_families(a, logs):
+        return None
+    try:
+        call = decode_call(row, logs)
+    except DecodeError as exc:
+        return Refusal(file, None, f"span {row.get('span_id')} ({row.get('name')}): {exc}")
+    if call is None or not call.input:
+        return metadata_family(a)
+    return call
+
+
+def no_content_refusal(file: str, empty: dict[str, int]) -> Refusal:
+    """What to say about model-call spans that carried no content (counts by convention)."""
+    seen = ", ".join(f"{family} on {n}" for family, n in sorted(empty.items()))
+    return Refusal(file, None, f"{sum(empty.values())} model-call spans but no message content captured "
+                               f"(attributes seen: {seen}), so no conversation to import; {CAPTURE_HINT}")
+
+
 def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str,
                                   logs: list[dict[str, Any]] | None = None) -> list[Conversation | Refusal]:
     """Conversations held by another instrumentation's model-call spans (decoded span rows) and
@@ -501,14 +527,7 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str,
     carry no content give one refusal saying so (and which convention they follow); spans that are
     no model call at all give one refusal naming what was seen.
     """
-    from tracer.errors import DecodeError
-    from tracer.traffic.genai_spans import (
-        content_families,
-        decode_call,
-        is_model_call,
-        metadata_family,
-        stitch,
-    )
+    from tracer.traffic.genai_spans import stitch
 
     by_span: dict[str, list[dict[str, Any]]] = {}
     for rec in logs or []:
@@ -519,46 +538,43 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str,
     empty: dict[str, int] = {}
     foreign = [r for r in rows if not (r.get("attributes") or {}).get(sn.SESSION_ID)]
     for row in foreign:
-        a = row.get("attributes") or {}
-        mine = by_span.get(str(row.get("span_id")), [])
-        if not is_model_call(a) and not content_families(a, mine):
-            continue
-        try:
-            call = decode_call(row, mine)
-        except DecodeError as exc:
-            out.append(Refusal(file, None, f"span {row.get('span_id')} ({row.get('name')}): {exc}"))
-            continue
-        if call is None or not call.input:
-            family = metadata_family(a)
-            empty[family] = empty.get(family, 0) + 1
-            continue
-        calls.append(call)
+        call = call_of_row(row, file, by_span.get(str(row.get("span_id")), []))
+        if isinstance(call, Refusal):
+            out.append(call)
+        elif isinstance(call, str):
+            empty[call] = empty.get(call, 0) + 1
+        elif call is not None:
+            calls.append(call)
     if not calls and empty:
-        seen = ", ".join(f"{family} on {n}" for family, n in sorted(empty.items()))
-        out.append(Refusal(file, None, f"{sum(empty.values())} model-call spans but no message content captured "
-                                       f"(attributes seen: {seen}), so no conversation to import; {CAPTURE_HINT}"))
+        out.append(no_content_refusal(file, empty))
     elif not calls and not out and foreign:
         names = sorted({str(r.get("name")) for r in foreign})
         out.append(Refusal(file, None, f"{len(foreign)} spans but no model call among them "
                                        f"(span names: {', '.join(names[:5])}{', ...' if len(names) > 5 else ''})"))
     for chain in stitch(calls):
-        last = chain[-1]
-        key = last.conversation_id or last.session_id or chain[0].trace_id
-        name = f"{Path(file).stem}:{key}"
-        try:
-            msgs = [m.copy() for m in last.messages]
-            for i, m in enumerate(msgs):
-                m.id = f"t{i}"
-                m.origin = None
-            renamed = unique_call_ids(msgs)
-            _dry_run(msgs, last.provider)
-            extra = {"model": last.model} if last.model else {}
-            out.append(Conversation(name=name, provider=last.provider, messages=msgs, request_extra=extra, file=file,
-                                    line=None, format=f"otlp-{last.family}", renamed=renamed, source_key=key,
-                                    source_spans=tuple(c.span_id for c in chain)))
-        except _Refused as exc:
-            out.append(Refusal(file, None, f"span {last.span_id} ({key}): {exc}"))
+        out.append(conversation_of_chain(chain[-1], chain[0].trace_id, [c.span_id for c in chain], file))
     return out
+
+
+def conversation_of_chain(last: Any, first_trace: str, span_ids: Sequence[str], file: str) -> Conversation | Refusal:
+    """The conversation a stitched chain of model calls holds: its latest call's request and reply
+    (``last``, a :class:`tracer.traffic.genai_spans.ModelCall`), keyed by its conversation id,
+    session id or first trace, so ``serve`` and ``import`` give the same spans the same session."""
+    key = last.conversation_id or last.session_id or first_trace
+    name = f"{Path(file).stem}:{key}"
+    try:
+        msgs = [m.copy() for m in last.messages]
+        for i, m in enumerate(msgs):
+            m.id = f"t{i}"
+            m.origin = None
+        renamed = unique_call_ids(msgs)
+        _dry_run(msgs, last.provider)
+        extra = {"model": last.model} if last.model else {}
+        return Conversation(name=name, provider=last.provider, messages=msgs, request_extra=extra, file=file,
+                            line=None, format=f"otlp-{last.family}", renamed=renamed, source_key=key,
+                            source_spans=tuple(span_ids))
+    except _Refused as exc:
+        return Refusal(file, None, f"span {last.span_id} ({key}): {exc}")
 
 
 # ------------------------------------------------------------------------------------- cassettes

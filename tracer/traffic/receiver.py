@@ -16,10 +16,10 @@ already run; ``prunegate serve`` is the one place their spans become a store. Wh
   ``prunegate import`` (:func:`tracer.traffic.importers.conversations_from_genai_rows`).
 
 Conversations over many requests: an agent exports each turn's model call as it ends, so one
-conversation arrives in many requests. The receiver keeps the decoded model-call spans of
-conversations still going (:class:`Conversations`) and stitches them exactly as ``import`` stitches
-a file's spans; a conversation becomes one session once no call of it has arrived for
-``conversation_idle`` seconds (and at shutdown). Its raw spans were durable on arrival; the session
+conversation arrives in many requests. The receiver keeps conversations still going
+(:class:`tracer.traffic.waiting.Conversations`: stitched call by call by the importer's rules,
+bounded, journaled so a restart after ``kill -9`` finishes them); a conversation becomes one session
+once no call of it has arrived for ``conversation_idle`` seconds (and at shutdown). Its raw spans were durable on arrival; the session
 is derived from them, and its id is the one ``prunegate import`` gives the same spans read from a
 Collector file, so importing that file later adds nothing. With ``conversation_idle=0`` every request
 commits the conversations it carries at once (one session per request, holding the conversation up
@@ -32,7 +32,6 @@ import hmac
 import json
 import logging
 import threading
-import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from tracer.spans import names
 from tracer.store import Store
 from tracer.store.rows import SpanRow, rows_to_table
 from tracer.traffic.otlp_json import _Bad, rows_from_request
+from tracer.traffic.waiting import JOURNAL_DIR, Conversations
 
 log = logging.getLogger(__name__)
 
@@ -121,87 +121,20 @@ def foreign_genai(rows: list[SpanRow]) -> list[SpanRow]:
             and not any(k.startswith(names.PREFIX) for k in (r.get("attributes") or {}))]
 
 
-def model_calls(rows: list[SpanRow]) -> list[SpanRow]:
-    """The spans among ``rows`` that may hold a conversation turn (a model call, or content)."""
-    from tracer.traffic.genai_spans import content_families, is_model_call
-
-    out = []
-    for r in rows:
-        a = r.get("attributes") or {}
-        if is_model_call(a) or content_families(a):
-            out.append(r)
-    return out
-
-
-class Conversations:
-    """Model-call spans of conversations still going, until each has been quiet for ``idle`` seconds.
-
-    Bounded by what the active conversations sent since they started; a call once the oldest waiting
-    span is ``idle`` seconds old re-stitches the waiting spans with
-    :func:`conversations_from_genai_rows` (the importer's own code), so a turn that arrives in a
-    later request joins its conversation however the importer would join it. That costs a decode of
-    every waiting span per call (about once a second): one ``serve`` is sized for hundreds of
-    conversations going at once, not millions."""
-
-    def __init__(self, idle: float) -> None:
-        self.idle = idle
-        self._rows: dict[tuple[str, str], tuple[float, SpanRow]] = {}  # (trace, span) -> (arrival, row)
-        self._lock = threading.Lock()
-
-    def add(self, rows: list[SpanRow], now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            for r in rows:
-                self._rows[(str(r.get("trace_id")), str(r.get("span_id")))] = (now, r)
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def due(self, *, force: bool = False, now: float | None = None) -> tuple[list[Any], list[Any], list[SpanRow]]:
-        """Take the conversations quiet for ``idle`` seconds (all with ``force``): (conversations,
-        refusals, their rows). Put the rows back with :meth:`add` when they could not be committed."""
-        from tracer.traffic.importers import Refusal, conversations_from_genai_rows
-
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            waiting = dict(self._rows)
-        if not waiting or (not force and now - min(t for t, _ in waiting.values()) < self.idle):
-            return [], [], []  # nothing waiting has been quiet long enough: no need to stitch
-        arrival = {k[1]: t for k, (t, _) in waiting.items()}
-        convs: list[Any] = []
-        refusals: list[Any] = []
-        taken: set[str] = set()
-        stitched: set[str] = set()
-        for conv in conversations_from_genai_rows([r for _, r in waiting.values()], "otlp"):
-            if isinstance(conv, Refusal):
-                continue
-            stitched.update(conv.source_spans)
-            last = max((arrival.get(s, now) for s in conv.source_spans), default=now)
-            if force or now - last >= self.idle:
-                convs.append(conv)
-                taken.update(conv.source_spans)
-        # spans older than idle in no conversation (no content, not a model call): said once, dropped
-        stale = {k for k, (t, _) in waiting.items() if k[1] not in stitched and (force or now - t >= self.idle)}
-        if stale:
-            refusals = [c for c in conversations_from_genai_rows([waiting[k][1] for k in stale], "otlp")
-                        if isinstance(c, Refusal)]
-        with self._lock:
-            rows = [self._rows.pop(k)[1] for k in list(self._rows) if k[1] in taken or k in stale]
-        return convs, refusals, rows
-
-
 class Receiver:
     """Turns one decoded request into committed segments (and import sessions)."""
 
     def __init__(self, store: Store, *, max_body: int = 16 << 20, max_inflight: int = 4,
-                 token: str | None = None, wait_busy: float = 5.0, conversation_idle: float = 0.0) -> None:
+                 token: str | None = None, wait_busy: float = 5.0, conversation_idle: float = 0.0,
+                 conversation_memory: int = 256 << 20) -> None:
         self.store = store
         self.max_body = max_body
         self.token = token
         self.wait_busy = wait_busy
         self.slots = threading.BoundedSemaphore(max_inflight)
         self.stats = ReceiverStats()
-        self.conversations = Conversations(conversation_idle)
+        self.conversations = Conversations(conversation_idle, max_bytes=conversation_memory,
+                                           journal_root=store.layout.root / JOURNAL_DIR)
         self._flushing = threading.Lock()
 
     def authorized(self, header: str | None) -> bool:
@@ -217,6 +150,9 @@ class Receiver:
             raise _Refused(400, f"{bad.where or 'request'}: {bad.message}") from None
         if not rows:
             return 0
+        if self.conversations.idle > 0 and self.conversations.full():
+            raise _Refused(429, f"GenAI conversations waiting hold {self.conversations.waiting_bytes} bytes, at the "
+                                f"cap of {self.conversations.max_bytes}: try again once some are done", retry_after=2)
         try:
             self.store.write_table(rows_to_table(rows))  # fsync + rename: the commit
         except OSError as exc:
@@ -225,26 +161,51 @@ class Receiver:
         if self.conversations.idle <= 0:
             self._sessions(foreign)
         else:
-            self.conversations.add(model_calls(foreign))
+            try:
+                self.conversations.add(foreign)
+            except OSError as exc:  # the spans are stored; the retry finds them waiting or adds them
+                raise _Refused(503, f"the waiting-conversation journal refused the spans: {exc.strerror or exc}",
+                               retry_after=5) from None
         self.stats.count(requests=1, spans=len(rows))
         return len(rows)
+
+    def recover(self) -> int:
+        """Adopt the conversations a ``serve`` killed before it finished them left waiting; returns
+        how many model-call spans (with ``conversation_idle=0`` they are committed now)."""
+        n = self.conversations.adopt()
+        if n and self.conversations.idle <= 0:
+            self.flush_conversations(force=True)
+        return n
 
     def flush_conversations(self, *, force: bool = False) -> int:
         """Commit the conversations quiet for ``conversation_idle`` seconds (every one with ``force``,
         at shutdown); returns how many sessions were committed. A store that refuses them keeps
         them waiting for the next call (logged)."""
+        from tracer.traffic.importers import Refusal, conversation_of_chain, no_content_refusal
+
         with self._flushing:
-            convs, refusals, rows = self.conversations.due(force=force)
-            for refusal in refusals:
-                log.warning("prunegate serve: GenAI spans not turned into a session: %s", refusal)
-            if not convs:
+            waiting = self.conversations
+            if waiting.empty:
+                empty, waiting.empty = waiting.empty, {}
+                log.warning("prunegate serve: GenAI spans not turned into a session: %s", no_content_refusal("otlp", empty))
+            chains = waiting.due(force=force)
+            if not chains:
                 return 0
+            convs = []
+            for chain in chains:
+                conv = conversation_of_chain(chain.last, chain.first_trace, chain.span_ids, "otlp")
+                if isinstance(conv, Refusal):
+                    log.warning("prunegate serve: GenAI spans not turned into a session: %s", conv)
+                else:
+                    convs.append(conv)
             try:
-                return self._commit(convs)
+                n = self._commit(convs) if convs else 0
             except _Refused as exc:
-                self.conversations.add(rows)
+                waiting.put_back(chains)
                 log.warning("prunegate serve: %s; trying again later", exc)
                 return 0
+            waiting.done(chains)
+            return n
 
     def _sessions(self, rows: list[SpanRow]) -> None:
         """GenAI chat spans -> import sessions, committed whole (or a 503: the retry redoes it)."""

@@ -1,0 +1,146 @@
+"""Waiting GenAI conversations in ``serve``: stitching work per round, the memory cap, the journal and kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.tracer.traffic.test_serve import Served, post
+from tracer.store import Store
+from tracer.traffic.waiting import Conversations, journal_line
+
+OUT = [{"role": "assistant", "parts": [{"type": "text", "content": "ok"}], "finish_reason": "stop"}]
+
+
+def _request(conv: int, turn: int) -> list[dict]:
+    """Conversation ``conv``'s request at ``turn``: its own system prompt, then user/assistant pairs."""
+    msgs = [{"role": "system", "parts": [{"type": "text", "content": f"agent {conv}"}]}]
+    for t in range(turn + 1):
+        msgs.append({"role": "user", "parts": [{"type": "text", "content": f"question {t} of {conv}"}]})
+        if t < turn:
+            msgs.append({"role": "assistant", "parts": [{"type": "text", "content": "ok"}]})
+    return msgs
+
+
+def _attrs(conv: int, turn: int, keyed: bool) -> dict[str, str]:
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o",
+             "gen_ai.input.messages": json.dumps(_request(conv, turn)), "gen_ai.output.messages": json.dumps(OUT)}
+    if keyed:
+        attrs["gen_ai.conversation.id"] = f"c{conv}"
+    return attrs
+
+
+def _row(conv: int, turn: int, keyed: bool) -> dict:
+    return {"trace_id": f"{conv:016x}{turn:016x}", "span_id": f"{conv:012x}{turn:04x}", "name": "chat gpt-4o",
+            "start_time_ns": 1_700_000_000_000_000_000 + conv * 1000 + turn, "attributes": _attrs(conv, turn, keyed)}
+
+
+def _round_ops(waiting: int) -> int:
+    """Stitching probes for one round of 200 new calls (100 next turns, 100 new conversations) with
+    ``waiting`` conversations already waiting, half keyed by conversation id, half by prefix only."""
+    conversations = Conversations(idle=3600)
+    conversations.add([_row(c, 0, keyed=c % 2 == 0) for c in range(waiting)], now=0.0)
+    before = conversations.stitcher.ops
+    new = [_row(c, 1, keyed=c % 2 == 0) for c in range(100)]
+    new += [_row(waiting + c, 0, keyed=c % 2 == 0) for c in range(100)]
+    conversations.add(new, now=1.0)
+    assert len(conversations.stitcher) == waiting + 100  # the next turns joined their conversations
+    return conversations.stitcher.ops - before
+
+
+def test_stitching_work_per_round_does_not_grow_with_what_waits():
+    ops = {n: _round_ops(n) for n in (500, 2000, 8000)}
+    assert ops[8000] == ops[500], ops  # the same new calls: the same probes, whatever waits
+
+
+def test_due_takes_only_quiet_conversations_and_each_call_once():
+    conversations = Conversations(idle=10)
+    conversations.add([_row(c, 0, keyed=False) for c in range(3)], now=0.0)
+    conversations.add([_row(0, 1, keyed=False), _row(0, 1, keyed=False)], now=8.0)  # a retried batch too
+    due = conversations.due(now=10.0)
+    assert sorted(c.span_ids[0] for c in due) == [_row(1, 0, False)["span_id"], _row(2, 0, False)["span_id"]]
+    conversations.done(due)
+    assert conversations.due(now=17.0) == []
+    (chain,) = conversations.due(now=18.0)
+    assert chain.span_ids == [_row(0, 0, False)["span_id"], _row(0, 1, False)["span_id"]]
+
+
+def test_memory_cap_is_reached_and_freed():
+    rows = [_row(c, 0, keyed=True) for c in range(50)]
+    conversations = Conversations(idle=1, max_bytes=sum(len(journal_line(r)) for r in rows[:40]))
+    conversations.add(rows[:39], now=0.0)
+    assert not conversations.full()
+    conversations.add(rows[39:], now=0.0)
+    assert conversations.full()
+    conversations.done(conversations.due(now=2.0))
+    assert not conversations.full() and conversations.waiting_bytes == 0
+
+
+def test_journal_keeps_what_waits_and_is_adopted_once_its_process_is_gone(tmp_path):
+    first = Conversations(idle=1, journal_root=tmp_path)
+    first.add([_row(c, t, keyed=c == 0) for c in range(4) for t in range(2)], now=0.0)
+    first.done([c for c in first.due(now=5.0) if c.last.conversation_id == "c0"])
+    first.journal.rewrite(first._live)  # what the next done() does once the journal is mostly dead
+    assert sum(1 for _ in open(first.journal.path)) == 6
+    second = Conversations(idle=1, journal_root=tmp_path)
+    assert second.adopt() == 0  # the first one's journal is locked while it lives
+    first.journal._file.close()  # its process died: the lock is gone
+    assert second.adopt() == 6 and len(second.stitcher) == 3
+    assert [p.name for p in tmp_path.iterdir()] == [second.journal.path.name]
+
+
+def _span_batches(convs: int, turns: int) -> list[list]:
+    """One list of finished SDK spans per turn round (each conversation's turn ``t`` in round ``t``)."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("some.genai.lib")
+    batches = []
+    for t in range(turns):
+        for c in range(convs):
+            with tracer.start_as_current_span("chat gpt-4o", attributes=_attrs(c, t, keyed=c % 2 == 0)):
+                pass
+        batches.append(memory.get_finished_spans()[-convs:])
+    return batches
+
+
+def _imports(store: Path) -> dict[str, int]:
+    rows = Store(store).query(
+        "SELECT s.session_id, count(*) AS n FROM spans s JOIN sessions USING (session_id) "
+        "WHERE sessions.source = 'import' AND s.name = 'prunegate.message' GROUP BY 1")
+    return {r["session_id"]: int(r["n"]) for r in rows}
+
+
+def test_kill_9_then_restart_every_acknowledged_conversation_becomes_a_session(tmp_path):
+    store = tmp_path / "store"
+    convs, turns = 12, 3
+    s = Served(store, "--compact-every", "0", "--conversation-idle", "600")
+    exporter = OTLPSpanExporter(endpoint=s.url)
+    for batch in _span_batches(convs, turns):  # every request acknowledged (200) before the kill
+        assert exporter.export(batch) is SpanExportResult.SUCCESS
+    exporter.shutdown()
+    os.kill(s.proc.pid, signal.SIGKILL)
+    s.proc.wait(timeout=20)
+    assert _imports(store) == {}  # nothing was quiet for 600 s: every conversation was still waiting
+
+    again = Served(store, "--compact-every", "0", "--conversation-idle", "0.5")
+    try:
+        deadline = time.monotonic() + 60
+        while len(_imports(store)) < convs and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert post(again.url, b"{}")[0] == 400  # still serving
+    finally:
+        out = again.stop()
+    sessions = _imports(store)
+    # one session per conversation, each whole: system + 3 questions + 2 answers + the last reply
+    assert len(sessions) == convs and set(sessions.values()) == {1 + 2 * turns}, sessions
+    assert f"({convs} GenAI sessions)" in out
+    assert list((store / "serve-waiting").iterdir()) == []  # adopted, finished, and the journal removed
