@@ -51,6 +51,12 @@ class Decision:
         return self.overhead_tokens / self.budget if self.budget else 0.0
 
     @property
+    def compacted(self) -> bool:
+        """The check took something out of the window: pruned, summarized or spilled units
+        (the request span's ``gen_ai.conversation.compacted``)."""
+        return bool(self.pruned_units or self.summarized_units or self.spilled_units)
+
+    @property
     def over_budget(self) -> bool:
         return self.tokens_before > self.budget
 

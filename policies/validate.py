@@ -706,8 +706,12 @@ class CallHasOutput:
                                      self.text.format(what=what, id=item["call_id"])))
 
 
+_PLACEHOLDER_IDS = frozenset({"__fake_id__"})  # the OpenAI Agents SDK's id for items a Chat Completions model made
+
+
 class UniqueItemIds:
-    """No item id appears twice in the input."""
+    """No item id appears twice in the input (the Agents SDK's placeholder id aside: those items
+    never reach the Responses API with it)."""
 
     code = DUPLICATE_ITEM_ID
     text: ClassVar[str] = "Duplicate item found with id {id}. Remove duplicate items from your input and try again."
@@ -716,7 +720,7 @@ class UniqueItemIds:
         seen: set[str] = set()
         for i, item in enumerate(items):
             iid = item.get("id") if isinstance(item, dict) and _item_type(item) != "item_reference" else None
-            if not _is_id(iid):
+            if not _is_id(iid) or iid in _PLACEHOLDER_IDS:
                 continue
             if iid in seen:
                 out.append(Violation(self.code, i, (iid,), self.text.format(id=iid)))

@@ -37,6 +37,17 @@ def tau_spread(n: int) -> list[dict]:
     return convs[:: max(1, len(convs) // n)][:n]
 
 
+def responses_bodies() -> Iterator[tuple[str, dict]]:
+    """(cassette name + interaction index, request body) for every recorded OpenAI Responses API request."""
+    for path in sorted(CASSETTES.rglob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        for i, interaction in enumerate(data.get("interactions", [])):
+            request = interaction["request"]
+            body = request.get("parsed_body")
+            if request.get("uri", "").split("?", 1)[0].rstrip("/").endswith("/v1/responses") and isinstance(body, dict):
+                yield f"{path.relative_to(CASSETTES)}#{i}", body
+
+
 def cassette_bodies() -> Iterator[tuple[str, str, dict]]:
     """(cassette name + interaction index, provider, request body) for every Anthropic/OpenAI request."""
     for path in sorted(CASSETTES.rglob("*.yaml")):

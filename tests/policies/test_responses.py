@@ -29,6 +29,7 @@ from tests.policies.responses_items import (
     user_parts,
     web_search,
 )
+from tests.traffic import responses_bodies
 
 SERVER_ITEMS = [
     {"type": "file_search_call", "id": "fs_1", "queries": ["q"], "status": "completed"},
@@ -78,6 +79,19 @@ def test_round_trip_is_lossless_and_does_not_mutate():
     assert ctx.render() == original
     assert ctx.render("responses") == original
     assert body == original
+
+
+RECORDED = list(responses_bodies())
+
+
+def test_recorded_responses_requests_round_trip_and_validate():
+    assert len(RECORDED) >= 2
+    for name, body in RECORDED:
+        original = copy.deepcopy(body)
+        ctx = Context.from_responses(body)
+        assert ctx.to_responses() == original, name
+        assert validate(body, "responses") == [], name
+        assert all(u.closed and not u.orphan for u in ctx.units.values()), name
 
 
 def test_string_input_round_trips():

@@ -54,6 +54,13 @@ def split_body(body: Any, provider: str) -> tuple[list[Any], dict[str, Any]]:
     return items, rest
 
 
+def is_responses_body(body: Any) -> bool:
+    """An OpenAI Responses API body: an ``input`` (items or a string) and no ``messages``."""
+    if not isinstance(body, Mapping):
+        body = plain(body)
+    return isinstance(body, Mapping) and "input" in body and "messages" not in body
+
+
 def is_system_item(item: Any) -> bool:
     """An Anthropic top-level ``system`` or a system/developer message."""
     return isinstance(item, Mapping) and (SYSTEM_KEY in item or item.get("role") in ("system", "developer"))

@@ -265,6 +265,8 @@ class PruneGuard:
                 return body if isinstance(body, dict) else plain(body)
 
     def _gate(self, body: Any) -> dict[str, Any]:
+        if _history.is_responses_body(body):
+            return self._gate_responses(body if isinstance(body, dict) else plain(body))
         items, rest = _history.split_body(body, self.provider)
         try:
             fps = [_history.fingerprint(item) for item in items]
@@ -278,6 +280,24 @@ class PruneGuard:
         sent, _ = _history.split_body(out, self.provider)
         self._out = ([_history.fingerprint(i) for i in sent], self._sent_ids())
         self._open_chat(out, self.last_decision)
+        return out
+
+    def _gate_responses(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An OpenAI Responses API body: its ``input`` items gated as units (docs/gate.md), every other
+        key (instructions, tools, previous_response_id, context_management, ...) sent as it came."""
+        messages, rest = convert.from_responses(body)
+        try:
+            fps = [_history.message_fingerprint(m) for m in messages]
+        except UnicodeEncodeError:  # lone surrogates: the body is sent (and recorded) with U+FFFD instead
+            body, replaced = scrub(body)
+            self.text_replaced += replaced
+            messages, rest = convert.from_responses(body)
+            fps = [_history.message_fingerprint(m) for m in messages]
+        self._absorb(messages, fps, rest, lambda new, at: new)
+        sent = list(self.context.iter_messages())
+        self._out = ([_history.message_fingerprint(m) for m in sent], [m.id for m in sent])
+        out = self.context.render(convert.RESPONSES)
+        self._open_chat(out, self.last_decision, convert.RESPONSES)
         return out
 
     def gate_messages(self, messages: Sequence[Message], extra: Mapping[str, Any] | None = None, *,
@@ -409,7 +429,8 @@ class PruneGuard:
             self._fps[i] = fps[i]
         return True
 
-    def _open_chat(self, out: dict[str, Any], decision: Decision | None) -> None:
+    def _open_chat(self, out: dict[str, Any], decision: Decision | None, api: str | None = None) -> None:
+        """Open the request's ``chat`` span and validate ``out`` by ``api``'s rules (default: the provider's)."""
         ctx = self.context
         try:
             chat = self.session.chat(out.get("model"), seq=ctx.seq, attributes={
@@ -419,9 +440,11 @@ class PruneGuard:
                 sn.CHECK: decision.check if decision else None,
                 sn.DECISION: str(decision.kind) if decision else None,
                 sn.REQUEST_OVERHEAD_TOKENS: ctx.overhead_tokens,
+                sn.GEN_AI_CONVERSATION_COMPACTED: decision.compacted if decision else None,
             })
             self._chat = chat
-            found = self.session.check_request(out, self.provider, seq=ctx.seq, message_ids_of=self._message_ids_of)
+            found = self.session.check_request(out, api or self.provider, seq=ctx.seq,
+                                               message_ids_of=self._message_ids_of)
             self.last_violations = found
             if found:
                 chat.set_invalid(found)

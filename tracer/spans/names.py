@@ -236,6 +236,7 @@ TRACER_STAT_KEYS: dict[str, str] = {
 
 # ---------------------------------------------------------------- OpenTelemetry GenAI / general keys prunegate emits
 GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+GEN_AI_CONVERSATION_COMPACTED = "gen_ai.conversation.compacted"  # the request's check pruned, summarized or spilled
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
 GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
 GEN_AI_REQUEST_MODEL = "gen_ai.request.model"

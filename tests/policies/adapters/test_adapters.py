@@ -68,11 +68,11 @@ def test_responses_items_both_ways():
              {"type": "function_call_output", "call_id": "c1", "output": "{\"a\": 1}"},
              {"type": "function_call_output", "call_id": "c2", "output": "ok"}]
     msgs = from_items(items)
-    assert [len(m.blocks) for m in msgs] == [1, 1, 2, 1, 1], "consecutive calls are one batch"
+    assert [len(m.blocks) for m in msgs] == [1, 3, 1, 1], "a response's reasoning and its calls are one message"
     assert to_items(msgs) == items
     ctx = Context(provider="openai")
     ctx.extend(msgs)
-    assert len(ctx.units[ctx.unit_id_of(msgs[2].id)].message_ids) == 3, "the batch and both results: one unit"
+    assert len(ctx.units[ctx.unit_id_of(msgs[1].id)].message_ids) == 3, "the batch and both results: one unit"
     assert to_items(_rewrite_result(msgs, "c1", "[masked]"))[4]["output"] == "[masked]"
 
 
