@@ -31,7 +31,8 @@ TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 CHECK_BUCKETS = (0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                  0.25, 1.0)
-_PREVENTING_DEFERRALS = ("pending_calls", "open_messages")  # a prune here would have evicted live state
+_PREVENTING_DEFERRALS = ("pending_calls", "open_messages")
+REFUSALS = (400, 401, 404, 411, 413, 429, 503)  # the statuses prunegate serve refuses with (docs/scale.md)  # a prune here would have evicted live state
 
 
 class GateMetrics:
@@ -100,8 +101,9 @@ class GateMetrics:
             if d.kind == DecisionKind.DEFERRED and d.reason in _PREVENTING_DEFERRALS and d.blocking_units:
                 self.prevented.add(len(d.blocking_units), {**base, sn.PREVENTION: "deferred"})
 
-    def violation(self, code: str, gated: bool | None, source: str) -> None:
-        self.violations.add(1, {sn.VIOLATION_CODE: code, sn.GATED: bool(gated), sn.SESSION_SOURCE: source})
+    def violation(self, code: str, gated: bool | None, source: str, policy: str | None) -> None:
+        self.violations.add(1, {sn.VIOLATION_CODE: code, sn.POLICY: policy or "", sn.GATED: bool(gated),
+                                sn.SESSION_SOURCE: source})
 
     def error(self, where: str) -> None:
         """An observer (``observer``) or the tracing pipeline (``tracer``) failed; the agent went on."""
@@ -222,7 +224,8 @@ def observe_receiver(provider: MeterProvider, receiver: Any, max_inflight: int) 
         return [Observation(stats.requests)]
 
     def refused(_: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(n, {sn.HTTP_RESPONSE_STATUS_CODE: code}) for code, n in sorted(stats.refused.items())]
+        counts = {**dict.fromkeys(REFUSALS, 0), **stats.refused}  # from 0, so increase() sees the first 429
+        return [Observation(n, {sn.HTTP_RESPONSE_STATUS_CODE: code}) for code, n in sorted(counts.items())]
 
     def inflight(_: CallbackOptions) -> Iterable[Observation]:
         return [Observation(max_inflight - slots._value)]  # BoundedSemaphore's free slots

@@ -379,7 +379,7 @@ class TracedSession:
         links = [Link(cause.span_context, LINK_ATTRIBUTES)] if cause is not None else []
         self.violations += 1
         if self.metrics is not None:
-            self.metrics.violation(code, self.gated, self.source)
+            self.metrics.violation(code, self.gated, self.source, self.config.policy)
         return self.emit(sn.VIOLATION, {
             sn.VIOLATION_CODE: code,
             sn.VIOLATION_MESSAGE: message,
