@@ -13,10 +13,17 @@ between two consecutive requests of one conversation the provider's count grows 
 was appended (an assistant turn and its tool results), so where the appended results are JSON the
 growth is ground truth for how each counter counts JSON.
 
-The Anthropic counter is calibrated (``policies/tokens/calibrated.py``); ``--fit`` refits its rates
-on the *training* cassettes only and prints them; the table reports the *held-out* cassettes
-separately (a file is held out when its index in sorted order is divisible by 3, so a
-conversation never sits on both sides). OpenAI counts involve no fitted parameter. Last, JSON tool results of the tau-bench gpt-4o
+Per turn, on Anthropic: the τ²-bench claude-opus-4-6 airline dialogues record each call's usage
+(agent and user simulator), so the growth of the provider's input between two consecutive calls of
+one caller is ground truth for the messages added in between; printed per side (agent, user
+simulator), training (even dialogues) and held-out (odd), with the mean absolute error, the
+signed mean, the median absolute error and how many turns are within 10 %.
+
+The Anthropic counter is calibrated (``policies/tokens/calibrated.py``); ``--fit`` refits its
+per-message rates on the training dialogues' turns, then its per-request rates on the *training*
+cassettes, and prints them for both measures (o200k tokens, characters); the table reports the
+*held-out* cassettes separately (a file is held out when its index in sorted order is divisible
+by 3, so a conversation never sits on both sides). OpenAI counts involve no fitted parameter. Last, JSON tool results of the tau-bench gpt-4o
 trajectories (OpenAI traffic, no usage recorded) against o200k_base's exact count of each message:
 the first 300 (the approximate counter's JSON rate was set on the ones after them).
 
@@ -43,7 +50,15 @@ from policies import convert  # noqa: E402
 from policies.adapters import responses  # noqa: E402
 from policies.messages import Message  # noqa: E402
 from policies.tokens import ApproxTokenCounter, TokenCounter, request_overhead  # noqa: E402
-from policies.tokens.calibrated import CALIBRATION, AnthropicCounter, message_features, request_features  # noqa: E402
+from policies.tokens.calibrated import (  # noqa: E402
+    KINDS,
+    MEASURES,
+    REQUEST_FEATURES,
+    AnthropicCounter,
+    message_features,
+    request_features,
+    size_of,
+)
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -152,43 +167,164 @@ def counters_for(api: str, model: str) -> dict[str, TokenCounter]:
     except Exception as exc:  # noqa: BLE001 - the table says which counter is missing
         print(f"bench_tokens: tiktoken counter unavailable: {exc}", file=sys.stderr)
     if api == "anthropic":
-        out["anthropic calibrated"] = AnthropicCounter()
+        for measure in MEASURES:
+            try:
+                out[f"anthropic calibrated ({measure})"] = AnthropicCounter(measure=measure)
+            except Exception as exc:  # noqa: BLE001 - the table says which counter is missing
+                print(f"bench_tokens: {measure} counter unavailable: {exc}", file=sys.stderr)
     return out
 
 
-PRIOR = {"prose_chars": 0.27, "json_chars": 0.40, "code_chars": 0.33, "messages": 4.0, "blocks": 3.0,
-         "tools": 20.0, "strict_tools": 100.0, "output_format": 100.0, "server_tools": 300.0}
+PRIOR = {"tools": 20.0, "strict_tools": 100.0, "output_format": 100.0, "server_tools": 300.0}
+TAU2 = "tau2-claude-opus-4-6-airline"
 
 
-def fit(samples: list[Sample], strength: float = 1.0) -> dict[str, float]:
-    """Rates fitted on ``samples``: least squares, pulled toward :data:`PRIOR` (ridge), never negative.
+@dataclass
+class Turn:
+    """Two consecutive calls of one caller in a τ²-bench dialogue: what was added, and how the provider's count grew."""
 
-    The recorded requests are few and their features move together (longer conversations have
-    more messages, more blocks and more text), so plain least squares trades one rate against
-    another; the pull toward plausible rates (about one prior sample's weight per rate) keeps each
-    rate meaningful on requests unlike the training ones.
+    dialogue: int
+    side: str  # "agent" (the airline agent) or "user" (the user simulator; it sees the agent's replies only)
+    model: str
+    grown: int
+    added: list[Message]
+
+    @property
+    def held_out(self) -> bool:
+        return self.dialogue % 2 == 1
+
+
+def _input_total(m: dict[str, Any]) -> int:
+    """The whole input of the call that produced ``m``: uncached + cache-write (``prompt_tokens``) + cache reads."""
+    usage = (m.get("raw_data") or {}).get("usage") or {}
+    return int(usage.get("prompt_tokens") or 0) + int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+
+
+def _anthropic_messages(records: list[dict[str, Any]], side: str) -> list[Message]:
+    """The τ²-bench records as the caller sent them: Anthropic turns, consecutive user content merged."""
+    out: list[dict[str, Any]] = []
+
+    def add(role: str, block: dict[str, Any]) -> None:
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].append(block)
+        else:
+            out.append({"role": role, "content": [block]})
+
+    for r in records:
+        if side == "user":  # the simulator speaks as the assistant and hears the agent's replies, not its tools
+            if r["role"] != "tool" and r.get("content") and not r.get("tool_calls"):
+                add("assistant" if r["role"] == "user" else "user", {"type": "text", "text": r["content"]})
+        elif r["role"] == "assistant":
+            content = [{"type": "text", "text": r["content"]}] if r.get("content") else []
+            content += [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
+                        for c in r.get("tool_calls") or []]
+            out.append({"role": "assistant", "content": content})
+        elif r["role"] == "tool":
+            add("user", {"type": "tool_result", "tool_use_id": r["id"], "content": r["content"]})
+        else:
+            add("user", {"type": "text", "text": r["content"]})
+    return convert.from_anthropic({"messages": out})[0] if out else []
+
+
+def tau2_turns(traffic: Path) -> tuple[list[Turn], int]:
+    """Every pair of consecutive calls with a positive growth, and how many pairs shrank (left out)."""
+    turns: list[Turn] = []
+    shrank = 0
+    for path in sorted((traffic / TAU2).glob("*.json")):
+        for n, dialogue in enumerate(json.loads(path.read_text(encoding="utf-8"))):
+            records = dialogue["messages"]
+            for side, role in (("agent", "assistant"), ("user", "user")):
+                calls = [i for i, r in enumerate(records) if r["role"] == role and r.get("raw_data")]
+                for a, b in zip(calls, calls[1:], strict=False):
+                    model_a, model_b = (records[i]["raw_data"].get("model") for i in (a, b))
+                    grown = _input_total(records[b]) - _input_total(records[a])
+                    if model_a != model_b:
+                        continue
+                    if grown <= 0:  # the caller's context shrank: not a growth by what was added
+                        shrank += 1
+                        continue
+                    turns.append(Turn(n, side, str(model_a), grown, _anthropic_messages(records[a:b], side)))
+    return turns, shrank
+
+
+MESSAGE_WEIGHTS = ("prose", "json", "code", "messages", "blocks", "tool_uses", "tool_results")
+
+
+def _turn_features(turn: Turn, size: Any) -> list[float]:
+    feats = dict.fromkeys(MESSAGE_WEIGHTS, 0.0)
+    for m in turn.added:
+        for k, v in message_features(m, size).items():
+            feats[k] += v
+    return [feats[k] for k in MESSAGE_WEIGHTS]
+
+
+def fit_turns(turns: list[Turn], measure: str) -> dict[str, float]:
+    """Per-message weights minimising the mean absolute per-turn error (reweighted least squares), never negative."""
+    import numpy as np  # noqa: PLC0415 - bench-only
+
+    size = size_of(measure)
+    x = np.array([_turn_features(t, size) for t in turns], dtype=float)
+    y = np.array([t.grown for t in turns], dtype=float)
+    w = 1 / y
+    coef = np.zeros(x.shape[1])
+    for _ in range(60):
+        coef, *_ = np.linalg.lstsq(x * w[:, None], y * w, rcond=None)
+        coef = np.maximum(coef, 0.0)
+        w = 1 / y / np.sqrt(np.maximum(np.abs(x @ coef - y) / y, 0.01))
+    out = {k: round(float(c), 4) for k, c in zip(MESSAGE_WEIGHTS, coef, strict=True)}
+    if not x[:, MESSAGE_WEIGHTS.index("code")].any():
+        out["code"] = out["prose"]  # no code in the dialogues: code at the prose rate, not free
+    return out
+
+
+def fit(samples: list[Sample], measure: str, message_weights: dict[str, float], strength: float = 1.0) -> dict[str, float]:
+    """Per-request weights on whole requests, the per-message ones fixed: ridge toward :data:`PRIOR`, never negative.
+
+    The recorded requests are few and their features move together, so the pull toward plausible
+    rates (about one prior sample's weight per rate) keeps each rate meaningful.
     """
     import numpy as np  # noqa: PLC0415 - bench-only
 
-    names = list(CALIBRATION)
+    size = size_of(measure)
+    names = list(REQUEST_FEATURES)
     rows, ys = [], []
     for s in samples:
-        feats = dict.fromkeys(names, 0.0)
-        for m in s.messages:
-            for k, v in message_features(m).items():
-                feats[k] += v
-        extra, fixed = request_features(s.extra)
-        for k, v in extra.items():
-            feats[k] += v
-        rows.append([feats[k] for k in names])
-        ys.append(s.truth - fixed)
+        known = sum(sum(message_weights.get(k, 0.0) * v for k, v in message_features(m, size).items())
+                    for m in s.messages)
+        extra, fixed = request_features(s.extra, size)
+        known += sum(message_weights.get(k, 0.0) * extra[k] for k in KINDS)
+        rows.append([extra[k] for k in names])
+        ys.append(s.truth - fixed - known)
     x, y = np.array(rows, dtype=float), np.array(ys, dtype=float)
     scale = np.maximum(np.abs(x).mean(axis=0), 1.0) * strength
-    prior = np.array([PRIOR.get(k, 0.0) for k in names])
-    xa = np.vstack([x, np.diag(scale)])
-    ya = np.concatenate([y, scale * prior])
-    coef, *_ = np.linalg.lstsq(xa, ya, rcond=None)
+    prior = np.array([PRIOR[k] for k in names])
+    coef, *_ = np.linalg.lstsq(np.vstack([x, np.diag(scale)]), np.concatenate([y, scale * prior]), rcond=None)
     return {k: round(max(0.0, float(c)), 4) for k, c in zip(names, coef, strict=True)}
+
+
+def turn_table(turns: list[Turn]) -> list[dict[str, Any]]:
+    """Per-turn error of each counter: the count of the added messages against the growth."""
+    counters: dict[str, TokenCounter] = {"approx (chars/4)": ApproxTokenCounter()}
+    for measure in MEASURES:
+        try:
+            counters[f"anthropic calibrated ({measure})"] = AnthropicCounter(measure=measure)
+        except Exception as exc:  # noqa: BLE001 - the table says which counter is missing
+            print(f"bench_tokens: {measure} counter unavailable: {exc}", file=sys.stderr)
+    rows = []
+    groups = [(f"{side} turns, {part}", [t for t in turns if t.side == side and t.held_out == held])
+              for side in ("agent", "user") for part, held in (("training", False), ("held-out", True))]
+    groups += [("all turns, held-out", [t for t in turns if t.held_out]), ("all turns", turns)]
+    for label, group in groups:
+        if not group:
+            continue
+        for name, counter in counters.items():
+            rel = [(sum(counter.count(m) for m in t.added) - t.grown) / t.grown for t in group]
+            rows.append({"set": f"τ² per turn: {label}", "counter": name, "n": len(rel),
+                         "mae_pct": 100 * statistics.fmean(abs(e) for e in rel),
+                         "signed_pct": 100 * statistics.fmean(rel),
+                         "median_abs_pct": 100 * statistics.median(abs(e) for e in rel),
+                         "within_10pct": sum(1 for e in rel if abs(e) <= 0.10)})
+    return rows
 
 
 def errors(samples: list[Sample], name: str) -> Iterator[tuple[Sample, float, float | None]]:
@@ -264,25 +400,40 @@ def json_table(results: list[Message]) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--traffic", type=Path, default=TRAFFIC)
-    ap.add_argument("--fit", action="store_true", help="refit the Anthropic rates on the training files and print them")
+    ap.add_argument("--fit", action="store_true",
+                    help="refit the Anthropic rates (per turn on the training dialogues, then per request) and print them")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     samples = load(args.traffic)
+    turns, shrank = tau2_turns(args.traffic)
     if args.fit:
-        rates = fit([s for s in samples if s.api == "anthropic" and not s.held_out])
-        print(json.dumps(rates, indent=4))
+        fitted = {}
+        for measure in MEASURES:
+            weights = fit_turns([t for t in turns if not t.held_out], measure)
+            weights.update(fit([s for s in samples if s.api == "anthropic" and not s.held_out], measure, weights))
+            fitted[measure] = weights
+        print(json.dumps(fitted, indent=4))
         return 0
     rows = table(samples)
+    trows = turn_table(turns)
     jrows = json_table(json_results(args.traffic))
     if args.json:
-        print(json.dumps(rows + jrows, indent=2))
+        print(json.dumps(rows + trows + jrows, indent=2))
         return 0
-    print(f"{'set':28} {'counter':22} {'n':>3} {'MAE %':>7} {'signed %':>9} {'min %':>7} {'max %':>7}"
+    if trows:
+        print(f"τ²-bench {TAU2}: {len(turns)} turns with a positive growth ({shrank} pairs whose count shrank "
+              f"left out); held out: the odd-numbered dialogues")
+        print(f"{'set':42} {'counter':32} {'n':>4} {'MAE %':>7} {'signed %':>9} {'median %':>9} {'<=10 %':>7}")
+        for r in trows:
+            print(f"{r['set']:42} {r['counter']:32} {r['n']:>4} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f} "
+                  f"{r['median_abs_pct']:9.1f} {r['within_10pct']:>4}/{r['n']}")
+        print()
+    print(f"{'set':28} {'counter':30} {'n':>3} {'MAE %':>7} {'signed %':>9} {'min %':>7} {'max %':>7}"
           f"   JSON-result increments: n, signed %, under")
     for r in rows:
         inc = (f"{r['json_inc_n']:>3} {r['json_inc_signed_pct']:+8.1f} {r['json_inc_under']:>3}/{r['json_inc_n']}"
                if r["json_inc_n"] else "  -")
-        print(f"{r['set']:28} {r['counter']:22} {r['n']:>3} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f} "
+        print(f"{r['set']:28} {r['counter']:30} {r['n']:>3} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f} "
               f"{r['min_pct']:+7.1f} {r['max_pct']:+7.1f}   {inc}")
     if jrows:
         print(f"\n{'set':38} {'counter':22} {'n':>4} {'signed %':>9} {'min %':>7} {'max %':>7} {'under':>9}")

@@ -21,6 +21,7 @@ SAMPLE = Path(__file__).resolve().parent / "data" / "traffic"
 TRAFFIC = FULL if FULL.is_dir() else SAMPLE
 TAU = TRAFFIC / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
 CASSETTES = TRAFFIC / "pydantic-ai-cassettes"
+TAU2 = TRAFFIC / "tau2-claude-opus-4-6-airline"  # claude-opus-4-6 calls with their usage (token calibration)
 # How many dialogues the τ-bench file holds: tests check that the whole file was read.
 TAU_DIALOGUES = 200 if TRAFFIC == FULL else 10
 

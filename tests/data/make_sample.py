@@ -2,7 +2,8 @@
 
 Run from the repository root with the full traffic beside it:
     .venv/bin/python tests/data/make_sample.py
-The sample is every 20th τ-bench airline dialogue (10 of 200, records unchanged) and the
+The sample is every 20th τ-bench airline dialogue (10 of 200, records unchanged), the first 4 of
+the 50 τ²-bench claude-opus-4-6 airline dialogues (records unchanged) and the
 pydantic-ai cassettes except the two largest (kept byte for byte), with each source's LICENSE and
 PROVENANCE.txt. Tests assert behaviour that holds on both the sample and the full traffic.
 """
@@ -18,7 +19,10 @@ FULL = ROOT.parent / "shared" / "traffic"
 SAMPLE = Path(__file__).resolve().parent / "traffic"
 TAU = Path("tau-bench-gpt4o-airline")
 CASSETTES = Path("pydantic-ai-cassettes")
+TAU2 = Path("tau2-claude-opus-4-6-airline")
+TAU2_FILE = "adaptive-agent_airline_claude-opus-4-6_1trial.json"
 TAU_STEP = 20
+TAU2_DIALOGUES = 4  # two training (even) and two held-out (odd) dialogues of the token calibration
 LEFT_OUT = ("test_tool_search_eval[anthropic].yaml", "test_multiple_agents.yaml")  # 46 and 48 KB
 
 
@@ -26,7 +30,7 @@ def main() -> None:
     if not FULL.is_dir():
         raise SystemExit(f"{FULL}: not found (the full traffic must sit beside the repository)")
     shutil.rmtree(SAMPLE, ignore_errors=True)
-    for source in (TAU, CASSETTES):
+    for source in (TAU, CASSETTES, TAU2):
         (SAMPLE / source).mkdir(parents=True)
         for name in ("LICENSE", "PROVENANCE.txt"):
             shutil.copyfile(FULL / source / name, SAMPLE / source / name)
@@ -34,6 +38,9 @@ def main() -> None:
     # one dialogue a line: a valid JSON list that diffs by dialogue
     lines = ",\n".join(json.dumps(d, ensure_ascii=False) for d in dialogues)
     (SAMPLE / TAU / "gpt-4o-airline.json").write_text(f"[\n{lines}\n]\n")
+    tau2 = json.loads((FULL / TAU2 / TAU2_FILE).read_text())[:TAU2_DIALOGUES]
+    lines = ",\n".join(json.dumps(d, ensure_ascii=False) for d in tau2)
+    (SAMPLE / TAU2 / TAU2_FILE).write_text(f"[\n{lines}\n]\n")
     for path in sorted((FULL / CASSETTES).rglob("*.yaml")):
         if path.name not in LEFT_OUT:
             out = SAMPLE / path.relative_to(FULL)
