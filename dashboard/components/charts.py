@@ -32,6 +32,17 @@ MARKER_STYLE = {  # decision/violation markers on the token timeline
     "fail": ("x-thin-open", "#000000"),
     "violation": ("x", "#CC0000"),
 }
+MARKER_NAMES = {  # the legend, in words: what each mark means
+    "prune": "prune (units evicted)",
+    "defer": "deferral (waited for a commit boundary)",
+    "spill": "spill (units moved to the spill store)",
+    "reinject": "re-injection (spilled units brought back)",
+    "fail": "failure (over the hard ceiling)",
+    "violation": "violation (a request the provider would refuse), drawn above",
+}
+# Marks drawn above the line by this share of the highest token count, so a violation's ✖ never
+# covers the prune's ▼ at the same step.
+MARKER_LIFT = {"violation": 0.08, "fail": 0.04}
 FLAG_PATTERNS = (("open", ".", "open stream"), ("pending", "x", "pending tool call"),
                  ("pinned", "/", "pinned (never pruned)"))  # the first flag a unit has sets its hatching
 
@@ -186,10 +197,13 @@ def token_timeline(series: pd.DataFrame, markers: pd.DataFrame, *, step: int | N
             pos = pd.merge_asof(markers.sort_values("seq"), series[["seq", "peak_tokens"]].sort_values("seq"),
                                 on="seq", direction="backward")
             many = len(pos) > 300  # thousands of deferrals: smaller marks, drawn by WebGL
+            top = float(series["peak_tokens"].max() or 0)
             for mark, group in pos.groupby("kind", sort=False):
                 symbol, color = MARKER_STYLE.get(str(mark), ("circle", "#333"))
+                lift = MARKER_LIFT.get(str(mark), 0.0) * top
                 data.append(dict(type="scattergl" if many else "scatter", x=group["seq"].tolist(),
-                                 y=group["peak_tokens"].tolist(), mode="markers", name=esc(mark),
+                                 y=(group["peak_tokens"] + lift).tolist(), mode="markers",
+                                 name=esc(MARKER_NAMES.get(str(mark), mark)),
                                  marker=dict(symbol=symbol, color=color, size=6 if many else 10,
                                              line=dict(width=1, color=color)),
                                  customdata=group["n"].tolist(),
@@ -204,26 +218,48 @@ def token_timeline(series: pd.DataFrame, markers: pd.DataFrame, *, step: int | N
     if step is not None:
         lines.append(_vline(step, "#444", "solid", f"step {step}", width=2))
     return _figure(data, dict(
-        height=height, margin=dict(l=10, r=10, t=30, b=30), xaxis=dict(title="step (prunegate.seq)"),
+        height=height, margin=dict(l=10, r=10, t=30, b=30), xaxis=dict(title="step (one per recorded event)"),
         yaxis=dict(title="tokens"), legend=dict(orientation="h", y=-0.25), hovermode="closest",
         shapes=[sh for sh, _ in lines], annotations=[an for _, an in lines],
     ))
 
 
+PATTERNS = ("", "/", "x", ".", "-", "|", "+", "\\")  # Plotly bar fill patterns, "" = solid
+
+
+def arm_styles(arms: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """A distinct (colour, fill pattern) per arm, for any number of arms: the colour says the
+    policy (Okabe-Ito, told apart under the common colour-vision deficiencies), the pattern says
+    ungated (hatched) against gated (solid); past 8 policies the colours repeat with other patterns.
+    Sorted, so an arm keeps its style across charts."""
+    names = sorted({str(a) for a in arms})
+    policies = sorted({a.split(" · ")[0] for a in names})
+    out = {}
+    for arm in names:
+        policy, _, gate = arm.partition(" · ")
+        i = policies.index(policy)
+        cycle = i // len(OKABE_ITO)
+        pattern = PATTERNS[(2 * cycle + (gate == "ungated")) % len(PATTERNS)]
+        out[arm] = (OKABE_ITO[i % len(OKABE_ITO)], pattern)
+    return out
+
+
 def arm_colors(arms: Iterable[str]) -> dict[str, str]:
-    """One Okabe-Ito colour per arm (sorted, so an arm keeps its colour across charts)."""
-    return {a: OKABE_ITO[i % len(OKABE_ITO)] for i, a in enumerate(sorted({str(a) for a in arms}))}
+    """The colour of each arm (:func:`arm_styles`; the pattern tells apart arms sharing one)."""
+    return {a: c for a, (c, _) in arm_styles(arms).items()}
 
 
 def arm_bars(summary: pd.DataFrame, metric: str) -> go.Figure:
     """Mean of a metric per arm with its 95% confidence interval; one colour per arm."""
-    colors = arm_colors(summary["arm"])
+    styles = arm_styles(summary["arm"])
+    colors = {a: c for a, (c, _) in styles.items()}
     err = (summary["ci_high"] - summary["mean"]).fillna(0)
     fig = go.Figure(go.Bar(
         x=[esc(a) for a in summary["arm"]], y=summary["mean"],
         error_y=dict(type="data", array=err, visible=True, color="#333"),
         hovertext=[f"{esc(a)}: mean {m:.3g} (n={n})" for a, m, n in zip(summary["arm"], summary["mean"], summary["n"], strict=True)],
         hoverinfo="text", marker_color=[colors[str(a)] for a in summary["arm"]],
+        marker_pattern_shape=[styles[str(a)][1] for a in summary["arm"]],
     ))
     fig.update_layout(height=320, margin=dict(l=10, r=10, t=30, b=30), yaxis_title=f"mean {metric} (95% CI)")
     return fig
@@ -231,12 +267,14 @@ def arm_bars(summary: pd.DataFrame, metric: str) -> go.Figure:
 
 def arm_distribution(metrics: pd.DataFrame, metric: str) -> go.Figure:
     """Per-session values of a metric per arm: box plot with every session as a point."""
-    colors = arm_colors(metrics["arm"])
+    styles = arm_styles(metrics["arm"])
+    symbols = ("circle", "circle-open", "square", "square-open", "diamond", "diamond-open", "cross", "x")
     fig = go.Figure()
     for arm, group in metrics.groupby("arm", sort=True):
+        color, pattern = styles[str(arm)]
         fig.add_trace(go.Box(
             y=group[metric], name=esc(arm), boxpoints="all", jitter=0.4, pointpos=0,
-            marker_color=colors[str(arm)], line_color=colors[str(arm)],
+            marker=dict(color=color, symbol=symbols[PATTERNS.index(pattern) % len(symbols)]), line_color=color,
             hovertext=[esc(short(label or sid, 60)) for label, sid in zip(group["label"], group["session_id"], strict=True)],
             hoverinfo="y+text",
         ))
@@ -247,12 +285,13 @@ def arm_distribution(metrics: pd.DataFrame, metric: str) -> go.Figure:
 def paired_bars(diff: pd.DataFrame, metric: str, baseline: str) -> go.Figure:
     """Per source session: each arm's metric minus the baseline arm's. One Okabe-Ito colour per
     arm, the legend above the plot (never over the bars), a zero line, session names slanted."""
-    colors = arm_colors([*diff["arm"], baseline])  # the baseline keeps its place: same colours as the other charts
+    styles = arm_styles([*diff["arm"], baseline])  # the baseline keeps its place: same styles as the other charts
     fig = go.Figure()
     for arm, group in diff.groupby("arm", sort=True):
         fig.add_bar(
             x=[esc(short(label or sid, 32)) for label, sid in zip(group["label"], group["source_id"], strict=True)],
-            y=group["difference"], name=esc(arm), marker_color=colors[str(arm)],
+            y=group["difference"], name=esc(arm), marker_color=styles[str(arm)][0],
+            marker_pattern_shape=styles[str(arm)][1],
             hovertext=[f"{esc(arm)} − {esc(baseline)}: {d:+.3g}" for d in group["difference"]], hoverinfo="text",
         )
     fig.update_layout(

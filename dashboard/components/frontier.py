@@ -19,11 +19,16 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.components import data
+from dashboard.components.charts import OKABE_ITO
 from dashboard.components.safe import esc, md
+from dashboard.components.widgets import show_table
 from tracer.lab import sweep as sweeps
 from tracer.lab.recommend import describe, recommend
 
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+PALETTE = OKABE_ITO  # one colour per policy, told apart under the common colour-vision deficiencies
+LEGEND = ("★ on the Pareto frontier (no other arm has both higher retention and a lower cost) · ● not on it · "
+          "✕ sent requests the provider would refuse · the number by a point is its token budget "
+          "(auto: 60% of each session's size) · bars: 95% intervals")
 REPLAY_PAGE = "views/replay.py"
 
 
@@ -54,7 +59,9 @@ def figure(arms: list[dict[str, Any]], x_key: str = "cost_per_session") -> go.Fi
         fig.add_trace(go.Scatter(
             x=[a[x_key] for a in pts], y=[a["retention"] for a in pts], mode="markers+text",
             name=esc(policy), customdata=[[i] for i in idx], hovertext=hover, hoverinfo="text",
-            text=[esc(_short_label(a)) for a in pts], textposition="top center",
+            text=[esc(_short_label(a)) for a in pts],
+            # alternate above / below along the x axis, so neighbouring budgets' labels do not overlap
+            textposition=[("top center", "bottom center")[rank % 2] for rank in _x_rank(pts, x_key)],
             marker={"size": [16 if a["pareto"] else 11 for a in pts], "symbol": symbols,
                     "color": PALETTE[p_i % len(PALETTE)], "line": {"width": 1, "color": "#333"}},
             error_y={"type": "data", "symmetric": False,
@@ -76,6 +83,15 @@ def figure(arms: list[dict[str, Any]], x_key: str = "cost_per_session") -> go.Fi
         legend={"orientation": "h", "y": -0.2}, clickmode="event+select",
     )
     return fig
+
+
+def _x_rank(pts: list[dict[str, Any]], x_key: str) -> list[int]:
+    """Each point's rank along the x axis."""
+    order = sorted(range(len(pts)), key=lambda i: pts[i][x_key])
+    rank = [0] * len(pts)
+    for r, i in enumerate(order):
+        rank[i] = r
+    return rank
 
 
 def _bound(a: dict[str, Any], key: str) -> float:
@@ -139,12 +155,11 @@ def render() -> None:
     if invalid:
         st.warning(md(f"{len(invalid)} arms sent invalid requests (crosses): "
                       + ", ".join(f"{a['arm']} ({a['invalid_requests']})" for a in invalid)))
-    st.caption("Stars: Pareto-optimal arms (nothing keeps more for less). Bars: Student-t 95% intervals. "
-               "Click a point to open a session of that arm at its first lost reference.")
+    st.caption(LEGEND + ". Click a point to open a session of that arm at its first lost reference.")
     event = st.plotly_chart(figure(arms, axis), width="stretch", key="frontier_chart", on_select="rerun",
                             selection_mode="points")
     _follow_click(event, arms)
-    st.dataframe(_table(arms), hide_index=True, width="stretch", key="frontier_table")
+    show_table(_table(arms), hide_index=True, width="stretch", key="frontier_table")
     _recommendation(rec)
     _lost_by_tool(arms)
 

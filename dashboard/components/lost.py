@@ -10,6 +10,7 @@ import streamlit as st
 
 from dashboard.components import data
 from dashboard.components.safe import md
+from dashboard.components.widgets import show_table
 from tracer.lab.lost import at_step, lost_references
 from tracer.store import Store
 
@@ -39,7 +40,7 @@ def panel(session_id: str, step: int, jump: Callable[[int], None]) -> None:
     if not here:
         return
     st.caption(f"The model call at step {step} needed {len(here)} value(s) no longer in its context:")
-    st.dataframe(pd.DataFrame(here), hide_index=True, width="stretch", key="lost_here")
+    show_table(pd.DataFrame(here), hide_index=True, width="stretch", key="lost_here")
     prunes = list(dict.fromkeys(int(x["prune_seq"]) for x in here if pd.notna(x["prune_seq"])))
     for i, seq in enumerate(prunes):
         sources = ", ".join(sorted({str(x["source"]) for x in here if pd.notna(x["prune_seq"]) and int(x["prune_seq"]) == seq}))

@@ -15,7 +15,7 @@ import streamlit as st
 
 from dashboard.components import data
 from dashboard.components.safe import md
-from dashboard.components.widgets import ts_column
+from dashboard.components.widgets import show_table, ts_column
 from tracer.errors import AnnotationError
 from tracer.spans import names as sn
 
@@ -37,7 +37,7 @@ def table(frame: pd.DataFrame, *, key: str, with_session: bool = True) -> None:
         "open": [f"replay?session={quote(str(sid), safe='')}" + ("" if s is None else f"&step={s}")
                  for sid, s in zip(frame["session_id"], steps, strict=True)],
     })
-    st.dataframe(out, hide_index=True, width="stretch", key=key,
+    show_table(out, hide_index=True, width="stretch", key=key,
                  column_config={"open": st.column_config.LinkColumn("open", display_text="replay ▸")})
 
 
@@ -77,7 +77,12 @@ def step_targets(events: pd.DataFrame, step: int) -> list[tuple[str, str | None]
     if events.empty:
         return out
     here = events[(events["seq"] == step) & events["name"].isin(list(TARGET_NAMES))]
+    seen: dict[str, int] = {}
     for rec in here.to_dict("records"):
-        what = rec.get("what") or rec["name"].replace(sn.PREFIX, "")
-        out.append((f"the {TARGET_NAMES[rec['name']]} at step {step}: {what} ({rec['span_id']})", str(rec["span_id"])))
+        what = rec.get("what") or rec["name"].replace(sn.PREFIX, "").replace("_", " ")
+        text = f"the {TARGET_NAMES[rec['name']]} at step {step}: {what}"
+        seen[text] = seen.get(text, 0) + 1  # two alike at one step read "… (2nd)", never as span ids
+        n = seen[text]
+        out.append((text + (f" ({n}{'nd' if n == 2 else 'rd' if n == 3 else 'th'})" if n > 1 else ""),
+                     str(rec["span_id"])))
     return out

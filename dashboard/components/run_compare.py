@@ -17,7 +17,7 @@ import streamlit as st
 
 from dashboard.components import data, saved
 from dashboard.components.safe import md
-from dashboard.components.widgets import session_label
+from dashboard.components.widgets import session_label, show_table
 from tracer import queries
 
 RESULT = "compare_run_result"
@@ -118,12 +118,12 @@ def _show(result: dict[str, Any]) -> None:
     for line in lines[1:]:
         st.text(line)
     tables = frames(result)
-    st.dataframe(tables["arms"], hide_index=True, width="stretch", key="compare_run_rows")
+    show_table(tables["arms"], hide_index=True, width="stretch", key="compare_run_rows")
     downloads(tables["sessions"], "comparison-sessions", "compare_run_sessions_dl")
     if result["differences"]:
         st.caption("Paired differences against the baseline (the first policy) of each gating, "
                    "mean and Student-t 95% CI, as `prunegate compare` reports them")
-        st.dataframe(tables["differences"], hide_index=True, width="stretch", key="compare_run_diffs")
+        show_table(tables["differences"], hide_index=True, width="stretch", key="compare_run_diffs")
         downloads(tables["differences"], "comparison-differences", "compare_run_diffs_dl")
     saved.save_form("run", result.get("params", {}), {
         "lines": lines, "tables": {"sums per arm": saved.plain(tables["arms"]),

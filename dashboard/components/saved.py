@@ -15,7 +15,7 @@ import streamlit as st
 
 from dashboard.components import data
 from dashboard.components.safe import md
-from dashboard.components.widgets import ts_column
+from dashboard.components.widgets import show_table, ts_column
 from tracer import queries
 from tracer.errors import AnnotationError
 
@@ -56,7 +56,7 @@ def saved_list() -> None:
         st.caption("No saved comparison yet: run one (or pick results) and press “Save this comparison”.")
         return
     kinds = [json.loads(p or "{}").get("kind", "") for p in frame["params"]]
-    st.dataframe(pd.DataFrame({
+    show_table(pd.DataFrame({
         "title": frame["title"], "kind": kinds, "saved": ts_column(frame["time_ns"]),
         "open": ["compare?saved=" + str(i) for i in frame["id"]],
     }), hide_index=True, width="stretch", key="compare_saved_list",
@@ -80,7 +80,7 @@ def show_saved(ident: str) -> None:
         st.text(str(line))
     for name, records in results.get("tables", {}).items():
         st.caption(md(name))
-        st.dataframe(pd.DataFrame(records), hide_index=True, width="stretch", key=f"compare_saved_{name}")
+        show_table(pd.DataFrame(records), hide_index=True, width="stretch", key=f"compare_saved_{name}")
 
 
 def since_saved(changes: dict[str, int]) -> str:

@@ -43,3 +43,48 @@ def open_links(sessions: pd.DataFrame, *, key: str, default: str | None = None) 
     c3.page_link("views/violations.py", label="Violations ▸", query_params={"session": picked})
     st.text(f"Selected: {labels.get(picked, picked)}")
     return picked
+
+
+# Column names a user reads: words, not attribute keys (anything else: underscores become spaces).
+COLUMN_WORDS = {
+    "seq": "step", "first_seq": "first at step", "prune_seq": "prune at step", "last_event": "last event",
+    "pending_calls": "pending tool calls", "tool_names": "tools", "message_id": "message", "unit_id": "unit",
+    "prune_span_id": "prune", "span_id": "span", "session_id": "session", "call_ids": "tool call ids",
+    "ci_low": "95% CI low", "ci_high": "95% CI high", "n": "sessions",
+}
+MISSING = "—"
+
+
+def words(name: object) -> str:
+    """A column name as words (``first_seq`` -> ``first at step``; ``peak_tokens`` -> ``peak tokens``)."""
+    text = str(name)
+    return COLUMN_WORDS.get(text, text.replace("_", " "))
+
+
+def _missing(value: object) -> bool:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    return isinstance(value, float) and value != value  # NaN
+
+
+def readable(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as a user reads it: column names as words, and an empty cell shown as "—" instead of
+    "None"/"NaN" (a column with gaps becomes text; whole numbers keep no decimals)."""
+    out = frame.rename(columns=words)
+    for col in out.columns:
+        values = out[col]
+        if not values.map(_missing).any():
+            continue
+        out[col] = [MISSING if _missing(v) else f"{int(v):,}" if isinstance(v, float) and v.is_integer() else
+                    f"{v:.3g}" if isinstance(v, float) else str(v) for v in values.astype(object)]
+    return out
+
+
+def show_table(frame: pd.DataFrame, **kwargs: Any) -> Any:
+    """``st.dataframe`` of :func:`readable` ``frame`` (the one way the pages draw a table); the keys of
+    ``column_config`` and ``column_order`` may name the original columns."""
+    if "column_config" in kwargs:
+        kwargs["column_config"] = {words(k): v for k, v in kwargs["column_config"].items()}
+    if "column_order" in kwargs:
+        kwargs["column_order"] = [words(k) for k in kwargs["column_order"]]
+    return st.dataframe(readable(frame), **kwargs)

@@ -15,6 +15,7 @@ import streamlit as st
 
 from dashboard.components import charts, data, frontier, saved
 from dashboard.components.run_compare import downloads, run_comparison_form
+from dashboard.components.widgets import show_table
 from tracer import queries
 
 qp = st.query_params
@@ -26,6 +27,36 @@ def _default_baseline(arms: list[str]) -> str:
         if wanted in arms:
             return wanted
     return arms[0]
+
+
+# Which way is better for each metric (the verdict column); metrics absent here have no direction
+# (prunes, deferrals, spills: a means, not an outcome).
+BETTER = {"retention": "higher", **{name: "lower" for name in (
+    "violations", "invalid_requests", "orphan_results", "dangling_calls", "duplicated_side_effects", "tokens_sent",
+    "peak_tokens", "failures", "retries", "final_tokens", "over_budget_checks")}}
+RATES = {"retention"}  # a total of a share means nothing
+
+
+def verdict(metric: str, low: object, high: object) -> str:
+    """The difference's 95% interval in words: better, worse, or no clear difference (it holds 0)."""
+    if not isinstance(low, int | float) or not isinstance(high, int | float) or low != low or high != high:
+        return "too few sessions"
+    if low <= 0 <= high:
+        return "no clear difference"
+    higher = low > 0
+    way = BETTER.get(metric)
+    if way is None:
+        return "higher" if higher else "lower"
+    return ("better" if higher == (way == "higher") else "worse") + (" (higher)" if higher else " (lower)")
+
+
+def rounded(frame: pd.DataFrame) -> pd.DataFrame:
+    """Numbers at 3 significant digits (a table is read, not recomputed)."""
+    out = frame.copy()
+    for col in out.columns:
+        if pd.api.types.is_float_dtype(out[col]):
+            out[col] = [None if pd.isna(v) else float(f"{v:.3g}") for v in out[col]]
+    return out
 
 
 def _g(x: object) -> str:
@@ -43,15 +74,20 @@ if qp.get("saved"):  # a saved comparison: its stored numbers, nothing re-run
 with st.expander("Saved comparisons", expanded=False):
     saved.saved_list()
 
-tab_results, tab_run, tab_frontier = st.tabs(["Results in the store", "Run a comparison", "Frontier (sweeps)"])
+# The open tab is in the URL (?tab=...), and only the open tab's content runs.
+tab_results, tab_run, tab_frontier = st.tabs(["Results", "Run a comparison", "Frontier"],
+                                             key="tab", on_change="rerun", bind="query-params")
 
-with tab_run:
-    run_comparison_form()
+if tab_run.open:
+    with tab_run:
+        run_comparison_form()
 
-with tab_frontier:  # before the results tab, which stops the page when the store has no replay
-    frontier.render()
+if tab_frontier.open:
+    with tab_frontier:
+        frontier.render()
 
-with tab_results:
+def results_tab() -> None:
+    """The stored replays side by side: metrics, intervals, paired differences with a verdict."""
     metrics_all: pd.DataFrame = data.run(queries.session_metrics)
     replays = metrics_all[metrics_all["source"] == "replay"]
     if replays.empty:
@@ -83,14 +119,15 @@ with tab_results:
     side.insert(0, "metric", side.index)
     n = chosen.groupby("arm")["session_id"].count()
     st.caption("Sessions per arm: " + ", ".join(f"{a}: {int(k)}" for a, k in n.items()))
-    st.dataframe(side, hide_index=True, width="stretch", key="compare_side")
+    show_table(rounded(side), hide_index=True, width="stretch", key="compare_side")
 
     summary = queries.arm_summary(chosen, metric)
     c1, c2 = st.columns(2)
     with c1:
         st.subheader(f"Mean {metric} with 95% CI")
         st.plotly_chart(charts.arm_bars(summary, metric), width="stretch", key="compare_bars")
-        st.dataframe(summary, hide_index=True, width="stretch", key="compare_summary")
+        shown = summary.drop(columns=["total"]) if metric in RATES else summary
+        show_table(rounded(shown), hide_index=True, width="stretch", key="compare_summary")
     with c2:
         st.subheader(f"Distribution of {metric} per session")
         st.plotly_chart(charts.arm_distribution(chosen, metric), width="stretch", key="compare_dist")
@@ -109,10 +146,16 @@ with tab_results:
     else:
         st.caption(f"Mean per-session difference against {baseline} with its 95% confidence interval "
                    "(Student t over the paired differences; the same numbers `prunegate compare` prints)")
-        st.dataframe(queries.difference_summary(chosen, metric, baseline), hide_index=True, width="stretch",
-                     key="compare_diff_summary")
+        diffs = queries.difference_summary(chosen, metric, baseline)
+        diffs.insert(1, "verdict", [verdict(metric, lo, hi) for lo, hi in zip(diffs["ci_low"], diffs["ci_high"],
+                                                                              strict=True)])
+        way = BETTER.get(metric)
+        st.caption(f"For {metric.replace('_', ' ')}, {way} is better." if way else
+                   f"{metric.replace('_', ' ')} has no better direction: the verdict says only higher or lower.")
+        show_table(rounded(diffs.drop(columns=["metric", "level"])), hide_index=True, width="stretch",
+                   key="compare_diff_summary", column_config={"mean_diff": "mean difference"})
         st.plotly_chart(charts.paired_bars(diff, metric, baseline), width="stretch", key="compare_diff_chart")
-        st.dataframe(diff, hide_index=True, width="stretch", key="compare_diff")
+        show_table(rounded(diff), hide_index=True, width="stretch", key="compare_diff")
     st.subheader("Download")
     st.caption("Every picked session's metrics (one row per replayed session: arm, source session, all metrics)")
     downloads(chosen, "comparison-metrics", "compare_results_dl")
@@ -128,3 +171,8 @@ with tab_results:
                        saved.plain(queries.difference_summary(chosen, metric, baseline)) if not diff.empty else [],
                    "metrics side by side (mean per session)": saved.plain(side)},
     }, key="compare_results_save", title=f"{metric} against {baseline}")
+
+
+if tab_results.open:
+    with tab_results:
+        results_tab()

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.components import charts, data
-from dashboard.components.widgets import session_label, ts_column
+from dashboard.components.widgets import session_label, show_table, ts_column
 from tracer import queries
 
 WINDOWS = {"last 5 minutes": 300, "last hour": 3600, "last 24 hours": 86400, "everything": None}
@@ -35,7 +35,7 @@ def _panel() -> None:
         st.info("No session has recorded spans in this window. Sessions being recorded appear here "
                 "within a couple of seconds, without restarting the dashboard.")
         return
-    st.dataframe(pd.DataFrame({
+    show_table(pd.DataFrame({
         "session": live["session_id"], "name": live["label"], "source": live["source"], "policy": live["policy"],
         "spans": live["spans"], "step": live["last_seq"], "tokens": live["tokens"],
         "last decision": live["last_decision"], "violations": live["violations"],

@@ -16,7 +16,7 @@ import streamlit as st
 
 from dashboard.components import charts, data, lost, notes
 from dashboard.components.safe import md
-from dashboard.components.widgets import session_label
+from dashboard.components.widgets import session_label, show_table
 from tracer import queries
 from tracer.queries import explain
 from tracer.spans import names as sn
@@ -144,7 +144,7 @@ def _why_section(why: dict, session_id: str, step: int, budget: int | None, ceil
     st.subheader("Why this request broke")
     st.error(md(f"{len(found)} violation(s) at step {step}: "
                 + ", ".join(f"{code} × {n}" for code, n in counts.items())))
-    st.dataframe(pd.DataFrame({"code": found["code"].map(_text), "names": found["ids"].map(_text),
+    show_table(pd.DataFrame({"code": found["code"].map(_text), "names": found["ids"].map(_text),
                                "provider / checker says": found["message"].map(_text)}),
                  hide_index=True, width="stretch", key="replay_why_violations",
                  height=min(250, 38 + 35 * len(found)))
@@ -298,7 +298,7 @@ with left:
     if events.empty:
         st.caption("No events near this step.")
     else:
-        st.dataframe(_event_table(events, int(step)), hide_index=True, width="stretch", height=360,
+        show_table(_event_table(events, int(step)), hide_index=True, width="stretch", height=360,
                      key="replay_events")
 with right:
     st.subheader("Decision at this step")
@@ -316,7 +316,7 @@ if messages.empty:
 else:
     table = messages[["position", "message_id", "role", "unit_id", "kind", "tokens", "open", "pending",
                       "pinned", "pending_calls", "tool_names", "first_seq", "last_event"]]
-    st.dataframe(table, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(table)), key="replay_messages")
+    show_table(table, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(table)), key="replay_messages")
     captured = messages[messages["content"].notna()] if "content" in messages else messages.iloc[0:0]
     if captured.empty:
         st.caption("Content was not captured for this session (structure only).")

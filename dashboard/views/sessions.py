@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.components import data
-from dashboard.components.widgets import open_links, ts_column
+from dashboard.components.widgets import open_links, show_table, ts_column
 from tracer import queries
 
 SIZES = (10, 25, 50, 100)
@@ -108,26 +108,30 @@ if df.empty:
 
 first = (page_no - 1) * PAGE_SIZE + 1
 st.text(f"Showing {first:,}–{first + len(df) - 1:,} of {total:,} (page {page_no} of {pages})")
+# The counts a user scans for first (violations) sit before the wide columns (ids, names of the
+# recording), so they are on screen at 1,500 px. An ungated runtime never defers: its checks that
+# found nothing to prune are not deferrals, so its deferrals read "—".
+ungated = [g is False for g in df["gated"]]
 table = pd.DataFrame({
     "kind": ["↻ replay" if k == "replay" else "● recorded" for k in df["kind"]],
-    "session": df["session_id"],
     "name": df["label"].fillna(""),
     "policy": [f"{p} · {'gated' if g is True else 'ungated' if g is False else '?'}" if isinstance(p, str) else ""
                for p, g in zip(df["policy"], df["gated"], strict=True)],
-    "replay of": df["source_id"].where(df["kind"] == "replay", "").fillna(""),
+    "violations": df["violations"],
+    "prunes": df["prunes"],
+    "deferrals": [None if u else d for u, d in zip(ungated, df["deferrals"], strict=True)],
+    "spills": df["spills"],
+    "failures": df["failures"],
     "messages": df["messages"].fillna(0).astype(int),
     "peak tokens": df["peak_tokens"].fillna(0).astype(int),
     "budget": [f"{int(b):,}" if pd.notna(b) else "" for b in df["budget"]],
-    "violations": df["violations"],
-    "prunes": df["prunes"],
-    "deferrals": df["deferrals"],
-    "spills": df["spills"],
-    "failures": df["failures"],
-    "labels": df["labels"].fillna("") if "labels" in df else "",
-    "last activity": ts_column(df["last_ns"]),
     "replay": ["replay?session=" + quote(str(s), safe="") for s in df["session_id"]],
+    "last activity": ts_column(df["last_ns"]),
+    "labels": df["labels"].fillna("") if "labels" in df else "",
+    "session": df["session_id"],
+    "replay of": df["source_id"].where(df["kind"] == "replay", "").fillna(""),
 })
-event = st.dataframe(
+event = show_table(
     table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row", key="sessions_table",
     column_config={"replay": st.column_config.LinkColumn("open", display_text="replay ▸"),
                    "peak tokens": st.column_config.NumberColumn(format="%d")},

@@ -17,6 +17,7 @@ import streamlit as st
 
 from dashboard.components import charts, data
 from dashboard.components.safe import md, short
+from dashboard.components.widgets import show_table
 from tracer import queries
 from tracer.spans import names as sn
 
@@ -78,7 +79,7 @@ else:
         "message": shown["message"],
         "ids": shown["ids"],
     })
-    event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
+    event = show_table(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
                          key="violations_table", height=min(400, 38 + 35 * len(table)))
 
     ids = [str(s) for s in shown["span_id"]]
@@ -137,7 +138,7 @@ else:
                 f"policy {p.get(sn.POLICY, '?')}, {'gated' if gated else 'ungated'}, evicted {pruned_ids}")
         c1, c2 = st.columns([2, 3])
         with c1:
-            st.dataframe(facts, hide_index=True, width="stretch", key="violations_facts",
+            show_table(facts, hide_index=True, width="stretch", key="violations_facts",
                          height=38 + 35 * len(facts))
             st.page_link("views/replay.py", label=f"Open in replay at step {seq} ▸",
                          query_params={"session": str(detail["session_id"]), "step": str(seq)})
@@ -147,7 +148,7 @@ else:
             if partners.empty:
                 st.caption("No pruned message matches the violation's ids; all pruned units are outlined below.")
             else:
-                st.dataframe(partners[["message_id", "role", "unit_id", "score", "tokens", "direct", "call_ids",
+                show_table(partners[["message_id", "role", "unit_id", "score", "tokens", "direct", "call_ids",
                                        "answers", "cause"]], hide_index=True, width="stretch",
                              key="violations_partners")
                 with_content = partners[partners["content"].notna()]
@@ -175,7 +176,7 @@ retries = data.run(queries.retries, session_id=scope)
 if retries.empty:
     st.caption("No tool call was executed twice.")
 else:
-    st.dataframe(pd.DataFrame({
+    show_table(pd.DataFrame({
         "session": retries["session_id"], "step": retries["seq"], "tool": retries["tool"],
         "call id": retries["call_id"], "side effect": retries["side_effect"],
         "first run at step": retries["first_seq"], "executions": retries["executions"],

@@ -16,6 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard.components.safe import esc, md, short
+from dashboard.components.widgets import words
 from tests.dashboard_fixtures import (
     HOSTILE,
     HOSTILE_NAME,
@@ -64,10 +65,12 @@ def page(name: str, **params: str) -> AppTest:
 
 
 def frame(at: AppTest, *columns: str):  # noqa: ANN201 - a pandas DataFrame
-    """The first table on the page that has all these columns (plain tables carry no key)."""
+    """The first table on the page that has all these columns (plain tables carry no key), named as
+    the query names them (a page shows them as words: ``message_id`` reads ``message``)."""
+    shown = {words(c): c for c in columns}
     for d in at.dataframe:
-        if set(columns) <= set(d.value.columns):
-            return d.value
+        if set(shown) <= set(d.value.columns):
+            return d.value.rename(columns=shown)
     raise AssertionError(f"no table with columns {columns}; tables: {[list(d.value.columns) for d in at.dataframe]}")
 
 
@@ -234,7 +237,7 @@ def test_compare_page_shows_arms_side_by_side(store: dict) -> None:
     assert {"salience · ungated", "salience · gated", "recency · gated"} <= set(side.columns)
     violations = side.set_index("metric").loc["violations"]
     assert violations["salience · gated"] == 0 and violations["salience · ungated"] > 0
-    summary = frame(at, "arm", "ci_low").set_index("arm")
+    summary = frame(at, "arm", "ci_low", "n").set_index("arm")
     assert summary.loc["salience · ungated", "n"] >= 5 and "ci_low" in summary.columns
     assert len(at.get("plotly_chart")) >= 3
     at.selectbox(key="compare_metric").set_value("prunes").run()
@@ -249,8 +252,7 @@ def test_compare_page_runs_a_comparison_with_progress(tmp_path: Path, store: dic
     info = demo_store(path, per_file=1, policies=())
     os.environ[ENV_STORE] = str(path)
     try:
-        at = page("compare")
-        assert at.info  # no replays yet
+        at = page("compare", tab="Run a comparison")
         at.multiselect(key="compare_run_sessions").set_value(info["imported"][:2])
         at.multiselect(key="compare_run_policies").set_value(["recency"])
         at.selectbox(key="compare_run_gated").set_value("both")
@@ -262,7 +264,7 @@ def test_compare_page_runs_a_comparison_with_progress(tmp_path: Path, store: dic
         assert any("Replayed 4 sessions" in s.value for s in at.success)
         with Store(path).reader() as r:
             assert (queries.sessions(r)["source"] == "replay").sum() == 4
-        at.run()
+        at = page("compare")  # the results tab (the default one) shows the replays just stored
         assert "salience" not in set(frame(at, "metric").columns)
         assert {"recency · gated", "recency · ungated"} <= set(frame(at, "metric").columns)  # the results tab
     finally:

@@ -40,7 +40,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 def open_frontier(pg: Any, server: dict[str, Any]) -> None:
     pg.goto(server["base"] + "/compare")
     settle(pg)
-    click_until(pg, pg.get_by_role("tab", name="Frontier (sweeps)"),
+    click_until(pg, pg.get_by_role("tab", name="Frontier"),
                 lambda: pg.get_by_text("Pareto frontier").count() > 0, "open the frontier tab")
     settle(pg, charts=1)
 
