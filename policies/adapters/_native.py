@@ -10,18 +10,63 @@ originals up by what they *say* (never by id) is what keeps a rewrite from being
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
+from ..errors import HardCeilingExceeded, SettingsError
 from ..messages import Block, Message, content_digest
+
+T = TypeVar("T")
+log = logging.getLogger("prunegate.adapters")
 
 
 class MessageGate(Protocol):
     """The gate an adapter hands the history to (``tracer.guard.instrument.PruneGuard`` is one)."""
 
-    def gate_messages(self, messages: Sequence[Message], extra: Mapping[str, Any] | None = None) -> list[Message]:
-        """The messages to send instead of ``messages``; ``extra`` holds tools and instructions."""
+    def gate_messages(self, messages: Sequence[Message], extra: Mapping[str, Any] | None = None, *,
+                      conversation: str | None = None) -> list[Message]:
+        """The messages to send instead of ``messages``; ``extra`` holds tools and instructions;
+        ``conversation`` is the framework's identity of the conversation (one session each)."""
         ...
+
+    def passed_through(self, exc: BaseException, where: str) -> None:
+        """Count, log and trace a request the adapter sends unchanged because it could not convert it."""
+        ...
+
+
+Conversation = str | Callable[..., "str | None"] | None  # a fixed key, or how to find it per request
+
+
+def require_gate(guard: Any, where: str, needs: tuple[str, ...] = ("gate_messages", "passed_through")) -> Any:
+    """``guard`` if it has the methods an adapter calls (a ``PruneGuard`` does); else one clear error,
+    at construction."""
+    if not all(callable(getattr(guard, name, None)) for name in needs):
+        raise SettingsError(f"{where}: expected a PruneGuard (something with {' and '.join(needs)}), "
+                            f"got {type(guard).__name__}")
+    return guard
+
+
+def require_conversation(conversation: Any, where: str) -> Conversation:
+    if conversation is not None and not isinstance(conversation, str) and not callable(conversation):
+        raise SettingsError(f"{where}: conversation must be a string, a callable or None, "
+                            f"got {type(conversation).__name__}")
+    return conversation
+
+
+def gate_or_pass(guard: MessageGate, where: str, run: Callable[[], T], fallback: Callable[[], T]) -> T:
+    """``run()`` (convert, gate, convert back); on any trouble but the hard ceiling, ``fallback()``:
+    the framework's request unchanged, counted, logged and traced by the guard. Never breaks the agent."""
+    try:
+        return run()
+    except HardCeilingExceeded:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the guard must never break the agent
+        try:
+            guard.passed_through(exc, where)
+        except Exception as exc2:  # noqa: BLE001 - nor must its bookkeeping
+            log.warning("prunegate %s: passing the request through unchanged: %r (then %r)", where, exc, exc2)
+        return fallback()
 
 
 class Originals:

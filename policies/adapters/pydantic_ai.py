@@ -24,9 +24,9 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..errors import StructureError
+from ..errors import SettingsError, StructureError
 from ..messages import OTHER, TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
-from ._native import MessageGate, Originals
+from ._native import Conversation, MessageGate, Originals, gate_or_pass, require_conversation, require_gate
 
 
 def _pai() -> Any:
@@ -172,20 +172,41 @@ def request_extra(params: Any) -> dict[str, Any]:
     return extra
 
 
-def prune_history(guard: MessageGate, *, write_back: bool = False) -> Any:
-    """A Pydantic AI capability gating every model request through ``guard``."""
+def prune_history(guard: MessageGate, *, write_back: bool = False, conversation: Conversation = None) -> Any:
+    """A Pydantic AI capability gating every model request through ``guard``.
+
+    One session per Pydantic AI ``conversation_id`` (a run continuing a ``message_history`` shares
+    its conversation's); ``conversation`` overrides the key (a string, or a callable of the
+    ``RunContext``). A history the adapter cannot convert is sent unchanged, counted by the guard.
+    """
+    require_gate(guard, "prune_history")
+    require_conversation(conversation, "prune_history")
+    if not isinstance(write_back, bool):
+        raise SettingsError(f"prune_history: write_back must be True or False, got {write_back!r}")
     try:
         from pydantic_ai.capabilities import AbstractCapability  # noqa: PLC0415 - optional extra
     except ImportError as exc:
         raise ImportError("Pydantic AI support needs the extra: pip install 'prunegate[pydantic-ai]'") from exc
 
+    def key(ctx: Any) -> str | None:
+        if isinstance(conversation, str):
+            return conversation
+        if callable(conversation):
+            return conversation(ctx)
+        found = getattr(ctx, "conversation_id", None)
+        return None if found is None else f"conversation:{found}"
+
     @dataclasses.dataclass
     class PruneGate(AbstractCapability[Any]):
         async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
-            originals = Originals()
-            history = from_pydantic_ai(request_context.messages, originals)
-            gated = guard.gate_messages(history, request_extra(request_context.model_request_parameters))
-            messages = to_pydantic_ai(gated, originals)
+            def run() -> list[Any]:
+                originals = Originals()
+                history = from_pydantic_ai(request_context.messages, originals)
+                gated = guard.gate_messages(history, request_extra(request_context.model_request_parameters),
+                                            conversation=key(ctx))
+                return to_pydantic_ai(gated, originals)
+
+            messages = gate_or_pass(guard, "pydantic_ai", run, lambda: list(request_context.messages))
             request_context.messages = list(messages)
             if write_back:
                 ctx.messages[:] = messages
