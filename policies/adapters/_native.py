@@ -54,7 +54,13 @@ def require_conversation(conversation: Any, where: str) -> Conversation:
     return conversation
 
 
-def gate_or_pass(guard: MessageGate, where: str, run: Callable[[], T], fallback: Callable[[], T]) -> T:
+class PassThrough(Protocol):
+    """What :func:`gate_or_pass` needs of a guard."""
+
+    def passed_through(self, exc: BaseException, where: str) -> None: ...
+
+
+def gate_or_pass(guard: PassThrough, where: str, run: Callable[[], T], fallback: Callable[[], T]) -> T:
     """``run()`` (convert, gate, convert back); on any trouble but the hard ceiling, ``fallback()``:
     the framework's request unchanged, counted, logged and traced by the guard. Never breaks the agent."""
     try:
