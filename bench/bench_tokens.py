@@ -161,9 +161,8 @@ def counters_for(api: str, model: str) -> dict[str, TokenCounter]:
     try:
         from policies.tokens.bpe import TiktokenCounter  # noqa: PLC0415
 
-        harmony = api == "responses" and model.startswith(("gpt-5", "o1", "o3", "o4"))
         name = "tiktoken o200k_base" if api != "anthropic" else "o200k (not Claude's)"
-        out[name] = TiktokenCounter("o200k_base", framing="harmony" if harmony else "chat")
+        out[name] = TiktokenCounter("o200k_base", model=model if api != "anthropic" else None)  # framing by model
     except Exception as exc:  # noqa: BLE001 - the table says which counter is missing
         print(f"bench_tokens: tiktoken counter unavailable: {exc}", file=sys.stderr)
     if api == "anthropic":
@@ -365,6 +364,36 @@ def table(samples: list[Sample]) -> list[dict[str, Any]]:
     return rows
 
 
+def openai_framing_table(samples: list[Sample]) -> list[dict[str, Any]]:
+    """OpenAI per turn (growth between consecutive requests) and per request, by model family and framing."""
+    try:
+        from policies.tokens.bpe import TiktokenCounter, framing_for  # noqa: PLC0415
+    except ImportError:
+        return []
+    rows = []
+    openai = [s for s in samples if s.api in ("openai", "responses")]
+    for family in ("harmony", "chat"):
+        group = [s for s in openai if framing_for(s.model) == family]
+        label = "gpt-5 / o-series" if family == "harmony" else "gpt-4o family"
+        for framing in ("auto", "chat", "harmony"):
+            turn, whole = [], []
+            for s in group:
+                counter = TiktokenCounter("o200k_base", framing=framing, model=s.model)
+                got = count(counter, s.messages, s.extra)
+                whole.append((got - s.truth) / s.truth)
+                if s.previous is not None:
+                    grown = s.truth - s.previous.truth
+                    mine = got - count(counter, s.previous.messages, s.previous.extra)
+                    turn.append((mine - grown) / grown)
+            name = "framing by model" if framing == "auto" else f"{framing} framing"
+            for kind, rel in (("per turn", turn), ("whole request", whole)):
+                if rel:
+                    rows.append({"set": f"OpenAI {label}, {kind}", "counter": name, "n": len(rel),
+                                 "mae_pct": 100 * statistics.fmean(abs(e) for e in rel),
+                                 "signed_pct": 100 * statistics.fmean(rel)})
+    return rows
+
+
 def json_results(traffic: Path, limit: int = 300) -> list[Message]:
     """Tool messages with JSON content from the tau-bench gpt-4o trajectories (OpenAI traffic)."""
     path = traffic / "tau-bench-gpt4o-airline" / "gpt-4o-airline.json"
@@ -416,9 +445,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = table(samples)
     trows = turn_table(turns)
+    frows = openai_framing_table(samples)
     jrows = json_table(json_results(args.traffic))
     if args.json:
-        print(json.dumps(rows + trows + jrows, indent=2))
+        print(json.dumps(rows + trows + frows + jrows, indent=2))
         return 0
     if trows:
         print(f"τ²-bench {TAU2}: {len(turns)} turns with a positive growth ({shrank} pairs whose count shrank "
@@ -435,6 +465,10 @@ def main(argv: list[str] | None = None) -> int:
                if r["json_inc_n"] else "  -")
         print(f"{r['set']:28} {r['counter']:30} {r['n']:>3} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f} "
               f"{r['min_pct']:+7.1f} {r['max_pct']:+7.1f}   {inc}")
+    if frows:
+        print(f"\n{'set':38} {'counter':22} {'n':>4} {'MAE %':>7} {'signed %':>9}")
+        for r in frows:
+            print(f"{r['set']:38} {r['counter']:22} {r['n']:>4} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f}")
     if jrows:
         print(f"\n{'set':38} {'counter':22} {'n':>4} {'signed %':>9} {'min %':>7} {'max %':>7} {'under':>9}")
         for r in jrows:

@@ -151,8 +151,9 @@ class TiktokenCounter:
                 n += 3 + self.tokens(speaker) + self.tokens(_result_text(content))
         if harmony:
             for b in calls:
-                n += 5 + self.tokens("assistant") + self.tokens(f" to=functions.{b.name} ") + self.tokens("json") \
-                    + self.tokens(_arguments(b))
+                # <|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|>
+                n += 5 + self.tokens("assistant") + self.tokens("commentary") + self.tokens(f" to=functions.{b.name} ") \
+                    + self.tokens("json") + self.tokens(_arguments(b))
         elif len(calls) == 1:
             n += 3 + self.tokens(f"assistant to=functions.{calls[0].name}") + self.tokens(_arguments(calls[0]))
         elif calls:

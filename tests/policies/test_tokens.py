@@ -142,3 +142,27 @@ def test_the_anthropic_counter_measures_text_in_bpe_tokens_when_the_extra_is_ins
     assert AnthropicCounter(measure="chars").measure == "chars"
     with pytest.raises(PolicyError, match="measure"):
         AnthropicCounter(measure="words")
+
+
+@pytest.mark.parametrize(("model", "framing", "encoding"), [
+    ("gpt-5", "harmony", "o200k_base"), ("gpt-5.4-mini", "harmony", "o200k_base"), ("o1", "harmony", "o200k_base"),
+    ("o3-mini", "harmony", "o200k_base"), ("o4-mini", "harmony", "o200k_base"), ("gpt-oss-20b", "harmony", "o200k_base"),
+    ("openai/gpt-5", "harmony", "o200k_base"), ("gpt-4o", "chat", "o200k_base"), ("gpt-4.1-nano", "chat", "o200k_base"),
+    ("gpt-4-turbo", "chat", "cl100k_base"), ("gpt-3.5-turbo", "chat", "cl100k_base"), (None, "chat", "o200k_base")])
+def test_framing_and_encoding_follow_the_model_family(model, framing, encoding):
+    counter = counter_for("openai", model)
+    assert isinstance(counter, bpe_mod.TiktokenCounter)
+    assert (counter.framing, counter.encoding) == (framing, encoding)
+
+
+def test_the_gpt5_framing_chosen_by_model_counts_recorded_requests_closer_than_chat():
+    # the recorded gpt-5.4 Responses requests (pydantic-ai cassettes; in the sample too) with their usage
+    from bench.bench_tokens import count, load
+
+    gpt5 = [s for s in load(TAU2.parent) if s.api != "anthropic" and bpe_mod.framing_for(s.model) == "harmony"]
+    assert gpt5, "the cassettes hold gpt-5-family requests"
+    for s in gpt5:
+        auto = count(counter_for("openai", s.model), s.messages, s.extra)
+        chat = count(bpe_mod.TiktokenCounter(framing="chat", model=s.model), s.messages, s.extra)
+        assert abs(auto - s.truth) / s.truth <= 0.05
+        assert abs(auto - s.truth) < abs(chat - s.truth)

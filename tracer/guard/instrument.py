@@ -84,7 +84,8 @@ class PruneGuard:
     ``gated=False`` runs the naive runtime instead of the gate (to measure what the gate prevents).
     ``side_effects`` names the tools (or a predicate) whose repetition is a duplicated side effect.
     ``budget`` is held against the whole request (``count_request=False``: the messages only) in
-    ``token_counter``'s tokens (default: :func:`policies.tokens.counter_for` the provider: exact for
+    ``token_counter``'s tokens (default: :func:`policies.tokens.counter_for` the provider and the
+    model of the session's first request (harmony framing for gpt-5, the o-series and gpt-oss): exact for
     OpenAI with the ``tokens`` extra, calibrated for Anthropic). The session starts with the first
     request: a guard that is never used records nothing. Metrics (docs/metrics.md) go to
     ``meter_provider``, or a Prometheus endpoint on ``metrics_port`` (127.0.0.1), or the global meter
@@ -139,6 +140,7 @@ class PruneGuard:
         self.redact = redact
         self.session_name = session_name
         self.token_counter = token_counter if token_counter is not None else counter_for(provider)
+        self._counter_by_model = token_counter is None  # the first request's model picks framing, encoding, image rule
         self.count_request = count_request
         self._side_effects = side_effects
         self.tracer_provider, self._owns_provider = guard_tracer_provider(store, tracer_provider, otlp_endpoint)
@@ -398,6 +400,8 @@ class PruneGuard:
                 self._start()
                 n = 0
         self.context.request_extra = rest
+        if self._counter_by_model and not self._ids and isinstance(rest.get("model"), str):
+            self.token_counter = self.context.counter = counter_for(self.provider, rest["model"])
         for fp, msg in zip(fps[n:], to_messages(items[n:], n), strict=True):
             self.context.append(msg)
             self._fps.append(fp)
