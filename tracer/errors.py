@@ -19,7 +19,9 @@ __all__ = [
     "OtlpJsonError",
     "PriceError",
     "RedactionFailed",
+    "StoreDamaged",
     "StoreError",
+    "StoreNoSpace",
     "StorePermissionError",
     "TooDeep",
     "TooLarge",
@@ -39,6 +41,18 @@ class StoreError(TracerError, RuntimeError):
 class StorePermissionError(StoreError):
     """The store (or one of its files) cannot be written or read for lack of permission; the
     message names the path. Never reported as "busy": waiting does not help, permissions do."""
+
+
+class StoreDamaged(StoreError):
+    """``spans.duckdb`` cannot be read (not a DuckDB file, a block failing its checksum); the message
+    names the file and the command that rebuilds it (``prunegate recover``)."""
+
+
+class StoreNoSpace(StoreError):
+    """A compaction found no room for the new database it writes beside the old; the store is
+    unchanged and readable. Exit status 3: nothing is lost, run it again with space."""
+
+    exit_status = 3
 
 
 class OtlpJsonError(TracerError, ValueError):

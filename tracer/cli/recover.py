@@ -20,7 +20,9 @@ from tracer.cli import add_command, options, status
 def register(sub: argparse._SubParsersAction) -> None:
     parser = add_command(
         sub, "recover",
-        description="Move the spans a full or read-only store refused, kept in the spool, into the store. "
+        description="Rebuild spans.duckdb when it is damaged (from what can be read of it, the copy kept from "
+        "before the last compaction and the segments), then move the spans a full or read-only store refused, "
+        "kept in the spool, into the store. "
         "Safe to run any number of times and while agents record: a span is stored once. Exit 0 when "
         "the spool is empty afterwards, 3 when spans are still in it.",
     )
@@ -37,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
     from tracer.store.spool import Spool
 
     store = options.store_of(args)
+    repaired = store.repair() if store.path.exists() else None  # a damaged spans.duckdb is rebuilt first
+    if repaired:
+        print(f"prunegate recover: {store.path}: {repaired}", file=sys.stderr)
     spool = Spool.for_store(store.path, Path(args.spool_dir) if args.spool_dir else None)
     waiting = spool.pending_rows()
     error = None
@@ -52,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         raise  # main() prints it: one line, exit 2
     damaged = [str(p) for p in spool.damaged()]
     out = {"store": str(store.path), "spool": str(spool.path), "waiting": waiting, "moved": moved, "left": left,
-           "store_spans": in_store, "damaged": damaged, "error": error}
+           "store_spans": in_store, "damaged": damaged, "error": error, "rebuilt": repaired}
     if args.json:
         print(json.dumps(out, indent=2))
     else:

@@ -114,6 +114,18 @@ class Store:
 
         return compact(self.layout, timeout=timeout)
 
+    def repair(self) -> str | None:
+        """Read every block of ``spans.duckdb``; when one is damaged, rebuild it (from what can still be
+        read of it, the copy from before the last compaction and the segments; see
+        :func:`tracer.store.compact.rebuild`). None when it was sound, else what was done."""
+        from tracer.store.compact import rebuild, verify_main
+
+        problem = verify_main(self.layout)
+        if problem is None:
+            return None
+        result = rebuild(self.layout, f"spans.duckdb was damaged ({problem})")
+        return result.rebuilt or f"spans.duckdb is damaged ({problem}) and could not be rebuilt now: {result.busy}"
+
     def pending_segments(self) -> list[Path]:
         """Segment files on disk (some may already be absorbed and awaiting deletion)."""
         from tracer.store.segments import list_segments

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from tracer.errors import StoreError
 from tracer.store import catalog
-from tracer.store.compact import is_lock_error
+from tracer.store.compact import damaged, is_damage, is_lock_error
 from tracer.store.locks import FileLock
 from tracer.store.schema import COLUMN_NAMES, COLUMNS, PROMOTED_NAMES, VIEWS, empty_select, select_list
 from tracer.store.segments import StoreLayout, list_segments, segment_footer
@@ -64,6 +64,9 @@ class StoreReader:
         self.con = duckdb.connect(":memory:")
         try:
             self._open(attach_timeout)
+        except duckdb.Error as exc:  # a damaged spans.duckdb (a block failing its checksum) and the like
+            self.close()
+            raise self.failed(exc) from exc
         except BaseException:
             self.close()
             raise
@@ -128,6 +131,8 @@ class StoreReader:
                 self.con.execute("ATTACH ? AS store (READ_ONLY)", [str(main)])
                 break
             except duckdb.Error as exc:
+                if is_damage(exc):
+                    raise damaged(self.layout, exc) from exc
                 if not is_lock_error(exc):
                     raise StoreError(f"{main}: cannot open the store database: {exc}") from exc
                 if time.monotonic() >= deadline:
@@ -206,7 +211,7 @@ class StoreReader:
         try:
             return self.con.sql(sql, params=params).to_arrow_table()
         except duckdb.Error as exc:
-            raise StoreError(f"{self.layout.root}: query failed: {exc}") from exc
+            raise self.failed(exc) from exc
 
     def query(self, sql: str, params: Params = None) -> list[dict[str, Any]]:
         """Run ``sql`` and return rows as dicts (JSON columns stay JSON text)."""
@@ -215,7 +220,13 @@ class StoreReader:
             names = [d[0] for d in result.description or ()]
             return [dict(zip(names, row, strict=True)) for row in result.fetchall()]
         except duckdb.Error as exc:
-            raise StoreError(f"{self.layout.root}: query failed: {exc}") from exc
+            raise self.failed(exc) from exc
+
+    def failed(self, exc: BaseException) -> StoreError:
+        """The one-line error for a failed query: a damaged spans.duckdb names ``prunegate recover``."""
+        if is_damage(exc):
+            return damaged(self.layout, exc)
+        return StoreError(f"{self.layout.root}: query failed: {exc}")
 
     def count(self) -> int:
         """Number of spans visible in this snapshot."""

@@ -141,6 +141,10 @@ class S3Store(Store):
         return sorted(out)
 
     # -- maintenance -----------------------------------------------------------------------------
+    def repair(self) -> str | None:
+        """Nothing to rebuild: a bucket store has no spans.duckdb (each day is its own object)."""
+        return None
+
     def compact(self, *, timeout: float = 10.0) -> CompactResult:
         """Fold each day's objects into one (:meth:`BucketStore.compact`, idempotent, no lock)."""
         result = CompactResult(store=str(self.path))

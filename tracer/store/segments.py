@@ -73,6 +73,17 @@ class StoreLayout:
         return self.root / "spans.duckdb"
 
     @property
+    def previous(self) -> Path:
+        """The database as it was before the last compaction (what ``recover`` rebuilds from)."""
+        return self.root / "spans.duckdb.previous"
+
+    @property
+    def absorbed(self) -> Path:
+        """Segments the last compaction moved into spans.duckdb, kept until the next one (with
+        ``previous`` they rebuild a damaged spans.duckdb)."""
+        return self.root / "absorbed"
+
+    @property
     def compact_lock(self) -> Path:
         return self.root / "compact.lock"
 
@@ -196,13 +207,14 @@ def clean_tmp(layout: StoreLayout, *, min_age: float = 60.0, max_age: float = 86
     except FileNotFoundError:
         return 0
     for entry in entries:
-        if not entry.name.endswith(TMP_SUFFIX):
+        name = entry.name.removesuffix(".wal")  # the WAL of a compactor's new database goes with it
+        if not name.endswith(TMP_SUFFIX):
             continue
         try:
             age = now - entry.stat().st_mtime
         except FileNotFoundError:
             continue
-        pid_text = entry.name[: -len(TMP_SUFFIX)].rsplit(".", 1)[-1]
+        pid_text = name[: -len(TMP_SUFFIX)].rsplit(".", 1)[-1]
         pid = int(pid_text) if pid_text.isdigit() else -1
         if age > max_age or (age > min_age and not pid_alive(pid)):
             if _unlink_quietly(Path(entry.path)):
