@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -33,11 +35,21 @@ class Receiver:
         self.requests: list[tuple[str, ExportTraceServiceRequest]] = []
         self.status = 200
         self.reject = 0  # spans to report as rejected in partial_success
+        self.busy = 0  # requests to answer 429 with Retry-After: 1 first
+        self.attempts: list[float] = []  # monotonic time of every POST
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.attempts.append(time.monotonic())
+                if outer.busy:
+                    outer.busy -= 1
+                    self.send_response(429)
+                    self.send_header("Retry-After", "1")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 kind = self.headers.get("Content-Type", "")
                 request = ExportTraceServiceRequest()
                 if kind == "application/json":
@@ -169,22 +181,106 @@ def test_import_and_replay_send_what_they_recorded_and_print_the_counters(tmp_pa
     assert main(["replay", "--policy", "recency", "--store", str(path), "--otlp-endpoint", receiver.url]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     replayed = store.query("SELECT count(*) AS n FROM spans WHERE session_id LIKE 'replay-%'")[0]["n"]
-    assert last == f"otlp: sent {replayed} spans of 2 sessions to {receiver.url}/v1/traces, 0 failed"
+    assert re.fullmatch(rf"otlp: sent {replayed} spans of 2 sessions to {receiver.url}/v1/traces, 0 failed "
+                        r"\(\d+ requests, [\d,]+ spans/s\)", last), last
     assert len(receiver.spans()) - before == replayed
     assert main(["replay", "--policy", "recency", "--store", str(path), "--otlp-endpoint", receiver.url, "--no-trace"]) == 2
 
 
+def _fleet_rows(n: int, hosts: int) -> list[dict[str, Any]]:
+    """``n`` spans whose resource changes at every span (``hosts`` agent hosts taking turns)."""
+    return [{"trace_id": f"{i:032x}", "span_id": f"{i + 1:016x}", "parent_span_id": None, "name": f"s{i}",
+             "kind": "INTERNAL", "start_time_ns": i, "end_time_ns": i + 5, "status_code": "ERROR" if i % 7 == 0 else "UNSET",
+             "scope_name": "lib" if i % 2 else "prunegate", "resource": {"service.instance.id": f"host-{i % hosts}"},
+             "attributes": {"n": i, "x": 0.5, "ok": True, "tags": ["a", "b"], "text": "y" * 50},
+             "events": [{"time_ns": i + 1, "name": "e", "attributes": {"k": "v"}}]} for i in range(n)]
+
+
 def test_protobuf_ids_are_the_stored_hex_ids() -> None:
     from tracer.traffic.otlp_export import to_protobuf
-    from tracer.traffic.otlp_json import otlp_requests
+    from tracer.traffic.otlp_json import request_groups
 
     row = {"trace_id": "ab" * 16, "span_id": "cd" * 8, "parent_span_id": "ef" * 8, "name": "x", "kind": "INTERNAL",
            "start_time_ns": 1, "end_time_ns": 2, "attributes": {"n": 1}}
-    [(request, n)] = list(otlp_requests([row]))
-    assert n == 1
-    span = ExportTraceServiceRequest.FromString(to_protobuf(request)).resource_spans[0].scope_spans[0].spans[0]
+    [groups] = list(request_groups([row]))
+    span = ExportTraceServiceRequest.FromString(to_protobuf(groups)).resource_spans[0].scope_spans[0].spans[0]
     assert (span.trace_id.hex(), span.span_id.hex(), span.parent_span_id.hex()) == ("ab" * 16, "cd" * 8, "ef" * 8)
     assert base64.b64encode(span.span_id).decode() != "cd" * 8
+
+
+def test_requests_are_cut_by_size_not_at_each_resource(receiver) -> None:
+    from tracer.traffic.otlp_export import send_rows
+
+    result = send_rows(_fleet_rows(300, hosts=30), receiver.url, batch=100)
+    assert (result.sent, result.failed, result.requests) == (300, 0, 3) and len(receiver.requests) == 3
+    for _, req in receiver.requests:  # grouped by resource inside: each resource once per request
+        hosts = [kv.value.string_value for rs in req.resource_spans for kv in rs.resource.attributes]
+        assert len(hosts) == len(set(hosts)) == 30
+    got = {s["span_id"]: s["resource"]["service.instance.id"] for s in receiver.spans()}
+    assert got == {f"{i + 1:016x}": f"host-{i % 30}" for i in range(300)}  # every span once, with its resource
+    assert result.rate > 0 and re.search(r"\(3 requests, [\d,]+ spans/s\)", result.summary())
+    small = send_rows(_fleet_rows(300, hosts=30), receiver.url, batch=1000, max_bytes=20_000)
+    assert small.sent == 300 and small.requests >= 4  # the byte bound cuts too
+
+
+def test_protobuf_and_json_encodings_carry_the_same_spans(receiver) -> None:
+    from tracer.traffic.otlp_export import send_rows
+
+    rows = _fleet_rows(40, hosts=3)
+    assert send_rows(rows, receiver.url, batch=16).sent == 40
+    as_protobuf, receiver.requests = receiver.requests, []
+    assert send_rows(rows, receiver.url, batch=16, json_encoding=True).sent == 40
+    def first(request: ExportTraceServiceRequest) -> str:
+        return request.resource_spans[0].scope_spans[0].spans[0].name  # requests arrive in any order
+
+    def without_ids(request: ExportTraceServiceRequest) -> ExportTraceServiceRequest:
+        out = ExportTraceServiceRequest()
+        out.CopyFrom(request)  # OTLP JSON ids are hex; protobuf's JSON mapping (this receiver) reads base64
+        for rs in out.resource_spans:
+            for ss in rs.scope_spans:
+                for sp in ss.spans:
+                    sp.ClearField("trace_id")
+                    sp.ClearField("span_id")
+        return out
+
+    assert [without_ids(r) for r in sorted((r for _, r in as_protobuf), key=first)] == \
+        [without_ids(r) for r in sorted((r for _, r in receiver.requests), key=first)]
+    span = next(r for _, r in as_protobuf if first(r) == "s0").resource_spans[0].scope_spans[0].spans[0]
+    assert (span.trace_id.hex(), span.span_id.hex(), span.status.code, span.events[0].name) == ("0" * 32, f"{1:016x}", 2, "e")
+
+
+def test_429_is_retried_after_what_retry_after_says(receiver) -> None:
+    from tracer.traffic.otlp_export import send_rows
+
+    receiver.busy = 1
+    result = send_rows(_fleet_rows(10, hosts=2), receiver.url, concurrency=1)
+    assert (result.sent, result.failed) == (10, 0) and len(receiver.attempts) == 2
+    assert receiver.attempts[1] - receiver.attempts[0] >= 0.95  # Retry-After: 1, not the 0.5 s back-off
+
+
+def test_concurrent_requests_are_bounded(receiver) -> None:
+    from tracer.traffic import otlp_export
+
+    inside, peak, lock = [0], [0], threading.Lock()
+    post = otlp_export._post
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        with lock:
+            inside[0] += 1
+            peak[0] = max(peak[0], inside[0])
+        try:
+            time.sleep(0.05)
+            return post(*args, **kw)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    otlp_export._post = counting
+    try:
+        result = otlp_export.send_rows(_fleet_rows(200, hosts=4), receiver.url, batch=10, concurrency=3)
+    finally:
+        otlp_export._post = post
+    assert result.sent == 200 and result.requests == 20 and peak[0] == 3
 
 
 def test_compare_sends_every_replay_it_recorded(tmp_path, receiver, capsys) -> None:
