@@ -23,6 +23,9 @@ BUILTINS: dict[str, str] = {
     "head_tail": "policies.builtin.head_tail:HeadTailPolicy",
     "summarize": "policies.builtin.summarize:SummarizePolicy",
     "tiered": "policies.builtin.tiered:TieredPolicy",
+    # emulations of provider-side context editing (docs/policies.md)
+    "clear_tool_uses": "policies.builtin.clear_tool_uses:ClearToolUsesPolicy",
+    "compact": "policies.builtin.compact:CompactPolicy",
     "langchain_trim": "policies.adapters.langchain:LangChainTrimPolicy",
 }
 
