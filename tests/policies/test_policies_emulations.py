@@ -136,3 +136,19 @@ def test_compaction_edit_and_a_failing_summarizer():
     assert p.empty and "model unavailable" in (p.error or "")
     with pytest.raises(PolicyError, match="compact: trigger must be >= 1"):
         get_policy("compact", trigger=0)
+
+
+# --------------------------------------------------------------------------- on Responses bodies
+@pytest.mark.parametrize("name", ["clear_tool_uses", "compact"])
+@pytest.mark.parametrize("share", [0.9, 0.6, 0.3, 0.1])
+def test_gated_responses_bodies_stay_valid(name, share):
+    from tests.policies.test_responses import body_with_everything
+
+    body = body_with_everything()
+    full = Context.from_responses(body)
+    ctx = Context.from_responses(body)
+    d = Gate(get_policy(name, **({"keep": 0} if name == "clear_tool_uses" else {})),
+             budget=max(1, int(full.tokens * share))).check(ctx)
+    assert_consistent(ctx)
+    assert validate(ctx.to_responses(), "responses") == []
+    assert d.kind == DecisionKind.PRUNED and (d.rewritten_ids or d.summary_id)  # it acted, and stayed valid
