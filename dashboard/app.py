@@ -19,7 +19,8 @@ import streamlit as st  # noqa: E402
 from dashboard.components import data  # noqa: E402
 from dashboard.components.safe import md  # noqa: E402
 
-st.set_page_config(page_title="prunegate", page_icon=":material/content_cut:", layout="wide")
+# The favicon is a file shipped here: a ":material/...:" icon makes the browser fetch it from the internet.
+st.set_page_config(page_title="prunegate", page_icon=str(Path(__file__).with_name("icon.png")), layout="wide")
 
 # Every page has its own path (the start page is "/"); the state of each lives in its query string.
 PAGES = [

@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from dashboard.components import charts, data, lost, notes
+from dashboard.components import charts, conversation, data, lost, notes
 from dashboard.components.safe import md
 from dashboard.components.widgets import session_label, show_table
 from tracer import queries
@@ -298,39 +298,52 @@ with left:
     if events.empty:
         st.caption("No events near this step.")
     else:
-        show_table(_event_table(events, int(step)), hide_index=True, width="stretch", height=360,
-                     key="replay_events")
+        # The log opens at the current step: the rows before it (up to 3) stay as context, and the
+        # earlier ones are counted above rather than scrolled past.
+        log = _event_table(events, int(step))
+        here_rows = [i for i, s in enumerate(log["step"]) if s >= int(step)]
+        start = max(0, (here_rows[0] if here_rows else len(log)) - 3)
+        if start:
+            st.caption(f"{start} earlier event(s) of steps {int(log['step'].iloc[0])}–{int(log['step'].iloc[start - 1])} "
+                       "are above this view (previous step ◀ shows them).")
+        show_table(log.iloc[start:], hide_index=True, width="stretch", height=360, key="replay_events")
 with right:
     st.subheader("Decision at this step")
-    check: pd.DataFrame = now["check"]
-    if check.empty:
-        st.caption("No budget check at this step.")
-    for rec in check.to_dict("records"):
-        attrs = json.loads(rec["attributes"]) if isinstance(rec["attributes"], str) else rec["attributes"]
-        st.text(rec["name"] + (f"  ({rec['status_code']})" if rec["status_code"] == "ERROR" else ""))
-        st.json(attrs, expanded=rec["name"] != queries.BUDGET_CHECK)
+    conversation.decisions(now["check"], key="replay_decision")
 
-st.subheader("Messages in context")
-if messages.empty:
-    st.caption("The context is empty at this step.")
-else:
-    table = messages[["position", "message_id", "role", "unit_id", "kind", "tokens", "open", "pending",
-                      "pinned", "pending_calls", "tool_names", "first_seq", "last_event"]]
-    show_table(table, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(table)), key="replay_messages")
-    captured = messages[messages["content"].notna()] if "content" in messages else messages.iloc[0:0]
-    if captured.empty:
-        st.caption("Content was not captured for this session (structure only).")
-    else:
-        options = list(captured["message_id"])
-        if st.session_state.get("replay_content_pick") not in options:
-            st.session_state["replay_content_pick"] = options[-1]  # the newest message, by default
-        mid = st.selectbox("Show a message's recorded content", options, key="replay_content_pick")
-        raw = captured.loc[captured["message_id"] == mid, "content"].iloc[0]
-        try:
-            body = json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
-        except (TypeError, ValueError):
-            body = str(raw)
-        st.code(body, language=None)
+view_chat, view_trace, view_table = st.tabs(["Conversation", "Trace", "Messages table"], key="view",
+                                            bind="query-params")
+if view_chat.open:
+    with view_chat:
+        if messages.empty:
+            st.caption("The context is empty at this step.")
+        else:
+            st.caption("The context the model received at this step, as a chat in the provider's own shape "
+                       f"({md(info.get('provider') or 'unknown provider')}).")
+            conversation.thread(messages, info.get("provider"), key="replay_thread")
+if view_trace.open:
+    with view_trace:
+        tree = data.run(queries.span_tree, session_id)
+        total = data.run(queries.trace_size, session_id)
+        errors = int((tree["status_code"] == "ERROR").sum()) if not tree.empty else 0
+        st.caption(f"{total:,} spans in this session's trace" + (f" (the first {len(tree):,} below)" if total > len(tree)
+                   else "") + f", {errors:,} with status ERROR. Each span follows its parent; ▶ and the black "
+                   "outline mark the spans of this step. Durations in milliseconds.")
+        st.plotly_chart(conversation.trace_figure(tree, int(step)), width="stretch", key="replay_trace_chart")
+        show_table(conversation.trace_table(tree, int(step)), hide_index=True, width="stretch", height=420,
+                   key="replay_trace_table")
+if view_table.open:
+    with view_table:
+        if messages.empty:
+            st.caption("The context is empty at this step.")
+        else:
+            table = messages[["position", "message_id", "role", "unit_id", "kind", "tokens", "open", "pending",
+                              "pinned", "pending_calls", "tool_names", "first_seq", "last_event"]]
+            show_table(table, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(table)),
+                       key="replay_messages")
+            st.caption("Ids: t3 is the recording's message 3 (its position in the recorded conversation); "
+                       "u3 is the structural unit it belongs to (a message, or a tool call with its results, "
+                       "pruned only whole under the gate); t7.r0 is the first tool result of recorded message t7, split out so each result arrives on its own.")
 
 st.subheader("Annotations")
 st.caption("A label and a note on this session, or on a decision or violation at this step; stored with the "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,7 +124,7 @@ def test_start_page_counts_recorded_sessions_and_replays(store: dict) -> None:
 
 # ----------------------------------------------------------------------------- Replay
 def test_replay_opens_from_the_url_at_a_step(store: dict) -> None:
-    at = page("replay", session="s-orphan", step="4")
+    at = page("replay", session="s-orphan", step="4", view="Messages table")
     assert at.slider(key="replay_step").value == 4
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Tokens in context"] == "110" and metrics["Budget"] == "100" and metrics["Pending calls"] == "2"
@@ -139,9 +140,12 @@ def test_replay_jumps_to_violations_prunes_and_deferrals(store: dict) -> None:
     at.button(key="replay_jump_prune").click().run()
     assert at.slider(key="replay_step").value == 5
     assert "Jumped to the next prune: step 5." in texts(at)
-    decision = at.json  # the budget check and its prune, as JSON (text)
+    # the decision as a sentence; its span attributes behind a toggle
+    assert any(re.match(r"salience pruned \d+ units? \(\d+ messages?, [\d,]+ tokens\) to meet 100 \(ungated",
+                        i.value.replace("\\", "")) for i in at.info), [i.value for i in at.info]  # Markdown-escaped
+    at.toggle(key="replay_decision_attrs").set_value(True).run()
     assert any("prunegate.pruned.ids" in json.dumps(j.value if isinstance(j.value, dict) else json.loads(j.value))
-               for j in decision)
+               for j in at.json)
     at.button(key="replay_jump_violation").click().run()
     assert at.slider(key="replay_step").value == 8
     at.button(key="replay_jump_violation").click().run()
@@ -174,10 +178,11 @@ def test_replay_play_advances_the_step(store: dict) -> None:
 
 
 def test_replay_shows_recorded_content_as_text(store: dict) -> None:
-    at = page("replay", session="s-orphan", step="7")
-    at.selectbox(key="replay_content_pick").set_value("m6").run()
-    shown = [c.value for c in at.code]
-    assert any(HOSTILE in c for c in shown)  # verbatim in a code block, never markup
+    at = page("replay", session="s-orphan", step="7")  # the Conversation tab: a chat thread of the context
+    shown = [t.value for t in at.text]
+    assert any(HOSTILE in c for c in shown)  # verbatim as text, never markup
+    at.toggle(key="replay_thread_raw").set_value(True).run()  # as sent to the provider
+    assert any(HOSTILE in c.value for c in at.code)
     hostile = next(r.replay_id for r in store["results"] if r.name == HOSTILE_NAME)
     at = page("replay", session=hostile)
     caption = at.caption[0].value
@@ -194,7 +199,7 @@ def test_replay_of_a_large_real_session_matches_the_store(store: dict) -> None:
     with Store(store["path"]).reader() as r:
         lo, hi = queries.session_bounds(r, res.replay_id)
         expected = list(queries.context_at(r, res.replay_id, hi)["message_id"])
-    at = page("replay", session=res.replay_id, step=str(hi))
+    at = page("replay", session=res.replay_id, step=str(hi), view="Messages table")
     assert list(frame(at, "position", "message_id", "pending_calls")["message_id"]) == expected
     assert at.slider(key="replay_step").value == hi and lo == 0
 

@@ -12,6 +12,7 @@ Import from here: ``from tracer import queries; queries.sessions(reader)``.
 | :mod:`~tracer.queries.causal` | violations with the prune that caused them, the evicted partners, repeated side effects |
 | :mod:`~tracer.queries.compare` | per-session metrics of the stored replays, per-arm intervals, paired differences (:mod:`tracer.lab.metrics`) |
 | :mod:`~tracer.queries.live` | sessions active right now |
+| :mod:`~tracer.queries.trace` | one session's span tree (depth, start, duration, status), for the trace view |
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ from tracer.queries.timeline import (
     series_from_tables,
     token_series,
 )
+from tracer.queries.trace import TRACE_COLUMNS, span_tree, trace_size
 
 __all__ = [
     "BUDGET_CHECK", "DEFER", "FAIL", "JUMP_TARGETS", "LIST_COLUMNS", "MESSAGE", "METRICS", "PRUNE", "REINJECT",
@@ -90,5 +92,5 @@ __all__ = [
     "next_from_tables", "next_step", "paired_differences", "partners", "policy_choices", "retries", "scratch",
     "series_from_tables", "session_bounds", "session_filter_options", "session_info", "session_metrics",
     "session_root", "session_tables", "sessions", "step_from_tables", "store_totals", "summary_sql",
-    "token_series", "units_at", "violations",
+    "token_series", "units_at", "violations", "TRACE_COLUMNS", "span_tree", "trace_size",
 ]
