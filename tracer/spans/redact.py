@@ -93,7 +93,8 @@ def safe_redact(value: Any, redact: Redactor | None) -> Any:
 
 
 def block_dict(block: Block) -> dict[str, Any]:
-    """A block as a compact dict: its type and the fields that apply, provider extras left out."""
+    """A block as a compact dict: its type and the fields that apply, provider extras left out
+    (but a thinking block's signature, without which Anthropic refuses the block sent again)."""
     d: dict[str, Any] = {"type": block.type}
     for key in ("text", "id", "name", "input", "tool_use_id", "content", "is_error"):
         value = getattr(block, key)
@@ -101,6 +102,8 @@ def block_dict(block: Block) -> dict[str, Any]:
             d[key] = value
     if block.type == REDACTED_THINKING:
         d["data"] = block.extra.get("data")
+    elif block.type == THINKING and block.extra.get("signature"):
+        d["signature"] = block.extra["signature"]  # the provider checks it when the block is sent again
     return d
 
 

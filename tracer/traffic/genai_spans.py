@@ -343,14 +343,21 @@ def _flat_message(f: dict[str, Any], where: str) -> Message | None:
                                     extra={"signature": c["signature"]} if c.get("signature") else {}))
             elif kind == "text":
                 blocks.append(Block(TEXT, text=str(c.get("text") or "")))
+            elif kind == "tool_use" or any(k.startswith("tool_call.") for k in c):  # a call among the contents
+                blocks.append(Block(TOOL_USE, id=str(c.get("tool_call.id") or ""),
+                                    name=str(c.get("tool_call.function.name") or ""),
+                                    input=_arguments(c.get("tool_call.function.arguments"))))
     elif isinstance(content, str):
         parsed = _anthropic_blocks(content) if content.startswith("[") else None
         if parsed is not None:
             blocks.extend(parsed)
         elif content:
             blocks.append(Block(TEXT, text=content))
+    listed = {b.id for b in blocks if b.type == TOOL_USE}  # OpenInference lists a call among contents and tool_calls
     for i in sorted(calls):
         c = calls[i]
+        if str(c.get("id") or "") in listed:
+            continue
         blocks.append(Block(TOOL_USE, id=str(c.get("id") or ""), name=str(c.get("function.name") or c.get("name") or ""),
                             input=_arguments(c.get("function.arguments") or c.get("arguments"))))
     if any(b.type == TOOL_USE and not b.id for b in blocks):

@@ -54,8 +54,12 @@ def _present(name: str) -> Path:
     return path
 
 
-def _shape(messages: list[Message]) -> list[tuple[str, list[tuple[Any, ...]]]]:
-    """What a conversation is made of: roles, texts, tool calls, results and thinking, in order."""
+SIGNED = {"openinference-anthropic", "openllmetry-legacy-anthropic"}  # the files whose spans record thinking signatures
+
+
+def _shape(messages: list[Message], signatures: bool = False) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """What a conversation is made of: roles, texts, tool calls, results and thinking (with its
+    signature when asked), in order."""
     out = []
     for m in messages:
         blocks: list[tuple[Any, ...]] = []
@@ -63,7 +67,7 @@ def _shape(messages: list[Message]) -> list[tuple[str, list[tuple[Any, ...]]]]:
             if b.type == TEXT and b.text:
                 blocks.append(("text", b.text))
             elif b.type == THINKING:
-                blocks.append(("thinking", b.text))
+                blocks.append(("thinking", b.text, b.extra.get("signature")) if signatures else ("thinking", b.text))
             elif b.type == TOOL_USE:
                 blocks.append(("tool_call", b.id, b.name, b.input))
             elif b.type == TOOL_RESULT:
@@ -75,7 +79,7 @@ def _shape(messages: list[Message]) -> list[tuple[str, list[tuple[Any, ...]]]]:
     return out
 
 
-def _sent(name: str) -> list[list[tuple[str, list[tuple[Any, ...]]]]]:
+def _sent(name: str, signatures: bool = False) -> list[list[tuple[str, list[tuple[Any, ...]]]]]:
     """Each conversation as the server saw it: the last request of the conversation and its answer."""
     exchanges = json.loads((DATA / f"{name}.requests.json").read_text())
     convs: dict[str, dict[str, Any]] = {}
@@ -87,7 +91,7 @@ def _sent(name: str) -> list[list[tuple[str, list[tuple[Any, ...]]]]]:
         provider = ex["provider"]
         msgs, _ = (convert.from_anthropic if provider == convert.ANTHROPIC else convert.from_openai)(ex["body"])
         reply, _ = response_messages(ex["response"])
-        out.append(_shape(msgs + reply[:1]))
+        out.append(_shape(msgs + reply[:1], signatures))
     return out
 
 
@@ -102,6 +106,29 @@ def test_each_instrumentation_imports_to_exactly_the_conversations_sent(tmp_path
     assert sorted(map(repr, got)) == sorted(map(repr, sent))
     if "anthropic" in name:  # the thinking blocks came through
         assert sum(b[0] == "thinking" for conv in got for _, blocks in conv for b in blocks) == 4
+    assert ('"signature' in src.read_text()) == (name in SIGNED)
+    if name in SIGNED:  # and the signatures of every request's thinking (OpenLLMetry writes a reply's without one)
+        signed = [_shape(c.messages, signatures=True)[:-1] for c in load_conversations(tmp_path / "s")]
+        assert sorted(map(repr, signed)) == sorted(map(repr, [c[:-1] for c in _sent(name, signatures=True)]))
+
+
+def test_openinference_without_bodies_imports_the_same_from_its_message_attributes(tmp_path: Path) -> None:
+    """input.value/output.value hidden (or not JSON): the llm.*_messages attributes alone give the
+    same conversations, thinking (signed), tool calls among the contents and all."""
+    lines = []
+    for line in _present("openinference-anthropic").read_text().splitlines():
+        request = json.loads(line)
+        for rs in request.get("resourceSpans", []):
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    span["attributes"] = [kv for kv in span["attributes"]
+                                          if kv["key"] not in ("input.value", "output.value")]
+        lines.append(json.dumps(request))
+    (tmp_path / "flat.jsonl").write_text("\n".join(lines) + "\n")
+    report = import_paths([tmp_path / "flat.jsonl"], tmp_path / "s")
+    assert not report.refused and report.sessions == 2
+    got = [_shape(c.messages, signatures=True) for c in load_conversations(tmp_path / "s")]
+    assert sorted(map(repr, got)) == sorted(map(repr, _sent("openinference-anthropic", signatures=True)))
 
 
 @pytest.mark.parametrize("name", sorted(NO_CONTENT))
