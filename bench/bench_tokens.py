@@ -17,7 +17,9 @@ Per turn, on Anthropic: the τ²-bench claude-opus-4-6 airline dialogues record 
 (agent and user simulator), so the growth of the provider's input between two consecutive calls of
 one caller is ground truth for the messages added in between; printed per side (agent, user
 simulator), training (even dialogues) and held-out (odd), with the mean absolute error, the
-signed mean, the median absolute error and how many turns are within 10 %.
+signed mean, the median absolute error and how many turns are within 10 %; and the same over
+whole dialogues (each caller's first call to its last), where what a harness adds for one call
+and drops by the next cancels out.
 
 The Anthropic counter is calibrated (``policies/tokens/calibrated.py``); ``--fit`` refits its
 per-message rates on the training dialogues' turns, then its per-request rates on the *training*
@@ -246,6 +248,25 @@ def tau2_turns(traffic: Path) -> tuple[list[Turn], int]:
     return turns, shrank
 
 
+def tau2_dialogues(traffic: Path) -> list[Turn]:
+    """Per dialogue and caller: from its first call to its last (all on one model), what was added and how
+    the count grew. What a harness adds for one call and drops by the next cancels out over a dialogue."""
+    out: list[Turn] = []
+    for path in sorted((traffic / TAU2).glob("*.json")):
+        for n, dialogue in enumerate(json.loads(path.read_text(encoding="utf-8"))):
+            records = dialogue["messages"]
+            for side, role in (("agent", "assistant"), ("user", "user")):
+                calls = [i for i, r in enumerate(records) if r["role"] == role and r.get("raw_data")]
+                models = {records[i]["raw_data"].get("model") for i in calls}
+                if len(calls) < 2 or len(models) != 1:
+                    continue
+                a, b = calls[0], calls[-1]
+                grown = _input_total(records[b]) - _input_total(records[a])
+                if grown > 0:
+                    out.append(Turn(n, side, str(models.pop()), grown, _anthropic_messages(records[a:b], side)))
+    return out
+
+
 MESSAGE_WEIGHTS = ("prose", "json", "code", "messages", "blocks", "tool_uses", "tool_results")
 
 
@@ -301,8 +322,9 @@ def fit(samples: list[Sample], measure: str, message_weights: dict[str, float], 
     return {k: round(max(0.0, float(c)), 4) for k, c in zip(names, coef, strict=True)}
 
 
-def turn_table(turns: list[Turn]) -> list[dict[str, Any]]:
-    """Per-turn error of each counter: the count of the added messages against the growth."""
+def turn_table(turns: list[Turn], dialogues: list[Turn] | None = None) -> list[dict[str, Any]]:
+    """Per-turn error of each counter: the count of the added messages against the growth (and the same
+    over whole dialogues, first call to last, when ``dialogues`` are given)."""
     counters: dict[str, TokenCounter] = {"approx (chars/4)": ApproxTokenCounter()}
     for measure in MEASURES:
         try:
@@ -313,12 +335,17 @@ def turn_table(turns: list[Turn]) -> list[dict[str, Any]]:
     groups = [(f"{side} turns, {part}", [t for t in turns if t.side == side and t.held_out == held])
               for side in ("agent", "user") for part, held in (("training", False), ("held-out", True))]
     groups += [("all turns, held-out", [t for t in turns if t.held_out]), ("all turns", turns)]
+    groups = [(f"per turn: {label}", group) for label, group in groups]
+    for side in ("agent", "user"):
+        mine = [t for t in dialogues or [] if t.side == side]
+        groups.append((f"per dialogue: {side}, held-out", [t for t in mine if t.held_out]))
+        groups.append((f"per dialogue: {side}, all", mine))
     for label, group in groups:
         if not group:
             continue
         for name, counter in counters.items():
             rel = [(sum(counter.count(m) for m in t.added) - t.grown) / t.grown for t in group]
-            rows.append({"set": f"τ² per turn: {label}", "counter": name, "n": len(rel),
+            rows.append({"set": f"τ² {label}", "counter": name, "n": len(rel),
                          "mae_pct": 100 * statistics.fmean(abs(e) for e in rel),
                          "signed_pct": 100 * statistics.fmean(rel),
                          "median_abs_pct": 100 * statistics.median(abs(e) for e in rel),
@@ -444,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(fitted, indent=4))
         return 0
     rows = table(samples)
-    trows = turn_table(turns)
+    trows = turn_table(turns, tau2_dialogues(args.traffic))
     frows = openai_framing_table(samples)
     jrows = json_table(json_results(args.traffic))
     if args.json:
@@ -453,9 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     if trows:
         print(f"τ²-bench {TAU2}: {len(turns)} turns with a positive growth ({shrank} pairs whose count shrank "
               f"left out); held out: the odd-numbered dialogues")
-        print(f"{'set':42} {'counter':32} {'n':>4} {'MAE %':>7} {'signed %':>9} {'median %':>9} {'<=10 %':>7}")
+        print(f"{'set':48} {'counter':32} {'n':>4} {'MAE %':>7} {'signed %':>9} {'median %':>9} {'<=10 %':>7}")
         for r in trows:
-            print(f"{r['set']:42} {r['counter']:32} {r['n']:>4} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f} "
+            print(f"{r['set']:48} {r['counter']:32} {r['n']:>4} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f} "
                   f"{r['median_abs_pct']:9.1f} {r['within_10pct']:>4}/{r['n']}")
         print()
     print(f"{'set':28} {'counter':30} {'n':>3} {'MAE %':>7} {'signed %':>9} {'min %':>7} {'max %':>7}"

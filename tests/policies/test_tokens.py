@@ -125,16 +125,20 @@ def test_the_benchmark_meets_the_error_bounds_against_recorded_usage():
 def test_per_turn_anthropic_counts_follow_the_provider_s_growth_between_calls():
     # the growth of claude-opus-4-6's input_tokens between consecutive calls against the count of the
     # messages added in between (bench/bench_tokens.py), on the held-out (odd) dialogues of TAU2
-    from bench.bench_tokens import tau2_turns, turn_table
+    from bench.bench_tokens import tau2_dialogues, tau2_turns, turn_table
 
     turns, _ = tau2_turns(TAU2.parent)
     assert {t.side for t in turns} == {"agent", "user"} and any(t.held_out for t in turns)
-    rows = {(r["set"], r["counter"]): r for r in turn_table(turns)}
+    rows = {(r["set"], r["counter"]): r for r in turn_table(turns, tau2_dialogues(TAU2.parent))}
     user = rows[("τ² per turn: user turns, held-out", "anthropic calibrated (bpe)")]
     assert user["n"] >= 10 and user["mae_pct"] <= 10
     assert user["mae_pct"] < rows[("τ² per turn: user turns, held-out", "approx (chars/4)")]["mae_pct"]
     agent = rows[("τ² per turn: agent turns, held-out", "anthropic calibrated (bpe)")]
     assert agent["n"] >= 10 and agent["median_abs_pct"] <= 10
+    # over whole dialogues (first call to last) the agent's growth is followed closely too
+    for side in ("agent", "user"):
+        whole = rows[(f"τ² per dialogue: {side}, held-out", "anthropic calibrated (bpe)")]
+        assert whole["n"] >= 2 and whole["mae_pct"] <= 5
 
 
 def test_the_anthropic_counter_measures_text_in_bpe_tokens_when_the_extra_is_installed():
