@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
             )
             + (f", {result.tmp_cleaned} stale temp files removed" if result.tmp_cleaned else "")
             + (f"; quarantined: {', '.join(result.quarantined)}" if result.quarantined else "")
+            + (f"; {len(result.released)} sessions they held released: import their input again to restore them"
+               if result.released else "")
         )
     if result.busy:
         print(

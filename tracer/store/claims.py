@@ -11,7 +11,10 @@ and writes ``committed`` into it once the segment holding the session has been r
   takes the claim and writes the session. A killed writer's half never exists in ``segments/``
   (a segment appears whole or not at all), so the new copy replaces nothing but a temp file.
 
-Keys are session ids, made file-name safe by :func:`claim_name`.
+Keys are session ids, made file-name safe by :func:`claim_name`. A committed claim also names the
+segment that holds the session (``committed\n<segment>\n``): when compaction quarantines a damaged
+segment, :func:`release_segment` releases the claims of the sessions it held, so importing their
+input again restores them.
 """
 
 from __future__ import annotations
@@ -49,8 +52,9 @@ class Claim:
     fd: int | None = None
     error: OSError | None = None
 
-    def commit(self) -> None:
-        """Mark the session committed (call after its segment is in ``segments/``), then release.
+    def commit(self, segment: str | None = None) -> None:
+        """Mark the session committed (call after its segment, named ``segment``, is in ``segments/``),
+        then release.
 
         Raises OSError when the mark cannot be written; the session's spans are in the store
         regardless, and span ids make a later re-import of it invisible to readers."""
@@ -58,7 +62,7 @@ class Claim:
             raise RuntimeError(f"claim {self.key!r} is not held")
         try:
             os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, COMMITTED, 0)
+            os.pwrite(self.fd, COMMITTED + (f"{segment}\n".encode() if segment else b""), 0)
             os.fsync(self.fd)
             self.state = ClaimState.COMMITTED
         finally:
@@ -123,3 +127,36 @@ def take(layout: StoreLayout, key: str, *, timeout: float = 0.0) -> Claim:
         os.close(fd)
         return Claim(key, path, ClaimState.COMMITTED)
     return Claim(key, path, ClaimState.MINE, fd=fd)
+
+
+def release_segment(layout: StoreLayout, segment: str) -> list[str]:
+    """Release the committed claims that name ``segment`` (a segment being quarantined): its sessions
+    may be imported again. Returns their claim names. A claim another process holds is left alone."""
+    released = []
+    mark = COMMITTED + f"{segment}\n".encode()
+    try:
+        entries = list(os.scandir(claims_dir(layout)))
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        try:
+            with open(entry.path, "rb") as f:
+                if f.read(len(mark) + 1) != mark:
+                    continue
+            fd = os.open(entry.path, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        try:
+            if os.pread(fd, len(mark) + 1, 0) == mark:
+                os.ftruncate(fd, 0)
+                os.fsync(fd)
+                released.append(entry.name)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+    return released

@@ -36,6 +36,7 @@ import duckdb
 
 from tracer.errors import StoreDamaged, StoreError, StoreNoSpace, StorePermissionError
 from tracer.store import catalog
+from tracer.store.claims import release_segment
 from tracer.store.locks import FileLock, fsync_path
 from tracer.store.schema import MAIN_DDL, PROMOTED, PROMOTED_NAMES, SCHEMA_VERSION, derived, select_list
 from tracer.store.segments import (
@@ -45,8 +46,8 @@ from tracer.store.segments import (
     check_writable,
     clean_tmp,
     list_segments,
-    segment_footer,
 )
+from tracer.store.verify import SegmentDamaged, verify_segment
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class CompactResult:
     deletes_deferred: int = 0
     tmp_cleaned: int = 0
     quarantined: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)  # sessions of quarantined segments: importable again
     busy: str | None = None
     rebuilt: str | None = None  # spans.duckdb was damaged and rebuilt: what was found and what it was rebuilt from
 
@@ -135,14 +137,14 @@ def _valid_segments(
     good, rows, bad = [], [], []
     for path in paths:
         try:
-            n, current = segment_footer(path)
+            n, current = verify_segment(path)
             rows.append(n)
             good.append(path)
             if not current:
                 legacy.add(path)
         except FileNotFoundError:
             continue  # deleted by a compactor that ran before us; nothing to do
-        except Exception as exc:  # a damaged footer: set it aside instead of blocking forever
+        except (SegmentDamaged, OSError) as exc:  # damaged: set it aside instead of blocking forever
             log.warning("prunegate store: quarantining unreadable segment %s: %s", path, exc)
             bad.append(path)
             result.quarantined.append(path.name)
@@ -440,6 +442,8 @@ def _retire(
                     os.replace(path, layout.quarantine / path.name)
                 except OSError as exc:
                     log.warning("prunegate store: could not quarantine %s: %s", path, exc)
+                else:  # its sessions are gone from the store: importing their input again restores them
+                    result.released += release_segment(layout, path.name)
         fsync_path(layout.segments)
     finally:
         readers.release()

@@ -29,7 +29,8 @@ from tracer.store import catalog
 from tracer.store.compact import damaged, is_damage, is_lock_error
 from tracer.store.locks import FileLock
 from tracer.store.schema import COLUMN_NAMES, COLUMNS, PROMOTED_NAMES, VIEWS, empty_select, select_list
-from tracer.store.segments import StoreLayout, list_segments, segment_footer
+from tracer.store.segments import StoreLayout, list_segments
+from tracer.store.verify import SegmentDamaged, verify_segment
 
 __all__ = ["StoreError", "StoreReader", "Params"]
 
@@ -101,14 +102,14 @@ class StoreReader:
         good, bad = [], []
         for path in paths:
             try:
-                _, current = segment_footer(path)
+                _, current = verify_segment(path)
             except FileNotFoundError:
                 continue  # deleted by a compactor after we listed it: absorbed, so in the table
             except PermissionError as exc:
                 bad.append(path)
                 self.complete = False
                 self._warn(f"skipping segment {path}: permission denied ({exc.strerror})", once_key=str(path))
-            except Exception as exc:  # truncated, zero bytes, not Parquet
+            except (SegmentDamaged, OSError) as exc:  # truncated, zero bytes, not Parquet, damaged pages, ...
                 bad.append(path)
                 self.complete = False
                 self._warn(

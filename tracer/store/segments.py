@@ -125,6 +125,7 @@ def write_parquet(table: pa.Table, path: Path) -> None:
         compression="snappy",
         use_dictionary=_DICTIONARY_COLUMNS,
         write_statistics=_STATISTICS_COLUMNS,
+        write_page_checksum=True,  # readers verify every page (tracer.store.verify)
     )
 
 
@@ -152,10 +153,14 @@ def write_segment(
     tmp = _tmp_path(layout, name)
     try:
         write_parquet(table, tmp)
-        return _publish(layout, tmp, name, fsync)
+        final = _publish(layout, tmp, name, fsync)
     except BaseException:
         _unlink_quietly(tmp)
         raise
+    from tracer.store.verify import vouch
+
+    vouch(final, table.num_rows)  # this process wrote it whole: its readers need not read it through
+    return final
 
 
 def ingest_file(layout: StoreLayout, source: Path, name: str, *, fsync: bool = True) -> Path:

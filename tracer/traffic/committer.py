@@ -174,7 +174,7 @@ class SessionCommitter:
             return
         table = pa.concat_tables([p.table for p in batch])
         try:
-            self.store.write_table(table)
+            segment = self.store.write_table(table)
         except OSError as exc:
             self.report.store_error = _describe(exc)
             self._spool(batch, table)
@@ -184,7 +184,7 @@ class SessionCommitter:
             self.report.stored[p.sid] = p.table.num_rows
             if p.claim is not None:
                 try:
-                    p.claim.commit()
+                    p.claim.commit(segment.name)
                 except OSError as exc:  # the spans are in the store; span ids cover a re-import
                     log.warning("prunegate import: could not mark session %s committed: %s", p.sid, exc)
         fault_point("committed")
