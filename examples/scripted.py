@@ -1,6 +1,7 @@
 """A scripted tool-using conversation the stand-in server plays, for any agent framework.
 
-``ScriptedConversation`` answers OpenAI Chat Completions requests: for ``rounds`` model calls it
+``ScriptedConversation`` answers OpenAI Chat Completions, Anthropic Messages and OpenAI Responses
+requests, each in its own shape: for ``rounds`` model calls it
 asks for tools in parallel (two or three calls a round: ``lookup_order`` and ``get_weather``),
 then it answers in text. Every request is first checked as the provider would
 (:func:`policies.validate`; an invalid one gets the provider's 400) and counted with the exact
@@ -68,6 +69,7 @@ class Request:
     valid: bool
     error: str | None = None
     body: dict[str, Any] = field(default_factory=dict, repr=False)
+    provider: str = convert.OPENAI
 
 
 class ScriptedConversation:
@@ -81,40 +83,70 @@ class ScriptedConversation:
         self._round: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def tokens(self, body: dict[str, Any]) -> int:
+    def tokens(self, body: dict[str, Any], provider: str = convert.OPENAI) -> int:
         """The request's tokens by the exact counter: messages plus tools and framing."""
-        messages, rest = convert.from_openai(body)
+        read = {convert.OPENAI: convert.from_openai, convert.ANTHROPIC: convert.from_anthropic,
+                convert.RESPONSES: convert.from_responses}[provider]
+        messages, rest = read(body)
         has_system = any(m.role in ("system", "developer") for m in messages)
         return sum(self.counter.count(m) for m in messages) + request_overhead(self.counter, rest, has_system=has_system)
 
     def answer(self, provider: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        if provider != convert.OPENAI:
-            return 404, {"type": "error", "error": {"type": "not_found_error", "message": "scripted: OpenAI only"}}
-        messages = body.get("messages") or []
+        """The scripted answer in ``provider``'s own shape: Chat Completions (``openai``), Anthropic
+        Messages (``anthropic``) or the Responses API (``responses``); the provider's 400 when invalid."""
+        if provider not in (convert.OPENAI, convert.ANTHROPIC, convert.RESPONSES):
+            return 404, {"error": {"message": f"scripted: no {provider} API", "type": "not_found_error"}}
+        messages = (body.get("input") if provider == convert.RESPONSES else body.get("messages")) or []
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
         first = next((m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"), None)
         key = first if isinstance(first, str) else json.dumps(first)
         violations = validate(body, provider)
         with self._lock:
             if violations:
-                self.requests.append(Request(key, 0, len(messages), False, violations[0].message, body))
-                return 400, {"error": {"message": violations[0].message, "type": "invalid_request_error",
-                                       "param": "messages", "code": None}}
-            tokens = self.tokens(body)
-            self.requests.append(Request(key, tokens, len(messages), True, None, body))
+                self.requests.append(Request(key, 0, len(messages), False, violations[0].message, body, provider))
+                return 400, error_body(provider, violations[0].message)
+            tokens = self.tokens(body, provider)
+            self.requests.append(Request(key, tokens, len(messages), True, None, body, provider))
             r = self._round.get(key, 0)
             self._round[key] = r + 1
-        if r < self.rounds:
-            calls = [{"id": f"call_{r}_{j}", "type": "function",
-                      "function": {"name": name, "arguments": json.dumps(args)}}
-                     for j, (name, args) in enumerate(calls_for(r))]
-            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": calls}
+        calls = [(f"call_{r}_{j}", name, args) for j, (name, args) in enumerate(calls_for(r))] if r < self.rounds else []
+        text = f"All {2 * r} orders checked; weather looked up."
+        if provider == convert.ANTHROPIC:
+            content = [{"type": "tool_use", "id": cid, "name": name, "input": args} for cid, name, args in calls] \
+                or [{"type": "text", "text": text}]
+            return 200, {"id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant",
+                         "model": self.model, "content": content, "stop_reason": "tool_use" if calls else "end_turn",
+                         "stop_sequence": None, "usage": {"input_tokens": tokens, "output_tokens": 20}}
+        if provider == convert.RESPONSES:
+            output = [{"type": "function_call", "id": f"fc_{cid}", "call_id": cid, "name": name,
+                       "arguments": json.dumps(args), "status": "completed"} for cid, name, args in calls] \
+                or [{"type": "message", "id": f"msg_{len(self.requests)}", "role": "assistant", "status": "completed",
+                     "content": [{"type": "output_text", "text": text, "annotations": []}]}]
+            return 200, {"id": f"resp_{len(self.requests)}", "object": "response", "created_at": 1764720000,
+                         "status": "completed", "model": self.model, "output": output, "parallel_tool_calls": True,
+                         "tool_choice": "auto", "tools": [],
+                         "usage": {"input_tokens": tokens, "output_tokens": 20, "total_tokens": tokens + 20,
+                                   "input_tokens_details": {"cached_tokens": 0},
+                                   "output_tokens_details": {"reasoning_tokens": 0}}}
+        if calls:
+            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                for cid, name, args in calls]}
             finish = "tool_calls"
         else:
-            message = {"role": "assistant", "content": f"All {2 * r} orders checked; weather looked up."}
+            message = {"role": "assistant", "content": text}
             finish = "stop"
         return 200, {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 1764720000,
                      "model": self.model, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                      "usage": {"prompt_tokens": tokens, "completion_tokens": 20, "total_tokens": tokens + 20}}
+
+
+def error_body(provider: str, message: str) -> dict[str, Any]:
+    """The provider's 400 envelope for an invalid request."""
+    if provider == convert.ANTHROPIC:
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    return {"error": {"message": message, "type": "invalid_request_error", "param": "messages", "code": None}}
 
 
 def ask_runnable(agent: Any, mode: str) -> None:

@@ -1,14 +1,15 @@
 """A local stand-in for the Anthropic and OpenAI APIs, answering from recorded responses.
 
-``POST /v1/messages`` (Anthropic Messages) and ``POST /v1/chat/completions`` (OpenAI Chat
-Completions) answer with the real response recorded for the request's current user prompt and
+``POST /v1/messages`` (Anthropic Messages), ``POST /v1/chat/completions`` (OpenAI Chat
+Completions) and ``POST /v1/responses`` (OpenAI Responses, answered by a scripted recording such as
+``scripted.ScriptedConversation``) answer with the real response recorded for the request's current user prompt and
 round (see :mod:`cassettes`). A request whose message structure the real provider would refuse
 gets the provider's real 400 body, with the error text of :mod:`policies.validate`:
 
 - Anthropic: ``{"type": "error", "error": {"type": "invalid_request_error", "message": ...}}``
 - OpenAI: ``{"error": {"message": ..., "type": "invalid_request_error", "param": "messages", "code": null}}``
 
-``GET /stats`` returns the request counters. Binds 127.0.0.1 on an ephemeral port by default.
+``"stream": true`` is answered with each API's own server-sent events. ``GET /stats`` returns the request counters. Binds 127.0.0.1 on an ephemeral port by default.
 
 Run it alone: ``python examples/standin_server.py [--port 0]`` (prints its base URL), or in a
 thread: ``with StandIn() as server: ... server.url``.
@@ -31,7 +32,9 @@ from cassettes import ANTHROPIC, OPENAI, Script, ids_after, last_prompt, load_sc
 
 from policies.validate import validate  # noqa: E402
 
-ROUTES = {"/v1/messages": ANTHROPIC, "/v1/chat/completions": OPENAI, "/chat/completions": OPENAI}
+RESPONSES = "responses"
+ROUTES = {"/v1/messages": ANTHROPIC, "/v1/chat/completions": OPENAI, "/chat/completions": OPENAI,
+          "/v1/responses": RESPONSES, "/responses": RESPONSES}
 
 
 def error_body(provider: str, message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
@@ -50,6 +53,9 @@ class Recording:
         self.by_prompt = {p: {s.prompt: s for s in group} for p, group in scripts.items()}
 
     def answer(self, provider: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if provider not in (ANTHROPIC, OPENAI):
+            return 404, error_body(provider, f"no recordings of the {provider} API (play a scripted conversation)",
+                                   "not_found_error")
         violations = validate(body, provider)
         if violations:
             return 400, error_body(provider, violations[0].message)
@@ -81,6 +87,38 @@ def chat_chunks(response: dict[str, Any], *, usage: bool = False) -> list[dict[s
     if usage and response.get("usage"):
         out.append({**base, "choices": [], "usage": response["usage"]})
     return out
+
+
+def anthropic_events(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """An Anthropic Messages response as the events the API streams for ``stream: true``."""
+    start = {**response, "content": [], "stop_reason": None,
+             "usage": {**response.get("usage", {}), "output_tokens": 1}}
+    out: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for i, block in enumerate(response["content"]):
+        if block["type"] == "tool_use":
+            out.append({"type": "content_block_start", "index": i, "content_block": {**block, "input": {}}})
+            out.append({"type": "content_block_delta", "index": i,
+                        "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}})
+        else:
+            out.append({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})
+            out.append({"type": "content_block_delta", "index": i,
+                        "delta": {"type": "text_delta", "text": block.get("text", "")}})
+        out.append({"type": "content_block_stop", "index": i})
+    out.append({"type": "message_delta", "delta": {"stop_reason": response.get("stop_reason"), "stop_sequence": None},
+                "usage": {"output_tokens": response.get("usage", {}).get("output_tokens", 0)}})
+    out.append({"type": "message_stop"})
+    return out
+
+
+def responses_events(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Responses API response as the events the API streams for ``stream: true``."""
+    out: list[dict[str, Any]] = [{"type": "response.created",
+                                  "response": {**response, "status": "in_progress", "output": []}}]
+    for i, item in enumerate(response["output"]):
+        out.append({"type": "response.output_item.added", "output_index": i, "item": {**item, "status": "in_progress"}})
+        out.append({"type": "response.output_item.done", "output_index": i, "item": item})
+    out.append({"type": "response.completed", "response": response})
+    return [{**e, "sequence_number": n} for n, e in enumerate(out)]
 
 
 class StandIn:
@@ -150,13 +188,21 @@ class StandIn:
                     server._count("rejected", payload.get("error", {}).get("message"))
                 else:
                     server._count("ok" if status == 200 else "not_found")
-                if status == 200 and provider == OPENAI and isinstance(body, dict) and body.get("stream"):
+                streamed = status == 200 and isinstance(body, dict) and body.get("stream")
+                if streamed and provider == OPENAI:
                     self._stream(chat_chunks(payload, usage=bool((body.get("stream_options") or {}).get("include_usage"))))
+                elif streamed and provider == ANTHROPIC:
+                    self._stream(anthropic_events(payload), named=True)
+                elif streamed and provider == RESPONSES:
+                    self._stream(responses_events(payload), named=True)
                 else:
                     self._send(status, payload)
 
-            def _stream(self, chunks: list[dict[str, Any]]) -> None:
-                data = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+            def _stream(self, chunks: list[dict[str, Any]], named: bool = False) -> None:
+                if named:  # Anthropic and Responses: "event: <type>" lines, no [DONE]
+                    data = b"".join(f"event: {c['type']}\ndata: {json.dumps(c)}\n\n".encode() for c in chunks)
+                else:
+                    data = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("content-length", str(len(data)))

@@ -485,6 +485,16 @@ class PruneGuard:
             self._chat.end()
             self._chat = None
 
+    # ------------------------------------------------------------------ SDK clients
+    def wrap(self, client: Any, *, conversation: str | None = None) -> Any:
+        """``client`` (``anthropic.Anthropic``/``AsyncAnthropic``, ``openai.OpenAI``/``AsyncOpenAI``) with
+        every model call gated and its response recorded (:mod:`tracer.guard.clients`). The client's
+        provider must be the guard's; ``conversation`` keys the calls (one wrapped client per
+        conversation). A wrong client is a :class:`~policies.errors.SettingsError`."""
+        from tracer.guard.clients import wrap  # noqa: PLC0415 - the SDKs load with the first wrapped client
+
+        return wrap(self, client, conversation)
+
     # ------------------------------------------------------------------ tools
     def tool(self, name: str, call_id: str, *, arguments: Any = None, side_effect: bool | None = None) -> ToolCall:
         """An ``execute_tool {name}`` span around the tool's execution (a context manager)."""
