@@ -387,6 +387,7 @@ class _Run:
                 sn.GEN_AI_USAGE_INPUT_TOKENS: ctx.tokens,
                 **attribution.chat_attributes(len(refs), lost),
             })
+            chat.set_input(list(ctx.iter_messages()))  # gen_ai.input.messages, when content is captured
             found = self.session.check_request(body, provider, seq=ctx.seq, message_ids_of=self._message_ids_of)
             if found:
                 chat.set_invalid(found)

@@ -121,11 +121,47 @@ def enrich_rows(rows: list[dict[str, Any]], project: str | None = None) -> list[
 
 
 def _llm(a: dict[str, Any]) -> None:
-    for src, dst, mime in (("gen_ai.input.messages", INPUT_VALUE, INPUT_MIME),
-                           ("gen_ai.output.messages", OUTPUT_VALUE, OUTPUT_MIME)):
+    for src, dst, mime, flat in (("gen_ai.input.messages", INPUT_VALUE, INPUT_MIME, "llm.input_messages"),
+                                 ("gen_ai.output.messages", OUTPUT_VALUE, OUTPUT_MIME, "llm.output_messages")):
         if isinstance(a.get(src), str) and dst not in a:
             a[dst], a[mime] = a[src], "application/json"
+        if isinstance(a.get(src), str) and not any(k.startswith(flat + ".") for k in a):
+            a.update(flat_messages(flat, a[src]))
     for src, dst in (("gen_ai.request.model", LLM_MODEL), ("gen_ai.usage.input_tokens", LLM_PROMPT_TOKENS),
                      ("gen_ai.usage.output_tokens", LLM_COMPLETION_TOKENS)):
         if a.get(src) is not None and dst not in a:
             a[dst] = a[src]
+
+
+def flat_messages(prefix: str, genai_json: str) -> dict[str, Any]:
+    """GenAI-convention messages (JSON) as OpenInference's flattened ``{prefix}.N.message.*``
+    attributes (role, text content, tool calls, the id a tool result answers), which Phoenix's LLM
+    view reads. Reasoning parts are left out, as OpenInference's own instrumentations do for text."""
+    try:
+        messages = json.loads(genai_json)
+    except json.JSONDecodeError:
+        return {}
+    out: dict[str, Any] = {}
+    for i, m in enumerate(messages if isinstance(messages, list) else []):
+        if not isinstance(m, dict):
+            continue
+        at = f"{prefix}.{i}.message"
+        parts = [p for p in m.get("parts") or [] if isinstance(p, dict)]
+        out[f"{at}.role"] = "tool" if parts and all(p.get("type") == "tool_call_response" for p in parts) \
+            else str(m.get("role") or "")
+        text = "\n".join(str(p.get("content") or "") for p in parts if p.get("type") == "text")
+        results = [p for p in parts if p.get("type") == "tool_call_response"]
+        if results:
+            out[f"{at}.tool_call_id"] = str(results[0].get("id") or "")
+            resp = results[0].get("response")
+            text = text or (resp if isinstance(resp, str) else json.dumps(resp))
+        if text:
+            out[f"{at}.content"] = text
+        calls = [p for p in parts if p.get("type") == "tool_call"]
+        for j, c in enumerate(calls):
+            call_at = f"{at}.tool_calls.{j}.tool_call"
+            out[f"{call_at}.id"] = str(c.get("id") or "")
+            out[f"{call_at}.function.name"] = str(c.get("name") or "")
+            args = c.get("arguments")
+            out[f"{call_at}.function.arguments"] = args if isinstance(args, str) else json.dumps(args)
+    return out

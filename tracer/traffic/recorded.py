@@ -121,6 +121,7 @@ def _chat(session: Any, ctx: Context, conv: Conversation, reply: Message | None,
         sn.REQUEST_VALID: True,
         sn.GEN_AI_USAGE_INPUT_TOKENS: ctx.tokens,
     })
+    chat.set_input(list(ctx.iter_messages()))  # gen_ai.input.messages, when content is captured
     found = session.check_request(ctx.render(conv.provider), conv.provider, seq=ctx.seq)
     if found:
         chat.set_invalid(found)

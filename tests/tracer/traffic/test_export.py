@@ -196,6 +196,34 @@ def _fleet_rows(n: int, hosts: int) -> list[dict[str, Any]]:
              "events": [{"time_ns": i + 1, "name": "e", "attributes": {"k": "v"}}]} for i in range(n)]
 
 
+def test_chat_spans_carry_the_request_they_sent(tmp_path, receiver, capsys) -> None:
+    """Import and replay (with --capture-content) chat spans: the request's messages, as GenAI JSON
+    in the store and as OpenInference's input.value and llm.input_messages.* once exported."""
+    path = tmp_path / "s"
+    assert main(["import", str(WEATHER), "--store", str(path)]) == 0
+    assert main(["replay", "--policy", "recency", "--budget", "100000", "--capture-content", "--store", str(path)]) == 0
+    stored = [decode(r) for r in Store(path).query("SELECT * FROM spans WHERE name LIKE 'chat%'")]
+    assert {r["session_id"][:4] for r in stored} == {"imp-", "repl"}
+    for r in stored:
+        a = r["attributes"]
+        inp = json.loads(a["gen_ai.input.messages"])
+        assert len(inp) == len(a["prunegate.request.message_ids"]) and inp[0]["role"] in ("system", "user")
+    capsys.readouterr()
+    assert main(["export", "--store", str(path), "--otlp-endpoint", receiver.url]) == 0
+    chats = [s for s in receiver.spans() if s["name"].startswith("chat")]
+    assert len(chats) == len(stored)
+    for s in chats:
+        a = s["attributes"]
+        inp = json.loads(a["input.value"])
+        assert a["input.mime_type"] == "application/json" and a["llm.input_messages.0.message.role"] == inp[0]["role"]
+        assert f"llm.input_messages.{len(inp) - 1}.message.role" in a
+        for i, m in enumerate(inp):
+            text = "\n".join(p["content"] for p in m["parts"] if p["type"] == "text")
+            if text:
+                assert a[f"llm.input_messages.{i}.message.content"] == text
+    assert any("Paris" in v for s in chats for k, v in s["attributes"].items() if k.startswith("llm.input_messages."))
+
+
 def test_protobuf_ids_are_the_stored_hex_ids() -> None:
     from tracer.traffic.otlp_export import to_protobuf
     from tracer.traffic.otlp_json import request_groups
