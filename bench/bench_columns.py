@@ -30,8 +30,8 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from bench.sources import tau_or_sessions  # noqa: E402
+from tracer.contract import names as sn  # noqa: E402
 from tracer.lab.compare import arms, parse_policies, run_replays  # noqa: E402
-from tracer.spans import names as sn  # noqa: E402
 from tracer.store import Store  # noqa: E402
 from tracer.store.schema import PROMOTED_NAMES  # noqa: E402
 from tracer.store.segments import write_segment  # noqa: E402

@@ -94,7 +94,7 @@ def main() -> int:
         return 0
     sys.path.insert(0, str(args.code.resolve()))
     from tracer.store import Store
-    from tracer.traffic.otlp_export import export_store
+    from tracer.wire.export import export_store
 
     with tempfile.TemporaryDirectory(prefix="pg-bench-export-") as tmp:
         store = Store(Path(tmp) / "store")

@@ -62,8 +62,8 @@ def wait(page: Any, charts: int = 0) -> None:
 
 def annotate_violation(store: Path, sid: str, step: int) -> None:
     """A reviewer's annotation on the violation shown, so the Replay page shows one."""
-    from tracer.lab.annotations import annotate
-    from tracer.spans import names as sn
+    from tracer.contract import names as sn
+    from tracer.queries.writes import annotate
     from tracer.store import Store
 
     with Store(store).reader() as r:

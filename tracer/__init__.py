@@ -1,17 +1,21 @@
-"""prunegate's observability and lab layer, in wings:
+"""prunegate's observability and lab layer, in wings over one ground floor:
 
+- ``tracer.contract`` — the ground floor every wing shares (standard library only): span and
+  attribute names, the span record's shape, the ``PRUNEGATE_*`` settings.
 - ``tracer.spans``   — the OpenTelemetry side: the observer that turns gate decisions into spans,
   traced sessions, GenAI spans, redaction, the span pipeline and ``setup_tracing``.
 - ``tracer.store``   — the DuckDB/Parquet trace store: schema, segments, sink, spool, compaction,
   readers. Nothing outside it touches the files.
 - ``tracer.guard``   — in-process instrumentation of a live agent: ``PruneGuard``, ``ShadowGuard``.
 - ``tracer.traffic`` — recorded traffic in: importers, OTLP JSON, event streams, stored sessions.
+- ``tracer.wire``    — spans over the network: OTLP export out of the store, ``prunegate serve`` in.
 - ``tracer.lab``     — replay of recorded sessions through any policy, and A/B comparison.
-- ``tracer.queries`` — the read API the dashboard draws from.
+- ``tracer.queries`` — the API the dashboard reads (and writes annotations) through.
 - ``tracer.cli``     — the ``prunegate`` command, one module per subcommand.
 
-Defined once, imported everywhere: span names and attribute keys in ``tracer.spans.names``,
-``PRUNEGATE_*`` environment variables and the store path rule in ``tracer.store.settings``, the
+Defined once, imported everywhere: span names and attribute keys in ``tracer.contract.names``,
+``PRUNEGATE_*`` environment variables in ``tracer.contract.settings``, the store path rule in
+``tracer.store.location``, the
 tracer's errors (``TracerError`` and its subclasses) in ``tracer.errors``.
 
 The names most users need are importable from here, and each wing's ``__init__`` declares its

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard.components.safe import esc, md
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 
 FOLD_CHARS = 1200  # longer text shows its first FOLD_HEAD characters, the rest behind an expander
 FOLD_HEAD = 600

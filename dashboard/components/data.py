@@ -21,11 +21,10 @@ import pandas as pd
 import streamlit as st
 
 from tracer import queries
+from tracer.contract import names as sn
 from tracer.queries import catalog as session_catalog
 from tracer.queries import explain
-from tracer.spans import names as sn
-from tracer.store import Store
-from tracer.store.settings import StoreLocation, resolve_store
+from tracer.store import Store, StoreLocation, resolve_store
 
 TTL = 30.0  # seconds; keys also carry the store's fingerprint, so new data shows at once
 FAST_TTL = 1.0

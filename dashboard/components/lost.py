@@ -1,5 +1,5 @@
 """The Replay page's lost references: what the model call at this step lacked, and a jump to the
-prune that evicted each one's source (:mod:`tracer.lab.lost` reads them from the chat spans)."""
+prune that evicted each one's source (:mod:`tracer.queries.lost` reads them from the chat spans)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import streamlit as st
 from dashboard.components import data
 from dashboard.components.safe import md
 from dashboard.components.widgets import show_table
-from tracer.lab.lost import at_step, lost_references
+from tracer.queries.lost import at_step, lost_references
 from tracer.store import Store
 
 

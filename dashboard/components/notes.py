@@ -1,7 +1,7 @@
 """Annotations on the dashboard: the list of a session's (or every) annotation and the form that adds one.
 
 An annotation is a label and a note on a session, a decision or a violation, stored as a span
-(:mod:`tracer.lab.annotations`, the same as ``prunegate annotate``). Labels and notes are recorded
+(:mod:`tracer.queries.writes`, the same as ``prunegate annotate``). Labels and notes are recorded
 text: tables and ``st.text`` show them literally, never as HTML.
 """
 
@@ -16,8 +16,8 @@ import streamlit as st
 from dashboard.components import data
 from dashboard.components.safe import md
 from dashboard.components.widgets import show_table, ts_column
+from tracer.contract import names as sn
 from tracer.errors import AnnotationError
-from tracer.spans import names as sn
 
 FLASH_S = 60.0  # how long "Saved the annotation …" stays above the form
 TARGET_NAMES = {sn.VIOLATION: "violation", sn.BUDGET_CHECK: "decision", **{n: "decision" for n in sn.DECISION_SPANS}}
@@ -56,7 +56,7 @@ def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str) ->
         note = st.text_area("Note", key=f"{key}_note", height=80, max_chars=4000)
         submitted = st.form_submit_button("Save annotation")
     if submitted:
-        from tracer.lab.annotations import annotate
+        from tracer.queries.writes import annotate
         from tracer.store import Store
 
         try:

@@ -1,7 +1,7 @@
 """Saved comparisons: a comparison kept with its parameters and results, reopened from a URL.
 
 Saving writes one ``prunegate.comparison`` span through the store's normal path
-(:func:`tracer.lab.annotations.save_comparison`), so it lives wherever the store does.
+(:func:`tracer.queries.writes.save_comparison`), so it lives wherever the store does.
 ``/compare?saved=<id>`` shows the stored numbers as they were, without re-running anything.
 """
 
@@ -31,7 +31,7 @@ def save_form(kind: str, params: dict[str, Any], results: dict[str, Any], *, key
         name = st.text_input("Title", value=title, max_chars=200, key=f"{key}_title")
         submitted = st.form_submit_button("Save this comparison")
     if submitted:
-        from tracer.lab.annotations import save_comparison
+        from tracer.queries.writes import save_comparison
         from tracer.store import Store
 
         try:

@@ -18,8 +18,8 @@ from dashboard.components import charts, conversation, data, lost, notes
 from dashboard.components.safe import md
 from dashboard.components.widgets import session_label, show_table
 from tracer import queries
+from tracer.contract import names as sn
 from tracer.queries import explain
-from tracer.spans import names as sn
 
 STEP = "replay_step"
 PLAY = "replay_play"

@@ -19,7 +19,7 @@ from dashboard.components import charts, data
 from dashboard.components.safe import md, short
 from dashboard.components.widgets import show_table
 from tracer import queries
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 
 PICK = "violations_pick"
 

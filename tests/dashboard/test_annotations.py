@@ -21,12 +21,12 @@ from tests.dashboard.test_dashboard_app import page  # the app at a page, after 
 from tests.dashboard_fixtures import demo_store
 from tests.paths import REPO
 from tracer import queries
-from tracer.lab.annotations import annotate, save_comparison
+from tracer.contract import names as sn
 from tracer.queries import catalog
-from tracer.spans import names as sn
+from tracer.queries.writes import annotate, save_comparison
 from tracer.store import ENV_STORE, Store
 from tracer.store import catalog as store_catalog
-from tracer.traffic.otlp_export import select_rows
+from tracer.wire.export import select_rows
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from dashboard.components.conversation import decision_sentence, provider_message
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 
 CALL = {"type": "tool_use", "id": "call_1", "name": "get_user", "input": {"user_id": "omar"}}
 RESULT = {"type": "tool_result", "tool_use_id": "call_1", "content": '{"name": "Omar"}'}

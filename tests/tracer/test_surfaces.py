@@ -12,9 +12,9 @@ import pytest
 
 from tests.paths import REPO
 
-WINGS = ["tracer", "tracer.cli", "tracer.guard", "tracer.lab", "tracer.queries", "tracer.spans", "tracer.store",
-         "tracer.traffic"]
-LAZY = ["tracer", "tracer.guard", "tracer.lab", "tracer.spans", "tracer.traffic"]
+WINGS = ["tracer", "tracer.cli", "tracer.contract", "tracer.guard", "tracer.lab", "tracer.queries", "tracer.spans",
+         "tracer.store", "tracer.traffic", "tracer.wire"]
+LAZY = ["tracer", "tracer.guard", "tracer.lab", "tracer.spans", "tracer.traffic", "tracer.wire"]
 
 
 @pytest.mark.parametrize("wing", WINGS)

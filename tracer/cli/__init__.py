@@ -21,7 +21,7 @@ from typing import NamedTuple
 from policies.errors import PrunegateError
 from tracer.cli import status
 from tracer.cli.checks import OneLineParser, check_args, fail_usage
-from tracer.store.settings import ENVIRONMENT
+from tracer.contract.settings import ENVIRONMENT
 
 __all__ = ["COMMANDS", "CommandInfo", "build_parser", "main"]
 

@@ -1,7 +1,7 @@
 """``prunegate annotate``: put a label and a note on a session, a decision or a violation; list them.
 
 The annotation is a ``prunegate.annotation`` span written through the store like any other
-(:mod:`tracer.lab.annotations`): it shows on the dashboard's Replay, Sessions and Annotations
+(:mod:`tracer.queries.writes`): it shows on the dashboard's Replay, Sessions and Annotations
 pages and goes out with ``prunegate export``. Exit status 0 stored (or listed), 2 bad input.
 """
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("name the session to annotate (or --list)")
     if len(args.label) != 1:
         raise CommandError("give exactly one --label")
-    from tracer.lab.annotations import annotate
+    from tracer.queries.writes import annotate
 
     try:
         row = annotate(store, args.session, label=args.label[0], note=args.note, span_id=args.span)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from policies.limits import limits_problem
-from tracer.store.settings import STORE_ENV, BucketURL, is_bucket
+from tracer.contract.settings import STORE_ENV
+from tracer.store import BucketURL, is_bucket
 
 ENV_STORE = STORE_ENV
 

@@ -8,7 +8,7 @@ import sys
 
 from tracer.cli import add_command, options, status
 from tracer.errors import CommandError, StoreError
-from tracer.store.settings import is_bucket
+from tracer.store import is_bucket
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -19,7 +19,7 @@ from policies.errors import PolicyError
 from tracer.cli.export import send_after
 from tracer.cli.options import add_replay_options, load_sessions, recorded_outcome
 from tracer.cli.replay import depends_on, describe, recording
-from tracer.store.settings import resolve_store
+from tracer.store import resolve_store
 
 
 def register(sub: argparse._SubParsersAction) -> None:

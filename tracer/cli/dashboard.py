@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 from tracer.cli import add_command, options
+from tracer.contract.settings import STORE_ENV
 from tracer.errors import CommandError
-from tracer.store.settings import STORE_ENV, BucketURL, resolve_store
+from tracer.store import BucketURL, resolve_store
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8501

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tracer.cli import add_command, options, status
 from tracer.errors import CommandError
-from tracer.store.settings import local_store
+from tracer.store import local_store
 
 DEMO_POLICIES = "salience,recency,similarity,mask,tiered,langchain_trim"
 DEMO_SEED = 7  # the arrival order of parallel tool results in the demo's replays (said when it runs)

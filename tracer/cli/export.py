@@ -56,7 +56,7 @@ def headers_of(pairs: Iterable[str]) -> dict[str, str]:
 
 
 def _send(args: argparse.Namespace, store: Any, session_ids: list[str] | None) -> Any:
-    from tracer.traffic.otlp_export import export_store
+    from tracer.wire.export import export_store
 
     return export_store(store, args.otlp_endpoint, session_ids, json_encoding=args.json_encoding,
                         project=args.project, headers=headers_of(args.otlp_header))

@@ -3,7 +3,7 @@
 ``--store`` and ``--json`` are added by every command that takes them through :func:`add_store`
 and :func:`add_json`; ``replay``, ``compare`` and ``recommend`` share :func:`add_replay_options` and
 read their sessions through :func:`load_sessions`. The store path
-is resolved in one place, :func:`tracer.store.settings.resolve_store`.
+is resolved in one place, :func:`tracer.store.resolve_store`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 from tracer.cli.checks import nonneg_int as nonnegative
 from tracer.cli.checks import positive_int as positive
 from tracer.cli.checks import positive_seconds, store_dir
+from tracer.contract.settings import STORE_HELP
 from tracer.errors import CommandError
-from tracer.store.settings import STORE_HELP, resolve_store
+from tracer.store import resolve_store
 
 if TYPE_CHECKING:
     from tracer.store import Store

@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracer.traffic.receiver import PATH, Receiver, make_server
+    from tracer.wire.serve import PATH, Receiver, make_server
 
     store = options.store_of(args)
     try:
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sessions_in_background(receiver: Any, idle: float) -> None:
-    """One daemon thread turning quiet conversations into sessions (see tracer.traffic.receiver)."""
+    """One daemon thread turning quiet conversations into sessions (see tracer.wire.serve)."""
 
     def loop() -> None:
         while True:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from policies import convert
 from policies.errors import SettingsError
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 
 if TYPE_CHECKING:
     from tracer.guard.instrument import PruneGuard

@@ -56,9 +56,9 @@ from policies.runtime import Runtime, build_runtime
 from policies.spill import MemorySpillStore, SpillStore
 from policies.tokens import TokenCounter, counter_for
 from policies.validate import Violation
+from tracer.contract import names as sn
 from tracer.guard import _history
 from tracer.guard.tracing import flush_if_owned, guard_tracer_provider, tracing_stats
-from tracer.spans import names as sn
 from tracer.spans.genai import ChatCall, ToolCall, plain
 from tracer.spans.metrics import resolve as resolve_metrics
 from tracer.spans.observer import SpanObserver

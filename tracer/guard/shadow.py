@@ -38,9 +38,9 @@ from policies.limits import check_limits
 from policies.reference import prune_context
 from policies.tokens import DEFAULT_COUNTER, TokenCounter
 from policies.validate import Violation, validate
+from tracer.contract import names as sn
 from tracer.guard import _history
 from tracer.guard.tracing import flush_if_owned, guard_tracer_provider, tracing_stats
-from tracer.spans import names as sn
 from tracer.spans.metrics import resolve as resolve_metrics
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor

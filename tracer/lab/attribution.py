@@ -22,7 +22,7 @@ from policies.context import Context
 from policies.decision import Decision, DecisionKind
 from policies.messages import Message
 from policies.observer import REMOVE, REWRITE, Observer
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 
 # Attribute keys (docs/spans.md). On a decision span (prune, spill) of a replay: how many references
 # were lost because this decision evicted or rewrote their source, and which.

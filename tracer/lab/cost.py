@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracer.contract.settings import PRICES_ENV
 from tracer.errors import PriceError
-from tracer.store.settings import PRICES_ENV
 
 ENV_PRICES = PRICES_ENV
 PRICES_AS_OF = "2025-11-30"

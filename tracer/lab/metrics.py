@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 
 LEVEL = 0.95
 DIGITS = 4  # every reported mean and bound is rounded to this many decimals, everywhere

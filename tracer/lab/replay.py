@@ -28,9 +28,9 @@ from policies.errors import EvictedMessageError, HardCeilingExceeded, PrunegateE
 from policies.messages import TOOL_RESULT, Block, Message
 from policies.observer import MultiObserver
 from policies.validate import MISSING_TOOL_RESULT, ORPHAN_TOOL_RESULT, Violation, validate
+from tracer.contract import names as sn
 from tracer.lab import attribution, metrics
 from tracer.lab.attribution import LostReference, RemovalTracker
-from tracer.spans import names as sn
 from tracer.traffic.events import (
     APPEND,
     CLOSE,

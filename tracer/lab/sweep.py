@@ -25,10 +25,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tracer.contract.settings import spool_base
 from tracer.lab import metrics
 from tracer.lab.compare import Comparison
 from tracer.lab.replay import ReplaySpec, SessionResult
-from tracer.store.settings import BucketURL, resolve_store, spool_base
+from tracer.store import BucketURL, resolve_store
 
 SWEEPS_DIR = "sweeps"
 NOT_A_TOOL = "(not a tool result)"

@@ -1,4 +1,4 @@
-"""Every query the dashboard runs, against the store's ``spans`` view (docs/spans.md), one module per concern.
+"""Every query the dashboard runs (and its two writes), against the store's ``spans`` view (docs/spans.md), one module per concern.
 
 Why a package of its own: the dashboard renders and never writes SQL, so the queries can be tested
 and benchmarked without a browser, and the span contract has exactly one reader-side translation.
@@ -13,6 +13,9 @@ Import from here: ``from tracer import queries; queries.sessions(reader)``.
 | :mod:`~tracer.queries.compare` | per-session metrics of the stored replays, per-arm intervals, paired differences (:mod:`tracer.lab.metrics`) |
 | :mod:`~tracer.queries.live` | sessions active right now |
 | :mod:`~tracer.queries.trace` | one session's span tree (depth, start, duration, status), for the trace view |
+| :mod:`~tracer.queries.lost` | a replay's lost references and the prune that took each one |
+| :mod:`~tracer.queries.annotations` | annotations and saved comparisons read back |
+| :mod:`~tracer.queries.writes` | the two writes the dashboard makes: an annotation, a saved comparison |
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from tracer.queries.listing import (
     summary_sql,
 )
 from tracer.queries.live import live_sessions
+from tracer.queries.lost import at_step, lost_references
 from tracer.queries.steps import (
     JUMP_TARGETS,
     check_at,
@@ -82,11 +86,13 @@ from tracer.queries.timeline import (
     token_series,
 )
 from tracer.queries.trace import TRACE_COLUMNS, span_tree, trace_size
+from tracer.queries.writes import annotate, save_comparison
 
 __all__ = [
     "BUDGET_CHECK", "DEFER", "FAIL", "JUMP_TARGETS", "LIST_COLUMNS", "MESSAGE", "METRICS", "PRUNE", "REINJECT",
-    "SESSION", "SPAN_METRICS", "SPILL", "UNIT_CLOSE", "VIOLATION", "Source", "annotation_labels", "annotation_list",
-    "arm_summary", "labelled_sessions", "saved_comparison", "saved_comparisons", "bounds_from_tables",
+    "SESSION", "SPAN_METRICS", "SPILL", "UNIT_CLOSE", "VIOLATION", "Source", "annotate", "annotation_labels",
+    "annotation_list", "arm_summary", "at_step", "lost_references", "save_comparison", "labelled_sessions",
+    "saved_comparison", "saved_comparisons", "bounds_from_tables",
     "budget_at", "budget_from_tables", "causal_eviction", "check_at", "context_at", "difference_summary",
     "event_log", "list_sessions", "live_sessions", "markers", "markers_from_tables", "message_detail",
     "next_from_tables", "next_step", "paired_differences", "partners", "policy_choices", "retries", "scratch",

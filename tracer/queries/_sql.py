@@ -17,7 +17,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 from tracer.store import StoreReader
 
 Source = StoreReader | duckdb.DuckDBPyConnection

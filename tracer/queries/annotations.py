@@ -1,4 +1,4 @@
-"""Annotations and saved comparisons read back from the store (written by :mod:`tracer.lab.annotations`).
+"""Annotations and saved comparisons read back from the store (written by :mod:`tracer.queries.writes`).
 
 An annotation row names what it is on: its session, the target kind (session, decision, violation),
 the annotated span and, for a decision or violation, that span's name and step (``seq``), so a list
@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from tracer.contract import names as sn
 from tracer.queries._sql import Source, _con, _df, _list
-from tracer.spans import names as sn
 
 __all__ = ["annotation_labels", "annotation_list", "labelled_sessions", "saved_comparison", "saved_comparisons"]
 

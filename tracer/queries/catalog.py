@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracer.contract import names as sn
 from tracer.queries._sql import (
     MESSAGE,
     SESSION,
@@ -28,7 +29,6 @@ from tracer.queries._sql import (
     scratch,
 )
 from tracer.queries.annotations import labelled_sessions
-from tracer.spans import names as sn
 from tracer.store import StoreReader
 from tracer.store import catalog as store_catalog
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pandas as pd
 
+from tracer.contract import names as sn
 from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _df, _first_row
-from tracer.spans import names as sn
 
 _LINK_TYPE = '[{"trace_id":"VARCHAR","span_id":"VARCHAR","attributes":"JSON"}]'
 

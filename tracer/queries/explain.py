@@ -19,8 +19,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from tracer.contract import names as sn
 from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _one, scratch
-from tracer.spans import names as sn
 
 __all__ = ["evicted_units", "gated_counterpart", "violating_units", "violations_at"]
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from tracer.contract import names as sn
 from tracer.lab.metrics import DEFERRAL_REASONS
 from tracer.queries._sql import (
     _AFTERWARDS,
@@ -35,7 +36,6 @@ from tracer.queries._sql import (
     _one,
     _struct,
 )
-from tracer.spans import names as sn
 from tracer.store import Store
 
 Order = Literal["recent", "started", "oldest"]

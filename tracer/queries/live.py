@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tracer.contract import names as sn
 from tracer.queries._sql import _AFTERWARDS, BUDGET_CHECK, MESSAGE, SESSION, VIOLATION, Source, _df
-from tracer.spans import names as sn
 
 
 def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFrame:

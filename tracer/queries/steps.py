@@ -16,6 +16,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
+from tracer.contract import names as sn
 from tracer.queries._sql import (
     BUDGET_CHECK,
     DEFER,
@@ -33,7 +34,6 @@ from tracer.queries._sql import (
     _on_tables,
     _struct,
 )
-from tracer.spans import names as sn
 
 # What "jump to the next ..." can aim at: a label -> the span names that count.
 JUMP_TARGETS: dict[str, tuple[str, ...]] = {

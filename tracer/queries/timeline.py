@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from tracer.contract import names as sn
 from tracer.queries._sql import (
     BUDGET_CHECK,
     DEFER,
@@ -25,7 +26,6 @@ from tracer.queries._sql import (
 )
 from tracer.queries.listing import session_root
 from tracer.queries.steps import session_tables
-from tracer.spans import names as sn
 
 _MARKED = ", ".join(f"'{n}'" for n in (PRUNE, DEFER, SPILL, FAIL, VIOLATION, REINJECT))
 

@@ -5,7 +5,7 @@ traced session (:class:`TracedSession`); ``genai.py`` the GenAI model-call and t
 ``direct.py`` the fast span path; ``redact.py`` what content may be recorded; ``pipeline.py`` the
 span processor that never drops silently nor blocks the agent; ``setup.py`` wires it all
 (:func:`setup_tracing`); ``names.py`` is every ``prunegate.*`` span name and attribute key
-(``from tracer.spans import names``). Import names from here; they load on first use.
+(``from tracer.contract import names``). Import names from here; they load on first use.
 """
 
 from __future__ import annotations

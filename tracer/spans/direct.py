@@ -9,7 +9,7 @@ attributes on the agent's thread.
 On a provider built by :func:`tracer.spans.setup.setup_tracing` whose every processor is a
 :class:`~tracer.spans.pipeline.ReliableSpanProcessor` (its ``on_start`` does nothing), with the
 default parent-based sampler and default span limits (:func:`direct_writer`), a session's child
-spans are *span records*: plain tuples (:data:`tracer.spans.records.RECORD_FIELDS`) with the same
+spans are *span records*: plain tuples (:data:`tracer.contract.records.RECORD_FIELDS`) with the same
 data (name, ids, parent, kind, attributes, status, links, events, times), appended to the
 processors' buffers. An instant span (:meth:`TracedSession.emit`) is one tuple; a span that stays
 open (a budget check, a decision, a model call) is a small :class:`DirectSpan` handle that becomes a
@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 from opentelemetry.util import types
 
-from tracer.spans.records import (
+from tracer.contract.records import (
     R_CTX,
     R_END,
     R_EVENTS,
@@ -45,9 +45,8 @@ from tracer.spans.records import (
     R_SPAN,
     R_START,
     R_STATUS,
-    clean_attributes,
-    record_attributes,
 )
+from tracer.spans.records import clean_attributes, clean_chunk, record_attributes
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +76,14 @@ def put_sdk(out: dict[str, Any], attributes: Mapping[str, Any]) -> dict[str, Any
 
 
 class DirectWriter:
-    """What a span record needs from its provider: span ids, resource, scope and where records go.
+    """What a span record needs from its provider: span ids, resource, scope and where records go
+    (the contract's :class:`~tracer.contract.records.RecordMeta`).
 
-    ``emit(record)`` hands one record to every processor (``on_end_record``)."""
+    ``emit(record)`` hands one record to every processor (``on_end_record``); ``clean_chunk`` is how
+    the store cleans the attributes of records written with ``clean`` False (the SDK's rule)."""
 
     __slots__ = ("generate_span_id", "resource", "scope", "info", "emit")
+    clean_chunk = staticmethod(clean_chunk)
 
     def __init__(self, provider: TracerProvider, tracer: Any, processors: Sequence[Any]) -> None:
         self.generate_span_id = provider.id_generator.generate_span_id

@@ -16,7 +16,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from policies import convert
 from policies.messages import Message
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 from tracer.spans import redact as _redact
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
 
 from policies.decision import Decision, DecisionKind
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 
 __all__ = ["GateMetrics", "gate_metrics", "meter_provider", "observe_receiver", "prometheus_provider", "resolve"]
 
@@ -212,7 +212,7 @@ def _rss_bytes() -> int:
 def observe_receiver(provider: MeterProvider, receiver: Any, max_inflight: int) -> None:
     """Serve's own health as observable instruments read at collection time (nothing on the request
     path): spans and requests committed, refusals by status, requests in flight, pending
-    conversations, resident memory. ``receiver`` is a :class:`tracer.traffic.receiver.Receiver`."""
+    conversations, resident memory. ``receiver`` is a :class:`tracer.wire.serve.Receiver`."""
     m = provider.get_meter(sn.SCOPE)
     stats = receiver.stats
     slots = receiver.slots

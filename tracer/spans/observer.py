@@ -20,7 +20,7 @@ from policies.context import Context, Unit
 from policies.decision import Decision, DecisionKind
 from policies.messages import Message
 from policies.observer import DELTA, REINJECT, REMOVE, REWRITE, Observer
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 from tracer.spans import redact as _redact
 from tracer.spans.session import TracedSession
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 
 SPAN_KIND = sn.OI_SPAN_KIND
 SESSION_ID = sn.OI_SESSION_ID

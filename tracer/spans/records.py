@@ -1,8 +1,9 @@
-"""Span records: the plain tuples prunegate's own sessions write instead of span objects.
+"""The attribute cleaning of span records, by the OpenTelemetry SDK's rule (no pyarrow, so that a
+traced session costs no pyarrow import).
 
-The layout (:data:`RECORD_FIELDS`) and the attribute cleaning live here, with no pyarrow, so that a
-traced session costs no pyarrow import; the store converts records to Arrow
-(:func:`tracer.store.rows.records_to_table`) and :mod:`tracer.spans.direct` writes them.
+The record's shape is the contract's (:mod:`tracer.contract.records`); :mod:`tracer.spans.direct`
+writes records, and hands :func:`clean_chunk` to the store through the record's ``meta`` for the
+records it wrote uncleaned (the store never imports the SDK).
 """
 
 from __future__ import annotations
@@ -14,18 +15,8 @@ from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
 
-# A span record is a plain tuple (cheap to make on the agent's thread, nothing to copy later):
-RECORD_FIELDS = (
-    "name", "span_id", "parent_id", "kind", "attributes", "clean", "start", "end", "status", "links",
-    "events", "context", "meta",
-)  # fmt: skip
-# span_id, parent_id: ints (parent_id None for a root); kind: SpanKind; attributes: a dict, already
-# cleaned when ``clean`` is True, else as the caller gave it (see clean_attributes); status: an OTel
-# Status; links, events: tuples of OTel Link/Event; context: a SpanContext giving the trace id,
-# trace flags and trace state (the session's root); meta: any object with ``resource`` and
-# ``scope`` (an InstrumentationScope), shared by every record of a provider.
-R_NAME, R_SPAN, R_PARENT, R_KIND, R_ATTRS, R_CLEAN, R_START, R_END, R_STATUS, R_LINKS, R_EVENTS, R_CTX, R_META = \
-    range(len(RECORD_FIELDS))
+from tracer.contract.records import R_ATTRS, R_CLEAN
+
 _SCALARS = (str, int, bool, float)
 _SEQUENCES = (list, tuple, set, frozenset)
 _AS_IS = frozenset((str, int, bool, float, type(None), list, tuple))  # see clean_chunk

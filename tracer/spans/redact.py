@@ -30,9 +30,9 @@ from policies.messages import (
     Block,
     Message,
 )
+from tracer.contract import names as sn
+from tracer.contract.settings import CAPTURE_CONTENT_ENV
 from tracer.errors import RedactionFailed
-from tracer.spans import names as sn
-from tracer.store.settings import CAPTURE_CONTENT_ENV
 
 log = logging.getLogger(sn.SCOPE)
 

@@ -27,8 +27,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from policies.validate import FIRST_MESSAGE_NOT_USER, Violation, validate
+from tracer.contract import names as sn
 from tracer.errors import RedactionFailed
-from tracer.spans import names as sn
 from tracer.spans import openinference as _oi
 from tracer.spans import redact as _redact
 from tracer.spans.direct import UNSET as _UNSET

@@ -21,8 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracer.contract.settings import STORE_ENV
 from tracer.errors import StoreError, StorePermissionError
-from tracer.store.settings import STORE_ENV, BucketURL, StoreLocation, resolve_store
+from tracer.store.location import BucketURL, StoreLocation, is_bucket, local_store, resolve_store
 
 # pyarrow loads when a Store is made, not on ``import tracer.store`` (the command line's --help and
 # the settings stay cheap); DuckDB only for readers and the compactor: writers never need it.
@@ -36,15 +37,15 @@ if TYPE_CHECKING:
 Params = Sequence[Any] | dict[str, Any] | None
 
 __all__ = [
-    "Store", "StoreError", "StorePermissionError", "StoreReader", "CompactResult", "default_store_path",
-    "resolve_store",
+    "BucketURL", "CompactResult", "Store", "StoreError", "StoreLocation", "StorePermissionError", "StoreReader",
+    "default_store_path", "is_bucket", "local_store", "resolve_store",
 ]
 
-ENV_STORE = STORE_ENV  # the name tests and callers used before tracer.store.settings
+ENV_STORE = STORE_ENV  # the name tests and callers used before tracer.contract.settings
 
 
 def default_store_path() -> StoreLocation:
-    """``$PRUNEGATE_STORE`` when set, else ``./prunegate-store`` (:func:`~tracer.store.settings.resolve_store`)."""
+    """``$PRUNEGATE_STORE`` when set, else ``./prunegate-store`` (:func:`~tracer.store.resolve_store`)."""
     return resolve_store(None)
 
 

@@ -19,14 +19,14 @@ sessions in segments not compacted yet (few: the sink compacts as it writes). A 
 an older prunegate has no catalog until its next compaction builds it; readers compute everything
 on the fly meanwhile. Root attributes, decisions, reasons and violation codes are read from the
 promoted columns (schema 2, :data:`tracer.store.schema.PROMOTED`); span names and keys come from
-:mod:`tracer.spans.names`; the relation names passed in are this package's constants, never user input.
+:mod:`tracer.contract.names`; the relation names passed in are this package's constants, never user input.
 """
 
 from __future__ import annotations
 
 import duckdb
 
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 
 CATALOG_VERSION = "2"  # bump when the rows below change: the next compaction rebuilds them
 META_KEY = "catalog_version"

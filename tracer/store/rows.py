@@ -1,7 +1,7 @@
 """Conversion between spans and store rows.
 
 Three directions, all columnar:
-- ``records_to_table``: span *records* (plain tuples, ``tracer.spans.records.RECORD_FIELDS``) -> an Arrow table. Spans
+- ``records_to_table``: span *records* (plain tuples, ``tracer.contract.records.RECORD_FIELDS``) -> an Arrow table. Spans
   written by prunegate's own sessions on its own pipeline travel as records, not span objects
   (tracer.spans.direct): the agent's thread appends a tuple, and cleaning the attributes, encoding
   them as JSON and building the columns happen here, in bulk, once per chunk.
@@ -27,10 +27,10 @@ from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
-from opentelemetry.trace import SpanKind, StatusCode
 
-from tracer.spans.names import TEXT_REPLACED
-from tracer.spans.records import R_EVENTS, R_LINKS, R_META, clean_chunk
+from tracer.contract.names import TEXT_REPLACED
+from tracer.contract.records import R_EVENTS, R_KIND, R_LINKS, R_META, RecordMeta
+from tracer.contract.settings import NO_ACCELERATOR_ENV
 from tracer.store.arrow import (
     column,
     fixed_width_array,
@@ -47,7 +47,6 @@ from tracer.store.schema import (
     SEQ_ATTRIBUTE,
     SESSION_ATTRIBUTES,
 )
-from tracer.store.settings import NO_ACCELERATOR_ENV
 from tracer.store.text import scrub
 
 _orjson: ModuleType | None
@@ -293,14 +292,16 @@ def spans_to_table(spans: Sequence[Any]) -> pa.Table:
     span_ids = ["%016x" % t for t in map(_SPAN_ID, ctx)]  # noqa: UP031
     parents = [None if p is None else "%016x" % p.span_id for p in parent]  # noqa: UP031
     states = _trace_states(ctx)
+    kind_names = member_names(kind[0])
     kinds = [
         k if k is not None else kd.name
-        for k, kd in zip(map(_KIND_NAMES.get, map(id, kind)), kind, strict=True)
+        for k, kd in zip(map(kind_names.get, map(id, kind)), kind, strict=True)
     ]
     code_objs = list(map(_STATUS_CODE, status))
+    code_names = member_names(code_objs[0])
     codes = [
         c if c is not None else o.name
-        for c, o in zip(map(_STATUS_NAMES.get, map(id, code_objs)), code_objs, strict=True)
+        for c, o in zip(map(code_names.get, map(id, code_objs)), code_objs, strict=True)
     ]
     messages = list(map(_DESCRIPTION, status))
     dicts = list(map(_plain, attrs))
@@ -431,13 +432,33 @@ _STATUS_CODE = operator.attrgetter("status_code")
 _TRACE_ID = operator.attrgetter("trace_id")
 _SPAN_ID = operator.attrgetter("span_id")
 _DESCRIPTION = operator.attrgetter("description")
-# Enum.name is a Python-level descriptor; looking members up by id() keeps it in C.
-_KIND_NAMES = {id(k): k.name for k in SpanKind}
-_STATUS_NAMES = {id(c): c.name for c in StatusCode}
+_MEMBER_NAMES: dict[type, dict[int, str]] = {}
+
+
+def member_names(member: Any) -> dict[int, str]:
+    """``{id(m): m.name}`` for every member of ``member``'s enum (OTel's SpanKind, StatusCode), made
+    once per enum: Enum.name is a Python-level descriptor, and looking members up by id() keeps it in
+    C. Taken from a value rather than imported, so the store needs no OpenTelemetry import."""
+    cls = type(member)
+    names = _MEMBER_NAMES.get(cls)
+    if names is None:
+        names = _MEMBER_NAMES[cls] = {id(m): m.name for m in cls}
+    return names
+
+
+def kind_pairs(kind: Any) -> tuple[tuple[Any, str], ...]:
+    """``(member, name)`` for every member of ``kind``'s enum: what the C accelerator matches kinds with."""
+    pairs = _KIND_PAIRS.get(type(kind))
+    if pairs is None:
+        pairs = _KIND_PAIRS[type(kind)] = tuple((k, k.name) for k in type(kind))
+    return pairs
+
+
+_KIND_PAIRS: dict[type, tuple[tuple[Any, str], ...]] = {}
 
 
 # ------------------------------------------------------------------------------ span records
-# (the record layout and the attribute cleaning: tracer.spans.records, which needs no pyarrow)
+# (the record layout: tracer.contract.records; the cleaning rule comes with each record's meta)
 def records_to_table(records: Sequence[Any]) -> pa.Table:
     """Span records (and any SDK ``ReadableSpan`` among them) -> one Arrow table in the store schema."""
     spans = [r for r in records if type(r) is not tuple]
@@ -463,7 +484,8 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     states = [t[1] for t in tids]
     span_ids = ["%016x" % s for s in span]  # noqa: UP031
     parents = [None if p is None else "%016x" % p for p in parent]  # noqa: UP031
-    kinds = list(map(_KIND_NAMES.__getitem__, map(id, kind)))
+    kind_names = member_names(kind[0])
+    kinds = [k if k is not None else kd.name for k, kd in zip(map(kind_names.get, map(id, kind)), kind, strict=True)]
     per_status: dict[int, tuple[str, str | None]] = {}
     for st in status:  # a few Status objects (mostly the one UNSET): read their properties once each
         if id(st) not in per_status:
@@ -475,7 +497,7 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     else:
         pairs = [per_status[i] for i in map(id, status)]
         codes, messages = [p[0] for p in pairs], [p[1] for p in pairs]
-    dicts = attrs if all(clean) else _cleaned(attrs, clean)
+    dicts = attrs if all(clean) else _cleaned(attrs, clean, meta)
     attrs_json, sessions, seqs, promoted = _attribute_columns(dicts)
     events_json = _json_lists(events, _event_dict)
     links_json = _json_lists(links, _link_dict)
@@ -495,7 +517,6 @@ def _records_table(recs: Sequence[tuple]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
-_KIND_PAIRS = tuple((k, k.name) for k in SpanKind)
 _accelerator_failed = False
 
 
@@ -516,7 +537,7 @@ def _accelerated_table(recs: Sequence[tuple]) -> pa.Table | None:
     if ACCELERATOR is None or _orjson is None or type(recs) is not list:
         return None
     try:
-        got = ACCELERATOR.record_columns(recs, _KIND_PAIRS, SESSION_ATTRIBUTES, SEQ_ATTRIBUTE, _PROMOTED_SPEC,
+        got = ACCELERATOR.record_columns(recs, kind_pairs(recs[0][R_KIND]), SESSION_ATTRIBUTES, SEQ_ATTRIBUTE, _PROMOTED_SPEC,
                                          _orjson.dumps, _context_of, _status_of)
     except Exception as exc:  # noqa: BLE001 - a fault there costs speed, never spans: Python takes the chunk
         if not _accelerator_failed:
@@ -550,12 +571,14 @@ def _accelerated_table(recs: Sequence[tuple]) -> pa.Table | None:
     return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
-def _cleaned(attrs: list[Any], clean: list[bool]) -> list[Any]:
-    """The records' attribute dicts, those not clean yet cleaned (a clean dict stays as it is:
-    ``set_attribute`` may have kept a list of ints the cleaning rule would turn into strings)."""
-    if not any(clean):
-        return clean_chunk(attrs)
+def _cleaned(attrs: list[Any], clean: list[bool], meta: list[RecordMeta]) -> list[Any]:
+    """The records' attribute dicts, those not clean yet cleaned by their writer's rule
+    (``meta.clean_chunk``, the SDK's; a clean dict stays as it is: ``set_attribute`` may have kept
+    a list of ints the cleaning rule would turn into strings)."""
     todo = [i for i, c in enumerate(clean) if not c]
+    clean_chunk = meta[todo[0]].clean_chunk  # one rule for every writer (tracer.spans.records)
+    if len(todo) == len(attrs):
+        return clean_chunk(attrs)
     out = list(attrs)
     for i, d in zip(todo, clean_chunk([attrs[i] for i in todo]), strict=True):
         out[i] = d

@@ -26,14 +26,15 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracer.contract.settings import s3_cache_dir, s3_endpoint, spool_base
 from tracer.errors import StoreError
 from tracer.store import Store
 from tracer.store.bucket import COMPACTED, SEGMENTS, BucketStore
 from tracer.store.compact import CompactResult
+from tracer.store.location import BucketURL, resolve_store
 from tracer.store.object_cache import ObjectCache
 from tracer.store.reader import Params, StoreReader
 from tracer.store.segments import StoreLayout
-from tracer.store.settings import BucketURL, resolve_store, s3_cache_dir, s3_endpoint, spool_base
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ _BUCKETS: dict[str, BucketStore] = {}
 
 
 def client(endpoint: str | None = None) -> Any:
-    """A boto3 S3 client for ``endpoint`` (default :func:`~tracer.store.settings.s3_endpoint`), one per process."""
+    """A boto3 S3 client for ``endpoint`` (default :func:`~tracer.contract.settings.s3_endpoint`), one per process."""
     endpoint = endpoint or s3_endpoint()
     if endpoint not in _CLIENTS:
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 
 SCHEMA_VERSION = 2
 """2: the attributes the views read are typed columns too (:data:`PROMOTED`). 1: attributes as JSON only."""

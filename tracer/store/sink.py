@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 from tracer.store import Store
 from tracer.store.rows import records_to_table, rows_to_table
 from tracer.store.schema import TRACER_STATS

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracer.contract.settings import spool_base
+from tracer.store.location import BucketURL, StoreLocation
 from tracer.store.locks import fsync_path, pid_alive
 from tracer.store.schema import ARROW_SCHEMA
 from tracer.store.segments import (
@@ -27,7 +29,6 @@ from tracer.store.segments import (
     new_segment_name,
     write_parquet,
 )
-from tracer.store.settings import BucketURL, StoreLocation, spool_base
 
 if TYPE_CHECKING:
     from tracer.store import Store

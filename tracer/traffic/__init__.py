@@ -4,8 +4,9 @@
 VCR cassettes) into :class:`Conversation` objects and a :class:`Refusal` for what it cannot read;
 ``recorded.py`` records them in the store and loads them back; ``events.py`` turns a conversation
 into the event stream a replay feeds the gate; ``otlp_json.py``, ``collector_files.py`` and
-``genai_spans.py`` read spans; ``otlp_export.py`` sends the store out; ``receiver.py`` and
-``committer.py`` are ``prunegate serve``. Import names from here; they load on first use.
+``genai_spans.py`` read spans; ``committer.py`` commits whole sessions (for ``import`` and for
+``prunegate serve``, whose receiver is in ``tracer.wire`` with the outbound export). Import names
+from here; they load on first use.
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ if TYPE_CHECKING:
         read_paths,
         shipped_sessions_dir,
     )
-    from tracer.traffic.otlp_export import export_store
     from tracer.traffic.otlp_json import import_otlp_json, read_otlp_json, write_otlp_json
-    from tracer.traffic.receiver import Receiver, make_server
     from tracer.traffic.recorded import (
         ImportReport,
         StoredSessions,
@@ -40,9 +39,9 @@ if TYPE_CHECKING:
         store_tracer_provider,
     )
 
-__all__ = ["FORMATS", "Conversation", "EventStream", "ImportReport", "Receiver", "Refusal", "SessionCommitter",
-           "StoredSessions", "build_events", "close_provider", "conversation_from_body", "export_store",
-           "import_otlp_json", "import_paths", "iter_conversations", "load_conversations", "make_server",
+__all__ = ["FORMATS", "Conversation", "EventStream", "ImportReport", "Refusal", "SessionCommitter",
+           "StoredSessions", "build_events", "close_provider", "conversation_from_body",
+           "import_otlp_json", "import_paths", "iter_conversations", "load_conversations",
            "read_file", "read_otlp_json", "read_paths", "select_sessions", "shipped_sessions_dir",
            "store_tracer_provider", "write_otlp_json"]
 
@@ -51,9 +50,7 @@ __getattr__, __dir__ = lazy_surface(__name__, {
     "tracer.traffic.events": ["EventStream", "build_events"],
     "tracer.traffic.importers": ["FORMATS", "Conversation", "Refusal", "conversation_from_body", "read_file",
                                  "read_paths", "shipped_sessions_dir"],
-    "tracer.traffic.otlp_export": ["export_store"],
     "tracer.traffic.otlp_json": ["import_otlp_json", "read_otlp_json", "write_otlp_json"],
-    "tracer.traffic.receiver": ["Receiver", "make_server"],
     "tracer.traffic.recorded": ["ImportReport", "StoredSessions", "close_provider", "import_paths",
                                 "iter_conversations", "load_conversations", "select_sessions",
                                 "store_tracer_provider"],

@@ -34,10 +34,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
+from tracer.contract.settings import FAULT_STOP_ENV
 from tracer.store import Store
 from tracer.store.claims import Claim, ClaimState, take
 from tracer.store.rows import spans_to_table
-from tracer.store.settings import FAULT_STOP_ENV
 from tracer.store.spool import Spool
 
 log = logging.getLogger(__name__)

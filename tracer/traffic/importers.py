@@ -31,7 +31,7 @@ from typing import Any
 from policies import Context, convert
 from policies.errors import StructureError
 from policies.messages import Block, Message
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 from tracer.store.text import scrub
 from tracer.traffic import jsonparse
 from tracer.traffic.collector_files import is_binary_otlp

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tracer.contract.settings import MAX_INPUT_BYTES_ENV
 from tracer.errors import TooDeep, TooLarge, Unparseable
-from tracer.store.settings import MAX_INPUT_BYTES_ENV
 
 __all__ = ["TooDeep", "TooLarge", "Unparseable", "deep_enough", "loads", "max_bytes", "refusal_reason"]
 

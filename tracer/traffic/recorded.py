@@ -25,7 +25,7 @@ from typing import Any
 from policies import Context
 from policies.messages import REDACTED_THINKING, TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
 from policies.tokens import DEFAULT_COUNTER
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 from tracer.store import Store
 from tracer.traffic.importers import (
     Conversation,
@@ -537,6 +537,6 @@ def _json(value: Any) -> dict[str, Any]:
 
 
 def store_path_arg(value: str | None) -> Store:
-    """``--store``: the :class:`Store` :func:`tracer.store.settings.resolve_store` names (kept for the
+    """``--store``: the :class:`Store` :func:`tracer.store.resolve_store` names (kept for the
     commands that take a path string)."""
     return Store(value or None)

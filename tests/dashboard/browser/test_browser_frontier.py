@@ -13,9 +13,9 @@ import pytest
 from tests.dashboard.browser.chromium import click_until, dashboard_server, require_chromium, settle
 from tests.paths import ARTIFACTS
 from tracer.cli import main
-from tracer.lab import lost_references, sweep
+from tracer.lab import sweep
 from tracer.lab.recommend import recommend
-from tracer.queries import list_sessions
+from tracer.queries import list_sessions, lost_references
 from tracer.store import Store
 from tracer.traffic import import_paths, shipped_sessions_dir
 

@@ -15,8 +15,8 @@ from policies.errors import PrunegateError
 from tests.paths import REPO, SESSIONS
 from tracer import errors
 from tracer.cli import COMMANDS, main, status
+from tracer.contract.settings import ENVIRONMENT, STORE_ENV
 from tracer.store import Store, resolve_store
-from tracer.store.settings import ENVIRONMENT, STORE_ENV
 
 CLI = REPO / "tracer" / "cli"
 
@@ -63,7 +63,7 @@ def test_prunegate_environment_variables_are_named_in_the_settings_module_only()
     offenders = []
     for pkg in ("policies", "tracer", "dashboard"):
         for path in sorted((REPO / pkg).rglob("*.py")):
-            if path.name == "settings.py" and path.parent.name == "store":
+            if path.name == "settings.py" and path.parent.name == "contract":
                 continue
             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if re.search(r"""['"]PRUNEGATE_[A-Z_]+['"]""", line):

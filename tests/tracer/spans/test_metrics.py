@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from tests.metered import exercise
 from tests.paths import REPO
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 from tracer.store import Store
-from tracer.traffic.receiver import PATH, Receiver, make_server
+from tracer.wire.serve import PATH, Receiver, make_server
 
 DOC = REPO / "docs" / "metrics.md"
 

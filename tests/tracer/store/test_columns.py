@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tests.paths import SESSIONS
+from tracer.contract.records import R_KIND
+from tracer.contract.settings import NO_ACCELERATOR_ENV
 from tracer.lab import ReplaySpec, replay_session
 from tracer.spans.session import SessionConfig, TracedSession
 from tracer.spans.setup import setup_tracing
 from tracer.store import rows
 from tracer.store.schema import ARROW_SCHEMA
-from tracer.store.settings import NO_ACCELERATOR_ENV
 from tracer.traffic import Conversation, read_paths
 
 ACCELERATOR = rows.ACCELERATOR
@@ -69,7 +70,7 @@ def both(records: list[tuple], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, An
 
 def fast_path(records: list[tuple]) -> Any:
     """What the accelerator makes of these records (None: it leaves them to the Python path)."""
-    return ACCELERATOR.record_columns(records, rows._KIND_PAIRS, rows.SESSION_ATTRIBUTES, rows.SEQ_ATTRIBUTE,
+    return ACCELERATOR.record_columns(records, rows.kind_pairs(records[0][R_KIND]), rows.SESSION_ATTRIBUTES, rows.SEQ_ATTRIBUTE,
                                       rows._PROMOTED_SPEC, rows._orjson.dumps, rows._context_of, rows._status_of)
 
 

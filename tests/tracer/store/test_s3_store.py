@@ -116,7 +116,7 @@ def test_a_bad_bucket_url_is_one_line(s3_env):
 
 
 def test_serve_into_a_bucket(s3_env, tmp_path):
-    from tests.tracer.traffic.test_serve import _export_turns
+    from tests.tracer.wire.test_serve import _export_turns
 
     bucket, env = s3_env
     url = f"s3://{bucket}/served"

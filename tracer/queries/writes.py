@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from tracer.contract import names as sn
 from tracer.errors import AnnotationError
-from tracer.spans import names as sn
 
 MAX_LABEL = 80
 MAX_NOTE = 4000

@@ -225,8 +225,8 @@ def test_chat_spans_carry_the_request_they_sent(tmp_path, receiver, capsys) -> N
 
 
 def test_protobuf_ids_are_the_stored_hex_ids() -> None:
-    from tracer.traffic.otlp_export import to_protobuf
     from tracer.traffic.otlp_json import request_groups
+    from tracer.wire.export import to_protobuf
 
     row = {"trace_id": "ab" * 16, "span_id": "cd" * 8, "parent_span_id": "ef" * 8, "name": "x", "kind": "INTERNAL",
            "start_time_ns": 1, "end_time_ns": 2, "attributes": {"n": 1}}
@@ -237,7 +237,7 @@ def test_protobuf_ids_are_the_stored_hex_ids() -> None:
 
 
 def test_requests_are_cut_by_size_not_at_each_resource(receiver) -> None:
-    from tracer.traffic.otlp_export import send_rows
+    from tracer.wire.export import send_rows
 
     result = send_rows(_fleet_rows(300, hosts=30), receiver.url, batch=100)
     assert (result.sent, result.failed, result.requests) == (300, 0, 3) and len(receiver.requests) == 3
@@ -252,7 +252,7 @@ def test_requests_are_cut_by_size_not_at_each_resource(receiver) -> None:
 
 
 def test_protobuf_and_json_encodings_carry_the_same_spans(receiver) -> None:
-    from tracer.traffic.otlp_export import send_rows
+    from tracer.wire.export import send_rows
 
     rows = _fleet_rows(40, hosts=3)
     assert send_rows(rows, receiver.url, batch=16).sent == 40
@@ -278,7 +278,7 @@ def test_protobuf_and_json_encodings_carry_the_same_spans(receiver) -> None:
 
 
 def test_429_is_retried_after_what_retry_after_says(receiver) -> None:
-    from tracer.traffic.otlp_export import send_rows
+    from tracer.wire.export import send_rows
 
     receiver.busy = 1
     result = send_rows(_fleet_rows(10, hosts=2), receiver.url, concurrency=1)

@@ -1,8 +1,8 @@
 """Every span name and attribute key prunegate writes or reads, defined once (the contract: docs/spans.md).
 
-Code elsewhere imports these constants (``from tracer.spans import names as n``) instead of
+Code elsewhere imports these constants (``from tracer.contract import names as n``) instead of
 spelling ``"prunegate.…"`` strings; SQL takes them through f-strings, e.g.
-``attributes->>'{n.MESSAGE_ID}'``. ``tests/tracer/spans/test_span_names.py`` fails when a ``"prunegate.``
+``attributes->>'{n.MESSAGE_ID}'``. ``tests/tracer/contract/test_names.py`` fails when a ``"prunegate.``
 literal appears outside this module, and when this module and docs/spans.md disagree.
 
 This module imports nothing, so every wing may import it (the store's views classify spans by

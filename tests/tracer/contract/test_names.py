@@ -1,4 +1,4 @@
-"""Span names and attribute keys are defined once (tracer/spans/names.py) and documented (docs/spans.md)."""
+"""Span names and attribute keys are defined once (tracer/contract/names.py) and documented (docs/spans.md)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 
 from tests.paths import REPO
-from tracer.spans import names
+from tracer.contract import names
 
 PACKAGES = ("policies", "tracer", "dashboard")
-NAMES_MODULE = REPO / "tracer" / "spans" / "names.py"
+NAMES_MODULE = REPO / "tracer" / "contract" / "names.py"
 # "prunegate."-prefixed literals that are neither span names nor attribute keys, with the reason.
 NOT_SPAN_NAMES = {
     ("policies/registry.py", "prunegate.policies"),  # the entry-point group third-party policies register in
@@ -37,7 +37,7 @@ def stray_literals() -> list[str]:
 
 def test_no_span_name_or_attribute_literal_outside_names_module() -> None:
     stray = stray_literals()
-    assert not stray, "use tracer.spans.names instead of these literals:\n" + "\n".join(stray)
+    assert not stray, "use tracer.contract.names instead of these literals:\n" + "\n".join(stray)
 
 
 def test_no_constant_is_quoted_as_text_in_python_code() -> None:
@@ -76,14 +76,14 @@ def test_every_name_is_documented() -> None:
     text = (REPO / "docs" / "spans.md").read_text(encoding="utf-8")
     defined = set(names.span_names()) | set(names.attribute_keys())
     missing = sorted(k for k in defined if not re.search(rf"(?<![\w.]){re.escape(k)}(?!\.?\w)", text))
-    assert not missing, f"in tracer/spans/names.py but not in docs/spans.md: {missing}"
+    assert not missing, f"in tracer/contract/names.py but not in docs/spans.md: {missing}"
 
 
 def test_every_documented_name_is_defined() -> None:
     """Every ``prunegate.*`` and ``gen_ai.*`` name the contract lists is a constant of names.py."""
     defined = set(names.span_names()) | set(names.attribute_keys())
     unknown = sorted(documented() - defined)
-    assert not unknown, f"in docs/spans.md but not in tracer/spans/names.py: {unknown}"
+    assert not unknown, f"in docs/spans.md but not in tracer/contract/names.py: {unknown}"
 
 
 def test_traced_sessions_emit_only_defined_names() -> None:

@@ -23,7 +23,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 from tracer.spans.openinference import enrich_rows
 from tracer.spans.setup import otlp_traces_endpoint
 from tracer.store import Store

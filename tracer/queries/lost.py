@@ -1,5 +1,5 @@
 """Lost references read back from the store: where a replay's model calls lacked a value, and which
-prune took it (the attributes :mod:`tracer.lab.attribution` writes on chat spans).
+prune took it (the attributes :mod:`tracer.lab.attribution` writes on chat spans; names in the contract).
 
 The Replay page lists them at a step and jumps to the prune; values travel as parameters.
 """
@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from tracer.lab.attribution import (
+from tracer.contract.names import (
     REFERENCES_LOST,
     REFERENCES_LOST_PRUNE_SEQS,
     REFERENCES_LOST_PRUNE_SPANS,

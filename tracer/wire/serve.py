@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tracer.spans import names
+from tracer.contract import names
 from tracer.store import Store
 from tracer.store.rows import SpanRow, rows_to_table
 from tracer.traffic.otlp_json import _Bad, rows_from_request
