@@ -5,7 +5,7 @@ VCR cassettes) into :class:`Conversation` objects and a :class:`Refusal` for wha
 ``recorded.py`` records them in the store and loads them back; ``events.py`` turns a conversation
 into the event stream a replay feeds the gate; ``otlp_json.py``, ``collector_files.py`` and
 ``genai_spans.py`` read spans; ``committer.py`` commits whole sessions (for ``import`` and for
-``prunegate serve``, whose receiver is in ``tracer.wire`` with the outbound export). Import names
+``prunegate serve``, whose receiver and waiting conversations are in ``tracer.wire``). Import names
 from here; they load on first use.
 """
 

@@ -17,7 +17,7 @@ already run; ``prunegate serve`` is the one place their spans become a store. Wh
 
 Conversations over many requests: an agent exports each turn's model call as it ends, so one
 conversation arrives in many requests. The receiver keeps conversations still going
-(:class:`tracer.traffic.waiting.Conversations`: stitched call by call by the importer's rules,
+(:class:`tracer.wire.waiting.Conversations`: stitched call by call by the importer's rules,
 bounded, journaled so a restart after ``kill -9`` finishes them); a conversation becomes one session
 once no call of it has arrived for ``conversation_idle`` seconds (and at shutdown). Its raw spans were durable on arrival; the session
 is derived from them, and its id is the one ``prunegate import`` gives the same spans read from a
@@ -42,7 +42,7 @@ from tracer.contract import names
 from tracer.store import Store
 from tracer.store.rows import SpanRow, rows_to_table
 from tracer.traffic.otlp_json import _Bad, rows_from_request
-from tracer.traffic.waiting import JOURNAL_DIR, Conversations
+from tracer.wire.waiting import JOURNAL_DIR, Conversations
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.tracer.traffic.test_serve import Served, post
+from tests.tracer.wire.test_serve import Served, post
 from tracer.store import Store
-from tracer.traffic.waiting import Conversations, journal_line
+from tracer.wire.waiting import Conversations, journal_line
 
 OUT = [{"role": "assistant", "parts": [{"type": "text", "content": "ok"}], "finish_reason": "stop"}]
 
