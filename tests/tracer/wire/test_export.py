@@ -287,7 +287,7 @@ def test_429_is_retried_after_what_retry_after_says(receiver) -> None:
 
 
 def test_concurrent_requests_are_bounded(receiver) -> None:
-    from tracer.traffic import otlp_export
+    from tracer.wire import export as otlp_export
 
     inside, peak, lock = [0], [0], threading.Lock()
     post = otlp_export._post
