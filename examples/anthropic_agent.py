@@ -78,4 +78,4 @@ def run(base_url: str, *, budget: int, store: str | None, gated: bool, policy: s
 
 
 if __name__ == "__main__":
-    sys.exit(loop_main(run, doc=__doc__, budget=1300))
+    sys.exit(loop_main(run, doc=__doc__, budget=1500))  # in the per-turn calibrated Anthropic tokens (docs/tokens.md)
