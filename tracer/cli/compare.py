@@ -17,7 +17,7 @@ from typing import Any
 
 from policies.errors import PolicyError
 from tracer.cli.export import send_after
-from tracer.cli.options import add_replay_options, load_sessions, recorded_outcome
+from tracer.cli.options import add_detail, add_replay_options, load_sessions, recorded_outcome
 from tracer.cli.replay import depends_on, describe, recording
 from tracer.store import resolve_store
 
@@ -36,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policies", required=True, metavar="A,B,...",
                         help="policies to compare; the first (at the first budget) is the baseline")
     parser.add_argument("--gated", choices=("on", "off", "both"), default="both", help="gate on, off, or both (default)")
+    add_detail(parser, "decisions")
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
                         help="local processes (--workers, the default) or Ray tasks (pip install 'prunegate[ray]')")
     parser.add_argument("--address", metavar="ADDR",
@@ -121,7 +122,7 @@ def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], P
                      stream_results=args.stream_results, seed=args.seed, workers=args.workers,
                      store_path=store.path if args.trace else None, capture_content=args.capture_content,
                      progress=progress_bar(), prices=prices,
-                     price_model=args.price_model, engine=engine, address=address)
+                     price_model=args.price_model, engine=engine, address=address, detail=args.detail)
     models = result.models
     used = {k for k in models if not k.startswith("(unpriced)")}
     options = {

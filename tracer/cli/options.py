@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from tracer.traffic.recorded import StoredSessions
 
 __all__ = [
-    "add_json", "add_replay_options", "add_store", "existing_store", "load_sessions", "nonnegative", "port", "positive",
+    "add_detail", "add_json", "add_replay_options", "add_store", "existing_store", "load_sessions", "nonnegative", "port", "positive",
     "positive_seconds", "recorded_outcome", "store_of",
 ]
 
@@ -36,6 +36,14 @@ def add_store(parser: argparse.ArgumentParser) -> None:
 def add_json(parser: argparse.ArgumentParser, help: str = "print JSON instead of text") -> None:
     """``--json``: machine-readable output."""
     parser.add_argument("--json", action="store_true", help=help)
+
+
+def add_detail(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--detail decisions|checks|full``: how much each recorded session keeps (docs/spans.md)."""
+    parser.add_argument("--detail", choices=("decisions", "checks", "full"), default=default,
+                        help="how much each recorded session keeps: every message event a span (full), message "
+                             "events on the check spans (checks), or only the checks that decided something "
+                             f"(decisions); docs/spans.md 'Detail levels' (default {default})")
 
 
 def add_replay_options(parser: argparse.ArgumentParser, *, budgets: bool = False) -> None:

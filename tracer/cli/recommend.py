@@ -14,7 +14,7 @@ from typing import Any
 
 from tracer.cli import checks
 from tracer.cli.compare import add_prices, run_sweep
-from tracer.cli.options import add_replay_options
+from tracer.cli.options import add_detail, add_replay_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="run a sweep of these policies first (same syntax as prunegate compare), then pick")
     add_prices(parser)
     add_replay_options(parser, budgets=True)
+    add_detail(parser, "decisions")
     parser.set_defaults(func=run)
 
 

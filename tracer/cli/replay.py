@@ -30,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", required=True, help="policy name (see the policies in docs/policies.md)")
     parser.add_argument("--param", action="append", default=[], metavar="K=V", help="policy parameter (repeatable)")
     parser.add_argument("--ungated", action="store_true", help="no gate: what naive runtimes do")
+    options.add_detail(parser, "full")
     options.add_replay_options(parser)
     parser.set_defaults(func=run)
 
@@ -47,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"prunegate replay: {exc}", file=sys.stderr)
         return 2
     spec = ReplaySpec(args.policy, tuple(params.items()), gated=not args.ungated, budget=args.budget,
-                      hard_ceiling=args.hard_ceiling, stream_results=args.stream_results, seed=args.seed)
+                      hard_ceiling=args.hard_ceiling, stream_results=args.stream_results, seed=args.seed,
+                      detail=args.detail)
     if spec.gated is False and args.hard_ceiling is not None:
         print("prunegate replay: --hard-ceiling applies to gated replays only; ignored with --ungated",
               file=sys.stderr)

@@ -38,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="a GenAI conversation arriving over several requests becomes one session once no "
                         "turn of it has come for S seconds, or at shutdown (default 30; 0: one session per "
                         "request, holding the conversation up to that turn)")
+    options.add_detail(parser, "full")
     parser.add_argument("--metrics", nargs="?", type=nonneg_int, const=METRICS_PORT, default=None, metavar="PORT",
                         help=f"serve Prometheus metrics (serve's health: spans/s, requests in flight, 429s, pending "
                         f"conversations, memory; docs/metrics.md) on http://HOST:PORT/metrics (default port "
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         receiver = Receiver(store, max_body=args.max_body, max_inflight=args.max_inflight, token=args.token,
                             conversation_idle=args.conversation_idle,
-                            conversation_memory=args.conversation_memory << 20)
+                            conversation_memory=args.conversation_memory << 20, detail=args.detail)
         adopted = receiver.recover()
     except OSError as exc:
         print(f"prunegate serve: cannot keep the waiting-conversation journal under {store.layout.root}: "

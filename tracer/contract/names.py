@@ -25,13 +25,14 @@ SPILL = "prunegate.spill"
 REINJECT = "prunegate.reinject"
 FAIL = "prunegate.fail"
 VIOLATION = "prunegate.violation"
+MESSAGES = "prunegate.messages"  # below full detail: message events past one span's 128 events
 TRACER_STATS = "prunegate.tracer.stats"  # one row per pipeline shutdown, written by the store sink
 ANNOTATION = "prunegate.annotation"  # a person's label and note on a session, a decision or a violation
 COMPARISON = "prunegate.comparison"  # a saved comparison: its parameters and results (no session)
 PASSTHROUGH = "prunegate.passthrough"  # a live request the guard could not handle, sent unchanged
 
 DECISION_SPANS: tuple[str, ...] = (PRUNE, DEFER, SPILL, REINJECT, FAIL)  # children of a budget check
-SPAN_NAMES: tuple[str, ...] = (SESSION, MESSAGE, UNIT_CLOSE, BUDGET_CHECK, *DECISION_SPANS, VIOLATION, TRACER_STATS,
+SPAN_NAMES: tuple[str, ...] = (SESSION, MESSAGE, MESSAGES, UNIT_CLOSE, BUDGET_CHECK, *DECISION_SPANS, VIOLATION, TRACER_STATS,
                                 ANNOTATION, COMPARISON, PASSTHROUGH)
 # spans people add after the fact: never part of a session's events, counts or activity times
 AFTERWARDS_SPANS: tuple[str, ...] = (ANNOTATION, COMPARISON)
@@ -42,6 +43,7 @@ SEQ = "prunegate.seq"
 
 # ---------------------------------------------------------------- session root
 SESSION_SOURCE = "prunegate.session.source"
+DETAIL = "prunegate.detail"  # the detail level the session was recorded at: decisions | checks | full
 SESSION_SOURCE_ID = "prunegate.session.source_id"
 SESSION_NAME = "prunegate.session.name"
 PROVIDER = "prunegate.provider"

@@ -63,7 +63,7 @@ from tracer.spans.genai import ChatCall, ToolCall, plain
 from tracer.spans.metrics import resolve as resolve_metrics
 from tracer.spans.observer import SpanObserver
 from tracer.spans.redact import Redactor
-from tracer.spans.session import SessionConfig, TracedSession
+from tracer.spans.session import SessionConfig, TracedSession, check_detail, sampled_detail
 from tracer.store.text import scrub
 
 log = logging.getLogger(sn.SCOPE)
@@ -89,7 +89,10 @@ class PruneGuard:
     OpenAI with the ``tokens`` extra, calibrated for Anthropic). The session starts with the first
     request: a guard that is never used records nothing. Metrics (docs/metrics.md) go to
     ``meter_provider``, or a Prometheus endpoint on ``metrics_port`` (127.0.0.1), or the global meter
-    provider when one is set up. Framework adapters
+    provider when one is set up. ``detail`` is how much each session records (docs/spans.md "Detail
+    levels": ``checks`` by default, ``decisions`` or ``full``); ``sample_rate`` keeps that detail for
+    that share of sessions, chosen when each starts, and records the others at ``decisions`` (every
+    decision span is kept). Framework adapters
     (:mod:`policies.adapters`, docs/frameworks.md) call :meth:`gate_messages`.
 
     One guard can serve many conversations at once: a request given a ``conversation`` key (the
@@ -122,6 +125,8 @@ class PruneGuard:
         count_request: bool = True,
         meter_provider: MeterProvider | None = None,
         metrics_port: int | None = None,
+        detail: str = "checks",
+        sample_rate: float = 1.0,
     ) -> None:
         if provider not in PROVIDERS:
             raise SettingsError(f"PruneGuard: provider must be one of {', '.join(PROVIDERS)}; got {provider!r}")
@@ -145,6 +150,10 @@ class PruneGuard:
         self._side_effects = side_effects
         self.tracer_provider, self._owns_provider = guard_tracer_provider(store, tracer_provider, otlp_endpoint)
         self.metrics = resolve_metrics(meter_provider, metrics_port)
+        self.detail = check_detail(detail)
+        if not 0.0 <= sample_rate <= 1.0:
+            raise ValueError(f"sample_rate must be between 0 and 1; got {sample_rate!r}")
+        self.sample_rate = sample_rate
         self._lock = threading.RLock()
         self._chat: ChatCall | None = None
         self.errors = 0  # bodies passed through unchanged because the guard could not handle them
@@ -182,6 +191,7 @@ class PruneGuard:
             provider=self.provider, policy=self.policy.name, policy_params=self.policy_params,
             gated=self.gated, budget=self.budget, hard_ceiling=self.hard_ceiling,
             capture_content=self.capture_content, redact=self.redact, attributes=root, metrics=self.metrics,
+            detail=sampled_detail(self.detail, self.sample_rate),
         ))
         self.observer = SpanObserver(self._session)
         self._context = Context(observer=self.observer, strict=self.gated, provider=self.provider,

@@ -86,6 +86,7 @@ class ShadowGuard:
         token_counter: TokenCounter | None = None,
         meter_provider: MeterProvider | None = None,
         metrics_port: int | None = None,
+        detail: str = "checks",
     ) -> None:
         if provider not in (convert.ANTHROPIC, convert.OPENAI):
             raise SettingsError(f"ShadowGuard: provider must be one of anthropic, openai; got {provider!r}")
@@ -98,7 +99,7 @@ class ShadowGuard:
         self.session = TracedSession(self.tracer_provider, SessionConfig(
             session_id=session_id, source="shadow", name=session_name, provider=provider,
             policy=trimmer, gated=False, budget=budget, capture_content=capture_content, redact=redact,
-            metrics=resolve_metrics(meter_provider, metrics_port),
+            metrics=resolve_metrics(meter_provider, metrics_port), detail=detail,
         ))
         self.observer = SpanObserver(self.session, gated=False)
         self.history = Context(observer=self.observer, strict=False, provider=provider,

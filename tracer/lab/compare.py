@@ -348,6 +348,7 @@ def compare(
     price_model: str | None = None,
     engine: str = "local",
     address: str | None = None,
+    detail: str = "decisions",
 ) -> Comparison:
     """Replay ``conversations`` under every policy × gating × budget and compare them (see module
     docstring). ``budget`` may be a list (a sweep: every arm at every budget).
@@ -356,12 +357,15 @@ def compare(
     generator (``count``: how many, for ``progress``); see :func:`run_replays`. Each session's cost
     is priced with ``prices`` (default: the dated default table; :mod:`tracer.lab.cost`), its model
     being the recorded one, else ``price_model``. ``engine="ray"`` (and
-    ``address``) run the replays on Ray (see :func:`run_replays`).
+    ``address``) run the replays on Ray (see :func:`run_replays`). ``detail`` is how much each
+    recorded replay keeps (docs/spans.md "Detail levels"; default ``decisions``: the decisions that
+    were made and the messages they saw, as span events).
     """
     if isinstance(policies, str):
         policies = parse_policies(policies)
     budgets = list(budget) if isinstance(budget, Sequence) else [budget]
-    specs = arms(policies, gated, budgets, hard_ceiling=hard_ceiling, stream_results=stream_results, seed=seed)
+    specs = arms(policies, gated, budgets, hard_ceiling=hard_ceiling, stream_results=stream_results, seed=seed,
+                 detail=detail)
     seen: list[_Seen] = []  # what pricing needs of each session, kept as the sessions stream past
     results = run_replays(_noting(conversations, seen), specs, workers=workers, store_path=store_path,
                           capture_content=capture_content, progress=progress, engine=engine, address=address,

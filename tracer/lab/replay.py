@@ -56,6 +56,8 @@ class ReplaySpec:
 
     ``budget`` None means :data:`DEFAULT_BUDGET_SHARE` of each session's full token count.
     ``label`` names the arm in comparisons (default: the policy name, with its parameters).
+    ``detail`` is how much a traced replay records: ``full`` (every message event a span, the
+    default here: what ``prunegate replay`` stores for stepping through), ``checks`` or ``decisions``.
     """
 
     policy: str
@@ -67,9 +69,13 @@ class ReplaySpec:
     seed: int | None = None
     mode: str = "grow"
     label: str | None = None
+    detail: str = "full"  # how much the replay records (docs/spans.md "Detail levels"); not part of the arm
 
     def __post_init__(self) -> None:
         """Refuse impossible numbers before any session is replayed (not part way through)."""
+        from tracer.spans.session import check_detail
+
+        check_detail(self.detail)
         for name in ("budget", "hard_ceiling"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
@@ -235,6 +241,7 @@ class _Run:
                 attributes={sn.REPLAY_LABEL: spec.name, sn.REPLAY_SEED: spec.seed,
                             sn.REPLAY_STREAM_RESULTS: spec.stream_results,
                             sn.GEN_AI_REQUEST_MODEL: conv.model},
+                detail=spec.detail,
             ))
             spans = SpanObserver(self.session, hold_decisions=True)  # a prune's lost references come later
         self.spans = spans

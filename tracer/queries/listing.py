@@ -113,12 +113,16 @@ agg AS (
            count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = '{sn.OP_CHAT}'
                             AND a."{sn.REQUEST_VALID}" = false) AS invalid_requests,
            max(seq) AS max_seq,
-           count(*) AS spans,
+           count(*) FILTER (WHERE NOT held) AS spans,
            min(start_time_ns) AS first_ns,
            max(coalesce(end_time_ns, start_time_ns)) AS last_ns
     FROM (SELECT session_id, name, seq, start_time_ns, end_time_ns, reason, tokens_before, tokens_after, budget,
-                 from_json(attributes, '{_struct(_COUNT_FIELDS)}') AS a
-          FROM spans WHERE session_id IS NOT NULL AND name NOT IN {_AFTERWARDS} AND {{where}}) s
+                 from_json(attributes, '{_struct(_COUNT_FIELDS)}') AS a, false AS held
+          FROM spans WHERE session_id IS NOT NULL AND name NOT IN {_AFTERWARDS} AND {{where}}
+          UNION ALL  -- message events recorded below full detail (docs/spans.md): counted like message spans
+          SELECT session_id, event_name, CAST(attributes->>'$."{sn.SEQ}"' AS BIGINT), time_ns, time_ns, NULL, NULL,
+                 NULL, NULL, from_json(attributes, '{_struct(_COUNT_FIELDS)}'), true
+          FROM span_events WHERE session_id IS NOT NULL AND event_name = '{MESSAGE}' AND {{where}}) s
     GROUP BY session_id
 )"""
 

@@ -55,6 +55,19 @@ _CLOSE_FIELDS = _struct({
     sn.UNIT_ID: "VARCHAR", sn.UNIT_KIND: "VARCHAR", sn.UNIT_MESSAGE_IDS: ["VARCHAR"],
 })
 
+
+
+def _recorded(name: str) -> str:
+    """A session's ``name`` records (seq, start_time_ns, attributes): its spans of that name, and, for
+    sessions recorded below full detail (docs/spans.md), the span events of that name on its checks."""
+    return f"""
+    SELECT seq, start_time_ns, attributes FROM spans
+    WHERE session_id = $sid AND name = '{name}' AND seq IS NOT NULL
+    UNION ALL
+    SELECT CAST(attributes->>'$."{sn.SEQ}"' AS BIGINT), time_ns, attributes FROM span_events
+    WHERE session_id = $sid AND event_name = '{name}'"""
+
+
 # A session's message events with their attributes extracted (every step at once).
 _MSG_EVENTS_SQL = f"""
 SELECT seq, start_time_ns AS t,
@@ -67,7 +80,7 @@ SELECT seq, start_time_ns AS t,
        j."{sn.MESSAGE_CONTENT}" AS content,
        j."{sn.CONTEXT_TOKENS}" AS context_tokens
 FROM (SELECT seq, start_time_ns, from_json(attributes, '{_MSG_FIELDS}') AS j
-      FROM spans WHERE session_id = $sid AND name = '{MESSAGE}' AND seq IS NOT NULL) x
+      FROM ({_recorded(MESSAGE)}) r) x
 """
 # A session's unit closures, one row per member message.
 _CLOSES_SQL = f"""
@@ -75,7 +88,7 @@ SELECT seq, t, unnest(message_ids) AS message_id, unit_id, unit_kind
 FROM (SELECT seq, start_time_ns AS t, j."{sn.UNIT_ID}" AS unit_id, j."{sn.UNIT_KIND}" AS unit_kind,
              coalesce(j."{sn.UNIT_MESSAGE_IDS}", []) AS message_ids
       FROM (SELECT seq, start_time_ns, from_json(attributes, '{_CLOSE_FIELDS}') AS j
-            FROM spans WHERE session_id = $sid AND name = '{UNIT_CLOSE}' AND seq IS NOT NULL) x) y
+            FROM ({_recorded(UNIT_CLOSE)}) r) x) y
 """
 
 # The messages in context after step $seq, from the relations msg_events and unit_closes.

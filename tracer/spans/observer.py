@@ -58,6 +58,8 @@ class SpanObserver(Observer):
         self._reserved: tuple[int, int] | None = None  # start times for the check in progress
         self.checks = 0
         self.last_decision_span: trace.Span | None = None
+        self._full = session.detail == "full"  # else message events and unit closures ride on check spans
+        self._every_check = session.detail != "decisions"  # else within-budget checks are no span
 
     # ------------------------------------------------------------------ messages and units
     def on_message(self, ctx: Context, message: Message, event: str, **info: Any) -> None:
@@ -105,18 +107,25 @@ class SpanObserver(Observer):
             s.note_arrival(message.role, " ".join(b.text or "" for b in message.blocks if b.type == "text").strip())
         if event == REMOVE:
             self._removed[mid] = call_ids + answers
-        s.emit(sn.MESSAGE, attrs, seq=ctx.seq)
+        if self._full:
+            s.emit(sn.MESSAGE, attrs, seq=ctx.seq)
+        else:
+            s.hold(sn.MESSAGE, attrs, ctx.seq)
 
     def on_unit_closed(self, ctx: Context, unit: Unit) -> None:
         for mid in unit.message_ids:
             self._unit_of[mid] = unit.id
-        self.session.emit(sn.UNIT_CLOSE, {
+        attrs = {
             sn.UNIT_ID: unit.id,
             sn.UNIT_KIND: unit.kind,
             sn.UNIT_TOKENS: unit.tokens,
             sn.UNIT_MESSAGE_IDS: list(unit.message_ids),
             sn.UNIT_CALL_IDS: sorted(unit.call_ids),
-        }, seq=ctx.seq)
+        }
+        if self._full:
+            self.session.emit(sn.UNIT_CLOSE, attrs, seq=ctx.seq)
+        else:
+            self.session.hold(sn.UNIT_CLOSE, attrs, ctx.seq)
 
     # ------------------------------------------------------------------ decisions
     def on_decision(self, ctx: Context, decision: Decision) -> None:
@@ -154,11 +163,15 @@ class SpanObserver(Observer):
             s.metrics.decision(d, gated, s.source)
         name = DECISION_SPANS.get(d.kind)
         if name is None:  # within budget (most checks): no child, so one instant span (one record)
-            s.emit(sn.BUDGET_CHECK, check_attrs, seq=d.seq, start_time=reserved[0] if reserved else None)
+            if self._every_check:
+                s.emit(sn.BUDGET_CHECK, check_attrs, seq=d.seq, start_time=reserved[0] if reserved else None,
+                       events=() if self._full else s.take_held())
             self._removed.clear()
             return None
         t_check, t_decision = reserved or s.clock_pair()
         check = s.start_span(sn.BUDGET_CHECK, check_attrs, seq=d.seq, start_time=t_check)
+        if not self._full:
+            s.add_events(check, s.take_held())
         attrs = decision_attributes(d, gated)
         if extra:
             attrs.update(extra)

@@ -14,6 +14,7 @@ that span: the dashboard follows the link from the symptom to its cause.
 from __future__ import annotations
 
 import atexit
+import random
 import threading
 import time
 import uuid
@@ -24,6 +25,7 @@ from typing import Any, NamedTuple
 
 import orjson
 from opentelemetry import trace
+from opentelemetry.sdk.trace import Event
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from policies.validate import FIRST_MESSAGE_NOT_USER, Violation, validate
@@ -38,6 +40,11 @@ from tracer.spans.metrics import GateMetrics
 
 SCOPE = sn.SCOPE
 SOURCES = ("import", "replay", "live", "shadow", "synthetic")
+# how much a session records (docs/spans.md "Detail levels"): full = every message event and unit
+# closure a span of its own; checks = those become span events of the next budget check, every check
+# a span; decisions = the same, and only checks that decided something other than within_budget
+DETAILS = ("decisions", "checks", "full")
+MAX_EVENTS = 128  # OpenTelemetry's default cap of events per span
 LINK_ATTRIBUTES = {sn.LINK: sn.LINK_CAUSED_BY}
 
 
@@ -88,10 +95,27 @@ class SessionConfig:
     attributes: Mapping[str, Any] | None = None
     start_time: int | None = None
     metrics: GateMetrics | None = None  # where the session's checks and violations are also counted
+    detail: str = "full"  # one of DETAILS
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"session source must be one of {', '.join(SOURCES)}; got {self.source!r}")
+        check_detail(self.detail)
+
+
+def sampled_detail(detail: str, rate: float) -> str:
+    """Head-based sampling per session: ``detail`` for a ``rate`` share of sessions, else
+    ``decisions`` (the decision spans are always kept)."""
+    if rate >= 1.0 or detail == "decisions":
+        return detail
+    return detail if random.random() < rate else "decisions"  # noqa: S311 - sampling, not security
+
+
+def check_detail(detail: str) -> str:
+    """``detail`` if it is one of :data:`DETAILS`; else ValueError naming them."""
+    if detail not in DETAILS:
+        raise ValueError(f"detail must be one of {', '.join(DETAILS)}; got {detail!r}")
+    return detail
 
 
 # span name (no gen_ai.operation.name), or (span name, gen_ai.operation.name) -> OpenInference span
@@ -142,6 +166,8 @@ class TracedSession:
         self.capture = _redact.capture_enabled(config.capture_content)
         self.redact = config.redact
         self.metrics = config.metrics
+        self.detail = config.detail
+        self._held: list[Event] = []  # message events and unit closures waiting for their check (below full)
         self.seq = 0
         self._lock = threading.Lock()
         self._last_ns = 0
@@ -172,6 +198,7 @@ class TracedSession:
             sn.BUDGET: config.budget,
             sn.HARD_CEILING: config.hard_ceiling,
             sn.CONTENT_CAPTURED: self.capture,
+            sn.DETAIL: config.detail,
             **(config.attributes or {}),
         }
         # spans written as records straight to prunegate's own pipeline (tracer.spans.direct), else SDK spans
@@ -310,7 +337,8 @@ class TracedSession:
 
     def emit(self, name: str, attributes: Mapping[str, Any], *, seq: int | None,
              parent: trace.Span | None = None, links: Sequence[Link] = (),
-             start_time: int | None = None, error: str | None = None) -> trace.Span:
+             start_time: int | None = None, error: str | None = None,
+             events: tuple[Event, ...] = ()) -> trace.Span:
         """A span for an instant event: started and ended at once. Returns the ended span.
 
         On prunegate's own pipeline this is one span record (tracer.spans.direct), no span object."""
@@ -323,16 +351,47 @@ class TracedSession:
                 root = self._root_span_context
                 direct.emit((name, span_id, self._root_span_id, _INTERNAL, attrs, False, start, end,
                              _UNSET if error is None else Status(StatusCode.ERROR, error),
-                             links if type(links) is tuple else tuple(links), (), root, direct))
+                             links if type(links) is tuple else tuple(links), events, root, direct))
                 return EndedSpan(root, span_id)
             except Exception as exc:  # noqa: BLE001 - never reaches the agent
                 self._tracer_failed(exc)
                 return trace.INVALID_SPAN
         span = self.start_span(name, attributes, seq=seq, parent=parent, links=links, start_time=start_time)
+        if events:
+            self.add_events(span, events)
         if error is not None:
             span.set_status(Status(StatusCode.ERROR, error))
         self.end_span(span)
         return span
+
+    # ------------------------------------------------------------------ below full detail
+    def hold(self, name: str, attributes: dict[str, Any], seq: int) -> None:
+        """Keep a message event or unit closure as a span event for the next check span (``detail``
+        below ``full``); ``attributes`` get the step (``prunegate.seq``) they happened at."""
+        if seq > self.seq:
+            self.seq = seq
+        attributes[_SEQ] = seq
+        self._held.append(Event(name, put_clean({}, attributes), self.clock()))
+
+    def take_held(self) -> tuple[Event, ...]:
+        """The held events for the span being written (at most :data:`MAX_EVENTS`); older ones past
+        that cap go first onto ``prunegate.messages`` spans of their own."""
+        held = self._held
+        if not held:
+            return ()
+        self._held = []
+        while len(held) > MAX_EVENTS:
+            chunk, held = held[:MAX_EVENTS], held[MAX_EVENTS:]
+            self.emit(sn.MESSAGES, {}, seq=self.seq, start_time=chunk[0].timestamp, events=tuple(chunk))
+        return tuple(held)
+
+    def add_events(self, span: trace.Span, events: Sequence[Event]) -> None:
+        """Add span events (from :meth:`take_held`) to an open span; a failing pipeline is counted."""
+        try:
+            for e in events:
+                span.add_event(e.name, e.attributes, e.timestamp)
+        except Exception as exc:  # noqa: BLE001 - never reaches the agent
+            self._tracer_failed(exc)
 
     def content(self, render: Any, *args: Any) -> str | None:
         """``render(*args, redact=hook)`` when capture is on; None when off or when redaction failed."""
@@ -457,6 +516,9 @@ class TracedSession:
             atexit.unregister(self._atexit)
         except Exception:  # noqa: BLE001 - interpreter shutting down
             pass
+        if self._held:  # what came after the last check span
+            events = self.take_held()
+            self.emit(sn.MESSAGES, {}, seq=self.seq, start_time=events[0].timestamp, events=events)
         io = {_oi.INPUT_VALUE: self.content(lambda redact: _redact.safe_redact(_oi.first_user_text(self._io), redact)),
               _oi.OUTPUT_VALUE: self.content(lambda redact: _redact.safe_redact(_oi.last_answer_text(self._io), redact))}
         self.end_span(self.root, {sn.VIOLATIONS: self.violations, **io, **(attributes or {})})

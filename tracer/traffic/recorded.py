@@ -73,8 +73,8 @@ def session_id_for(conv: Conversation) -> str:
 
 
 def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id: str | None = None,
-                        capture_content: bool = True) -> str:
-    """Record one conversation as an ``import`` session; returns its session id."""
+                        capture_content: bool = True, detail: str = "full") -> str:
+    """Record one conversation as an ``import`` session at ``detail`` (docs/spans.md); returns its id."""
     from tracer.spans.observer import SpanObserver
     from tracer.spans.redact import genai_messages_json
     from tracer.spans.session import SessionConfig, TracedSession
@@ -97,7 +97,7 @@ def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id:
     session = TracedSession(tracer_provider, SessionConfig(
         session_id=sid, source="import", name=conv.name, provider=conv.provider,
         gated=None,  # no gate and no naive runtime: not applicable
-        capture_content=capture_content, attributes=attrs,
+        capture_content=capture_content, attributes=attrs, detail=detail,
     ))
     ctx = Context(observer=SpanObserver(session), provider=conv.provider, request_extra=dict(conv.request_extra),
                   session_id=sid)
@@ -410,10 +410,14 @@ def iter_conversations(store: Store | str | os.PathLike[str] | None, picked: dic
     for start in range(0, len(ids), batch):
         part = ids[start:start + batch]
         with store.reader() as r:
-            rows = r.query(
-                f"SELECT session_id, attributes FROM spans WHERE name = '{sn.MESSAGE}' "
-                "AND list_contains(?::VARCHAR[], session_id) ORDER BY session_id, seq, start_time_ns",
-                [part],
+            rows = r.query(  # message spans, and message span events of sessions below full detail
+                f"SELECT session_id, attributes FROM ("
+                f"SELECT session_id, seq, start_time_ns AS t, attributes FROM spans WHERE name = '{sn.MESSAGE}' "
+                "AND list_contains(?::VARCHAR[], session_id) UNION ALL "
+                f"SELECT session_id, CAST(attributes->>'$.\"{sn.SEQ}\"' AS BIGINT), time_ns, attributes "
+                f"FROM span_events WHERE event_name = '{sn.MESSAGE}' AND list_contains(?::VARCHAR[], session_id)"
+                ") ORDER BY session_id, seq, t",
+                [part, part],
             )
         with deep_enough():
             events: dict[str, list[dict[str, Any]]] = {sid: [] for sid in part}

@@ -126,8 +126,9 @@ class Receiver:
 
     def __init__(self, store: Store, *, max_body: int = 16 << 20, max_inflight: int = 4,
                  token: str | None = None, wait_busy: float = 5.0, conversation_idle: float = 0.0,
-                 conversation_memory: int = 256 << 20) -> None:
+                 conversation_memory: int = 256 << 20, detail: str = "full") -> None:
         self.store = store
+        self.detail = detail  # of the GenAI conversations recorded as sessions (docs/spans.md)
         self.max_body = max_body
         self.token = token
         self.wait_busy = wait_busy
@@ -228,7 +229,7 @@ class Receiver:
         committer = SessionCommitter(self.store, wait_busy=self.wait_busy)
         for conv in convs:
             sid = session_id_for(conv)
-            committer.add(sid, _recorder(record_conversation, conv, sid))
+            committer.add(sid, _recorder(record_conversation, conv, sid, self.detail))
         report = committer.finish()
         for sid, reason in report.failed.items():
             log.warning("prunegate serve: GenAI conversation %s could not be recorded: %s", sid, reason)
@@ -239,9 +240,9 @@ class Receiver:
         return len(report.stored)
 
 
-def _recorder(record: Callable[..., Any], conv: Any, sid: str) -> Callable[[Any], None]:
+def _recorder(record: Callable[..., Any], conv: Any, sid: str, detail: str = "full") -> Callable[[Any], None]:
     def run(provider: Any) -> None:
-        record(conv, provider, session_id=sid, capture_content=True)
+        record(conv, provider, session_id=sid, capture_content=True, detail=detail)
     return run
 
 

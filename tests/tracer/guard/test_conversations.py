@@ -24,7 +24,8 @@ def body(messages: list[dict]) -> dict:
 
 
 def guard(rec, budget: int = 100_000) -> PruneGuard:
-    return PruneGuard("recency", budget=budget, tracer_provider=rec.provider, token_counter=ApproxTokenCounter())
+    return PruneGuard("recency", budget=budget, tracer_provider=rec.provider, token_counter=ApproxTokenCounter(),
+                      detail="full")  # these tests read the message spans
 
 
 def test_concurrent_keyed_conversations_are_one_session_each(rec):

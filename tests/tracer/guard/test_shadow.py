@@ -89,7 +89,7 @@ def keep_system_and_tail(messages: list[dict], n: int = 4) -> list[dict]:
 @pytest.mark.parametrize("agent_keeps_full_history", [True, False])
 def test_each_history_message_is_recorded_once_whether_or_not_the_agent_keeps_what_it_trimmed(
         rec, agent_keeps_full_history):
-    sg = ShadowGuard(tracer_provider=rec.provider, trimmer="window")
+    sg = ShadowGuard(tracer_provider=rec.provider, trimmer="window", detail="full")
     full = openai_history(1)
     state = copy.deepcopy(full)
     for i in range(1, 4):

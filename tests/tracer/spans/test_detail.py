@@ -1,0 +1,137 @@
+"""Detail levels (docs/spans.md): what each records, and that a session recorded at any level still
+steps through in the replay view and replays from the store."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from policies import Context, Gate
+from tests.invariants import Scripted
+from tests.otel_memory import Recorder
+from tests.scenarios import history, parallel_batch, result
+from tests.traffic import TAU
+from tracer import queries as q
+from tracer.guard import PruneGuard
+from tracer.lab import ReplaySpec, replay_session
+from tracer.spans import SessionConfig, SpanObserver, TracedSession
+from tracer.spans import names as sn
+from tracer.store import Store
+from tracer.traffic import Conversation, close_provider, store_tracer_provider
+from tracer.traffic.importers import read_file
+from tracer.traffic.recorded import iter_conversations, select_sessions
+
+LEVELS = ("full", "checks", "decisions")
+
+
+def record(detail: str, rec: Recorder) -> TracedSession:
+    """A short gated session: a within-budget check, a prune, a parallel batch, a check while pending."""
+    s = TracedSession(rec.provider, SessionConfig(source="synthetic", policy="scripted", budget=100, detail=detail))
+    ctx = Context(observer=SpanObserver(s), session_id=s.session_id)
+    history(ctx, turns=2)
+    Gate(Scripted(), budget=100_000).check(ctx)
+    Gate(Scripted(ctx.messages[2].id), budget=100).check(ctx)
+    parallel_batch(ctx)
+    ctx.append(result("call_weather", "sunny"))
+    Gate(Scripted(), budget=10).check(ctx)
+    s.end()
+    return s
+
+
+def test_each_level_records_what_docs_spans_says() -> None:
+    counts, events = {}, {}
+    for detail in LEVELS:
+        rec = Recorder()
+        record(detail, rec)
+        counts[detail] = Counter(x.name for x in rec.spans)
+        events[detail] = Counter(e.name for x in rec.spans for e in x.events)
+        assert rec.one(sn.SESSION).attributes[sn.DETAIL] == detail
+    full, checks, decisions = counts["full"], counts["checks"], counts["decisions"]
+    assert full[sn.MESSAGE] > 0 and full[sn.UNIT_CLOSE] > 0 and not events["full"]
+    assert checks[sn.MESSAGE] == checks[sn.UNIT_CLOSE] == decisions[sn.MESSAGE] == decisions[sn.UNIT_CLOSE] == 0
+    # the same message events and unit closures, now span events
+    for detail in ("checks", "decisions"):
+        assert events[detail] == {sn.MESSAGE: full[sn.MESSAGE], sn.UNIT_CLOSE: full[sn.UNIT_CLOSE]}
+    assert full[sn.BUDGET_CHECK] == checks[sn.BUDGET_CHECK] == 3
+    assert decisions[sn.BUDGET_CHECK] == 2  # the within-budget check is no span
+    for name in (sn.PRUNE, sn.DEFER):
+        assert full[name] == checks[name] == decisions[name] == 1
+
+
+def test_held_events_carry_their_step_and_ride_on_the_check_that_saw_them() -> None:
+    rec = Recorder()
+    record("checks", rec)
+    first = sorted(rec.named(sn.BUDGET_CHECK), key=lambda x: x.start_time)[0]
+    seqs = [e.attributes[sn.SEQ] for e in first.events]
+    assert seqs == sorted(seqs) and max(seqs) <= first.attributes[sn.SEQ]
+    assert {e.attributes[sn.EVENT] for e in first.events if e.name == sn.MESSAGE} == {"append"}
+
+
+def test_past_128_events_the_oldest_go_on_messages_spans() -> None:
+    rec = Recorder()
+    s = TracedSession(rec.provider, SessionConfig(source="synthetic", detail="decisions"))
+    ctx = Context(observer=SpanObserver(s), session_id=s.session_id)
+    history(ctx, turns=150)  # 302 appends, no check at all
+    s.end()
+    batches = rec.named(sn.MESSAGES)
+    sizes = [len(b.events) for b in batches]
+    assert len(sizes) > 2 and set(sizes[:-1]) == {128} and 0 < sizes[-1] <= 128
+    assert sum(e.name == sn.MESSAGE for b in batches for e in b.events) == 302
+    assert all(e.attributes[sn.SEQ] for b in batches for e in b.events)
+
+
+def test_a_sampled_out_guard_session_keeps_its_decisions() -> None:
+    rec = Recorder()
+    pg = PruneGuard("recency", budget=300, tracer_provider=rec.provider, sample_rate=0.0)
+    body = {"model": "m", "max_tokens": 10, "messages": [
+        {"role": "user", "content": "q " + "x " * 400}, {"role": "assistant", "content": "a " + "y " * 400},
+        {"role": "user", "content": "and?"}]}
+    pg.gate(body)
+    pg.close()
+    assert rec.one(sn.SESSION).attributes[sn.DETAIL] == "decisions"
+    assert rec.one(sn.PRUNE) and not rec.named(sn.MESSAGE)
+    with pytest.raises(ValueError, match="sample_rate"):
+        PruneGuard("recency", sample_rate=2)
+    with pytest.raises(ValueError, match="detail must be one of"):
+        PruneGuard("recency", detail="some")
+
+
+def test_a_production_guard_records_checks_by_default() -> None:
+    rec = Recorder()
+    pg = PruneGuard("recency", budget=100_000, tracer_provider=rec.provider)
+    pg.gate({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]})
+    pg.close()
+    assert rec.one(sn.SESSION).attributes[sn.DETAIL] == "checks"
+    assert not rec.named(sn.MESSAGE) and [e.name for e in rec.one(sn.BUDGET_CHECK).events] == [sn.MESSAGE, sn.UNIT_CLOSE]
+
+
+def test_the_replay_view_and_replays_read_every_level_alike(tmp_path: Path) -> None:
+    """One recorded conversation replayed at each level into a real store: the step engine shows
+    the same context at every step, and the store gives back the same conversation to replay."""
+    conv = next(c for c in read_file(TAU) if isinstance(c, Conversation) and c.tool_calls >= 2)
+    store = Store(tmp_path / "store")
+    provider = store_tracer_provider(store)
+    ids = {}
+    try:
+        for detail in LEVELS:
+            spec = ReplaySpec("recency", gated=True, detail=detail)  # budget: 60% of the session, so it prunes
+            ids[detail] = replay_session(conv, spec, tracer_provider=provider, capture_content=True).replay_id
+    finally:
+        close_provider(provider)
+    steps: dict[str, list[list[tuple]]] = {}
+    with store.reader() as r:
+        for detail, sid in ids.items():
+            tables = q.session_tables(r, sid)
+            seqs = sorted(set(tables["msg_events"].column("seq").to_pylist()))
+            assert seqs, f"no message events read back at {detail}"
+            steps[detail] = [
+                [tuple(row) for row in q.step_from_tables(tables, seq)["messages"][
+                    ["message_id", "role", "unit_id", "tokens", "pending", "content"]].itertuples(index=False)]
+                for seq in seqs]
+    assert steps["full"] == steps["checks"] == steps["decisions"]
+    picked = select_sessions(store, list(ids.values()), sources=("replay",))
+    convs = {c.session_id: c for c in iter_conversations(store, picked)}
+    texts = {d: [(m.role, m.plain_text()) for m in convs[sid].messages] for d, sid in ids.items()}
+    assert texts["full"] == texts["checks"] == texts["decisions"] and texts["full"]
