@@ -73,7 +73,7 @@ class ApproxTokenCounter:
             if media is not None:  # an image, a document, audio: the provider's rule, never its base64
                 return BLOCK_OVERHEAD + media
         media = 0
-        if block.answers and isinstance(block.content, list):  # a tool result may carry images
+        if block.answers and isinstance(block.content, list | dict):  # a tool result may carry images
             media, rest = split_media(block.content)
             if media:
                 block = dataclasses.replace(block, content=rest)

@@ -254,7 +254,7 @@ def media_tokens(part: Any, *, provider: str | None = None, model: str | None = 
     """Tokens of one content block or part if it is an image, a document or audio; None otherwise.
 
     Knows Anthropic ``image``/``document`` blocks (``source`` base64, url, file, text, content) and
-    OpenAI ``image_url``/``input_image``/``file``/``input_file``/``input_audio`` parts. ``provider``
+    OpenAI ``image_url``/``input_image``/``computer_screenshot``/``file``/``input_file``/``input_audio`` parts. ``provider``
     picks the rule; without it, the part's own shape says (Anthropic blocks have a ``source``).
     """
     if not isinstance(part, Mapping):
@@ -272,7 +272,7 @@ def media_tokens(part: Any, *, provider: str | None = None, model: str | None = 
         url = ref.get("url") if isinstance(ref, Mapping) else ref
         detail = ref.get("detail", "auto") if isinstance(ref, Mapping) else "auto"
         return _image_from(url if isinstance(url, str) and url.startswith("data:") else None, rule, str(detail), model)
-    if kind == "input_image":
+    if kind in ("input_image", "computer_screenshot"):  # a computer-use screenshot is an image part
         url = part.get("image_url")
         return _image_from(url if isinstance(url, str) and url.startswith("data:") else None, rule,
                            str(part.get("detail") or "auto"), model)
@@ -313,7 +313,11 @@ def _document(source: Mapping[str, Any], provider: str, model: str | None) -> in
 
 
 def split_media(value: Any, *, provider: str | None = None, model: str | None = None) -> tuple[int, Any]:
-    """(tokens of the media parts in a content list, the list without them); other values unchanged."""
+    """(tokens of the media parts in a content list, the list without them); a content that is one
+    media part (a computer-use screenshot) gives its tokens and ``""``; other values unchanged."""
+    if isinstance(value, Mapping):
+        n = media_tokens(value, provider=provider, model=model)
+        return (0, value) if n is None else (n, "")
     if not isinstance(value, list):
         return 0, value
     tokens, rest = 0, []

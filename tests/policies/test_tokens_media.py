@@ -185,3 +185,21 @@ def test_text_parts_are_not_media():
     assert media_tokens({"type": "text", "text": "hi"}) is None
     assert media_tokens({"type": "input_text", "text": "hi"}) is None
     assert media_tokens("plain") is None
+
+
+def test_a_computer_use_screenshot_output_is_counted_as_an_image():
+    png = b64(encoded(1024, 768, "PNG", compress_level=0))  # ~3 MB of base64: ~800,000 tokens as text
+    body = {"model": "computer-use-preview", "input": [
+        {"role": "user", "content": "open the settings"},
+        {"type": "computer_call", "id": "cu_1", "call_id": "cc1", "action": {"type": "screenshot"},
+         "pending_safety_checks": [], "status": "completed"},
+        {"type": "computer_call_output", "call_id": "cc1",
+         "output": {"type": "computer_screenshot", "image_url": f"data:image/png;base64,{png}"}}]}
+    ctx = Context.from_responses(body, token_counter=counter_for("openai", "computer-use-preview"))
+    shot = ctx.messages[-1]
+    rule = openai_image_tokens(1024, 768, "high", "computer-use-preview")  # 65 + 129 per tile
+    assert rule == 65 + 129 * 4
+    for counter in (counter_for("openai", "computer-use-preview"), ApproxTokenCounter()):
+        n = counter.count(shot)
+        assert n < 2 * 1445, (counter, n)
+    assert rule <= ctx.counter.count(shot) < rule + 30
