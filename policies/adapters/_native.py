@@ -79,7 +79,8 @@ class Originals:
     """Native messages remembered by what they say, to send unchanged ones back as themselves."""
 
     def __init__(self) -> None:
-        self._by_digest: dict[str, Any] = {}
+        self._by_digest: dict[str, list[Any]] = {}
+        self.natives: list[Any] = []  # the framework's messages in order, for a converter's index hints
         self._messages: dict[str, list[Any]] = {}
 
     def remember(self, message: Message, native: Any) -> None:
@@ -97,7 +98,13 @@ class Originals:
 
     def remember_block(self, role: str, block: Block, native: Any) -> None:
         """One block's native part (a message whose other blocks change keeps this one as it was)."""
-        self._by_digest["block:" + content_digest(Message(id="", role=role, blocks=[block]))] = native
+        key = "block:" + content_digest(Message(id="", role=role, blocks=[block]))
+        self._by_digest.setdefault(key, []).append(native)
 
-    def lookup_block(self, role: str, block: Block) -> Any | None:
-        return self._by_digest.get("block:" + content_digest(Message(id="", role=role, blocks=[block])))
+    def lookup_block(self, role: str, block: Block, parent: Any = None) -> Any | None:
+        """The native part that said exactly this: ``(message, part)`` from ``parent`` when it has one
+        (parts that say the same thing in several messages), else the first."""
+        found = self._by_digest.get("block:" + content_digest(Message(id="", role=role, blocks=[block])))
+        if not found:
+            return None
+        return next((f for f in found if parent is not None and f[0] is parent), found[0])

@@ -28,6 +28,8 @@ from ..errors import SettingsError, StructureError
 from ..messages import OTHER, TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
 from ._native import Conversation, MessageGate, Originals, gate_or_pass, require_conversation, require_gate
 
+PARENT = "_pydantic_ai_message"  # Message.extra: the index of the ModelMessage it was converted from
+
 
 def _pai() -> Any:
     try:
@@ -41,8 +43,10 @@ def from_pydantic_ai(messages: Iterable[Any], originals: Originals | None = None
     """Messages for Pydantic AI ``ModelMessage`` objects; ``originals`` remembers (message, parts)."""
     pm = _pai()
     out: list[Message] = []
+    index = -1
 
     def add(msg: Message, native: Any, parts: list[Any]) -> None:
+        msg.extra[PARENT] = index  # which ModelMessage it came from: its unchanged parts go back there
         if originals is not None:
             originals.remember(msg, (native, parts))
             if len(parts) == len(msg.blocks):
@@ -51,6 +55,9 @@ def from_pydantic_ai(messages: Iterable[Any], originals: Originals | None = None
         out.append(msg)
 
     for i, native in enumerate(messages):
+        index = i
+        if originals is not None:
+            originals.natives.append(native)
         if isinstance(native, pm.ModelRequest):
             blocks: list[Block] = []
             parts: list[Any] = []
@@ -123,6 +130,9 @@ def to_pydantic_ai(messages: Sequence[Message], originals: Originals | None = No
 
 def _parent(m: Message, originals: Originals | None) -> Any | None:
     """The original message a changed message's unchanged parts came from (None: a new message)."""
+    hint = m.extra.get(PARENT)
+    if originals is not None and isinstance(hint, int) and 0 <= hint < len(originals.natives):
+        return originals.natives[hint]
     for b in m.blocks:
         found = originals.lookup_block(m.role, b) if originals is not None else None
         if found is not None:
@@ -133,7 +143,8 @@ def _parent(m: Message, originals: Originals | None) -> Any | None:
 def _parts(m: Message, originals: Originals | None = None) -> list[Any]:
     """Parts for a message the gate changed or wrote: unchanged blocks keep their original part."""
     if originals is not None and m.role not in ("system", "developer"):
-        kept = [originals.lookup_block(m.role, b) for b in m.blocks]
+        parent = _parent(m, originals)
+        kept = [originals.lookup_block(m.role, b, parent) for b in m.blocks]
         if any(k is not None for k in kept):
             return [k[1] if k is not None else _parts(Message(id="", role=m.role, blocks=[b]))[0]
                     for k, b in zip(kept, m.blocks, strict=True)]
