@@ -17,7 +17,7 @@ from tracer import queries as q
 from tracer.guard import PruneGuard
 from tracer.lab import ReplaySpec, replay_session
 from tracer.spans import SessionConfig, SpanObserver, TracedSession
-from tracer.spans import names as sn
+from tracer.contract import names as sn
 from tracer.store import Store
 from tracer.traffic import Conversation, close_provider, store_tracer_provider
 from tracer.traffic.importers import read_file
