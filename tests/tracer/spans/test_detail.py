@@ -14,10 +14,10 @@ from tests.otel_memory import Recorder
 from tests.scenarios import history, parallel_batch, result
 from tests.traffic import TAU
 from tracer import queries as q
+from tracer.contract import names as sn
 from tracer.guard import PruneGuard
 from tracer.lab import ReplaySpec, replay_session
 from tracer.spans import SessionConfig, SpanObserver, TracedSession
-from tracer.contract import names as sn
 from tracer.store import Store
 from tracer.traffic import Conversation, close_provider, store_tracer_provider
 from tracer.traffic.importers import read_file
