@@ -257,6 +257,104 @@ def rows_from_request(request: Any) -> Iterator[SpanRow]:
                 yield _span_row(span, resource, scope, f"{ws}.spans[{k}]")
 
 
+def rows_from_protobuf(request: Any) -> Iterator[SpanRow]:
+    """Span rows of a parsed protobuf ExportTraceServiceRequest, read field by field: the rows
+    :func:`rows_from_request` gives for ``MessageToDict`` of it (the same refusals, ``_Bad`` with the
+    same path), without building the JSON form first (that and reading it back took two thirds of
+    ``serve``'s time on GenAI spans)."""
+    for r, rs in enumerate(request.resource_spans):
+        w = f"resourceSpans[{r}]"
+        resource = _pb_attributes(rs.resource.attributes, f"{w}.resource.attributes")
+        for s, ss in enumerate(rs.scope_spans):
+            ws = f"{w}.scopeSpans[{s}]"
+            scope = {"name": ss.scope.name, "version": ss.scope.version}
+            for k, span in enumerate(ss.spans):
+                yield _pb_span_row(span, resource, scope, f"{ws}.spans[{k}]")
+
+
+def _pb_id(raw: bytes, nbytes: int, where: str, *, required: bool = True) -> str | None:
+    if not raw:
+        if required:
+            raise _Bad(where, "missing id")
+        return None
+    if len(raw) != nbytes:
+        raise _Bad(where, f"{base64.b64encode(raw).decode()!r} is not a {2 * nbytes}-hex-digit id")
+    if not any(raw):
+        if required:
+            raise _Bad(where, "id is all zeros (invalid)")
+        return None
+    return raw.hex()
+
+
+def _pb_time(value: int, where: str) -> int:
+    if not value:  # omitted by the JSON mapping, so missing there too
+        raise _Bad(where, "missing")
+    return int(value)
+
+
+def _pb_value(value: Any, where: str) -> Any:
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "int_value":
+        return int(value.int_value)
+    if kind == "double_value":
+        return float(value.double_value)
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    if kind == "array_value":
+        return [_pb_value(v, f"{where}[{i}]") for i, v in enumerate(value.array_value.values)]
+    return _pb_attributes(value.kvlist_value.values, where)
+
+
+def _pb_attributes(items: Any, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        out[item.key] = _pb_value(item.value, f"{where}[{i}] ({item.key})")
+    return out
+
+
+def _pb_span_row(span: Any, resource: dict[str, Any], scope: Mapping[str, Any], where: str) -> SpanRow:
+    events = [{"name": ev.name, "time_ns": _pb_time(ev.time_unix_nano, f"{where}.events[{i}].timeUnixNano"),
+               "attributes": _pb_attributes(ev.attributes, f"{where}.events[{i}].attributes")}
+              for i, ev in enumerate(span.events)]
+    links = [{"trace_id": _pb_id(lk.trace_id, 16, f"{where}.links[{i}].traceId"),
+              "span_id": _pb_id(lk.span_id, 8, f"{where}.links[{i}].spanId"),
+              "trace_state": lk.trace_state or None,
+              "attributes": _pb_attributes(lk.attributes, f"{where}.links[{i}].attributes")}
+             for i, lk in enumerate(span.links)]
+    kind = span.kind
+    if not 0 <= kind < len(KINDS):
+        raise _Bad(f"{where}.kind", f"unknown value {kind!r}")
+    code = span.status.code
+    if not 0 <= code < len(STATUS_CODES):
+        raise _Bad(f"{where}.status.code", f"unknown value {code!r}")
+    return complete_row(
+        {
+            "trace_id": _pb_id(span.trace_id, 16, f"{where}.traceId"),
+            "span_id": _pb_id(span.span_id, 8, f"{where}.spanId"),
+            "parent_span_id": _pb_id(span.parent_span_id, 8, f"{where}.parentSpanId", required=False),
+            "trace_state": span.trace_state or None,
+            "name": span.name,
+            "kind": KINDS[kind],
+            "start_time_ns": _pb_time(span.start_time_unix_nano, f"{where}.startTimeUnixNano"),
+            "end_time_ns": _pb_time(span.end_time_unix_nano, f"{where}.endTimeUnixNano"),
+            "status_code": STATUS_CODES[code],
+            "status_message": span.status.message or None,
+            "attributes": _pb_attributes(span.attributes, f"{where}.attributes"),
+            "events": events,
+            "links": links,
+            "resource": resource,
+            "scope_name": scope.get("name") or None,
+            "scope_version": scope.get("version") or None,
+        }
+    )
+
+
 def log_records_from_request(request: Any) -> Iterator[dict[str, Any]]:
     """Log records of one ExportLogsServiceRequest object: ``{"trace_id", "span_id", "event_name",
     "time_ns", "attributes", "body"}`` (raises ``_Bad`` with a JSON path)."""

@@ -41,7 +41,7 @@ from typing import Any
 from tracer.contract import names
 from tracer.store import Store
 from tracer.store.rows import SpanRow, rows_to_table
-from tracer.traffic.otlp_json import _Bad, rows_from_request
+from tracer.traffic.otlp_json import _Bad, rows_from_protobuf, rows_from_request
 from tracer.wire.waiting import JOURNAL_DIR, Conversations
 
 log = logging.getLogger(__name__)
@@ -80,8 +80,9 @@ class ReceiverStats:
             self.refused[status] = self.refused.get(status, 0) + 1
 
 
-def decode_body(body: bytes, content_type: str, encoding: str, max_body: int) -> dict[str, Any]:
-    """An ExportTraceServiceRequest (as an OTLP JSON object) from a request body."""
+def decode_body(body: bytes, content_type: str, encoding: str, max_body: int) -> Any:
+    """An ExportTraceServiceRequest from a request body: the parsed protobuf message, or the OTLP
+    JSON object (:meth:`Receiver.ingest` reads either)."""
     if encoding in ("gzip", "x-gzip"):
         inflater = zlib.decompressobj(wbits=31)
         try:
@@ -94,7 +95,6 @@ def decode_body(body: bytes, content_type: str, encoding: str, max_body: int) ->
         raise _Refused(415, f"unsupported Content-Encoding {encoding!r} (gzip or none)")
     kind = content_type.split(";", 1)[0].strip().lower()
     if kind == PROTOBUF:
-        from google.protobuf.json_format import MessageToDict
         from google.protobuf.message import DecodeError
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -103,7 +103,7 @@ def decode_body(body: bytes, content_type: str, encoding: str, max_body: int) ->
             msg.ParseFromString(body)
         except DecodeError as exc:
             raise _Refused(400, f"protobuf body cannot be parsed: {exc}") from None
-        return MessageToDict(msg)  # ids as base64 and enums as names: the JSON reader takes both
+        return msg  # read field by field (rows_from_protobuf), not through its JSON form
     if kind == JSON:
         try:
             value = json.loads(body)
@@ -143,10 +143,11 @@ class Receiver:
             return True
         return hmac.compare_digest((header or "").encode(), f"Bearer {self.token}".encode())
 
-    def ingest(self, request: dict[str, Any]) -> int:
-        """Commit the request's spans; returns how many. Raises ``_Refused`` (400 or 503)."""
+    def ingest(self, request: Any) -> int:
+        """Commit the request's spans (an OTLP JSON object or a parsed protobuf message); returns how
+        many. Raises ``_Refused`` (400 or 503)."""
         try:
-            rows = list(rows_from_request(request))
+            rows = list(rows_from_request(request) if isinstance(request, dict) else rows_from_protobuf(request))
         except _Bad as bad:
             raise _Refused(400, f"{bad.where or 'request'}: {bad.message}") from None
         if not rows:

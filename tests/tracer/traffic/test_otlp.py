@@ -284,3 +284,37 @@ def test_traces_endpoint_normalisation() -> None:
     assert otlp_traces_endpoint("http://h:4318") == "http://h:4318/v1/traces"
     assert otlp_traces_endpoint("http://h:4318/") == "http://h:4318/v1/traces"
     assert otlp_traces_endpoint("http://h:4318/v1/traces") == "http://h:4318/v1/traces"
+
+
+def test_protobuf_read_field_by_field_gives_the_rows_of_its_json_form() -> None:
+    """serve reads protobuf bodies with rows_from_protobuf: the rows (and refusals) of MessageToDict."""
+    from tracer.traffic.otlp_json import _Bad, request_groups, rows_from_protobuf, rows_from_request
+    from tracer.wire.export import to_protobuf
+
+    def both(request: ExportTraceServiceRequest) -> tuple[object, object]:
+        out = []
+        for read in (lambda: list(rows_from_protobuf(request)),
+                     lambda: list(rows_from_request(json_format.MessageToDict(request)))):
+            try:
+                out.append(read())
+            except _Bad as bad:
+                out.append((bad.where, bad.message))
+        return out[0], out[1]
+
+    for line in COLLECTOR_LINES:  # every AnyValue kind, kinds, statuses, events, links
+        rows = list(rows_from_request(line))
+        request = ExportTraceServiceRequest.FromString(to_protobuf(next(request_groups(rows))))
+        got, expected = both(request)
+        assert got == expected and isinstance(got, list) and len(got) == len(rows)
+    sdk = encode_spans(_sdk_spans())
+    got, expected = both(sdk)
+    assert got == expected and isinstance(got, list) and got
+    for mutate, where in ((lambda s: setattr(s, "trace_id", bytes(16)), ".traceId"),
+                          (lambda s: setattr(s, "span_id", b"\x01\x02"), ".spanId"),
+                          (lambda s: setattr(s, "start_time_unix_nano", 0), ".startTimeUnixNano"),
+                          (lambda s: s.ClearField("span_id"), ".spanId")):
+        bad = ExportTraceServiceRequest()
+        bad.CopyFrom(sdk)
+        mutate(bad.resource_spans[0].scope_spans[0].spans[0])
+        got, expected = both(bad)
+        assert got == expected and isinstance(got, tuple) and got[0].endswith(where), (got, expected)
