@@ -34,7 +34,12 @@ CAPTURE_CONTENT_ENV = "PRUNEGATE_CAPTURE_CONTENT"
 the GenAI convention's ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` decides; default off."""
 
 MAX_INPUT_BYTES_ENV = "PRUNEGATE_MAX_INPUT_BYTES"
-"""Largest input file ``prunegate import`` reads (bytes); default 256 MiB."""
+"""Largest JSON value ``prunegate import`` and ``validate`` parse (a JSONL line, or a file holding one
+value), in bytes; default 256 MiB."""
+
+MAX_FILE_BYTES_ENV = "PRUNEGATE_MAX_FILE_BYTES"
+"""Most bytes ``prunegate import`` reads from one input file, and most it decompresses from one
+``.gz``/``.zst`` file; default 4 GiB. Import streams: its memory does not grow with the file."""
 
 FAULT_STOP_ENV = "PRUNEGATE_FAULT_STOP"
 """Test hook of the fault-injection suite: ``<point>:<n>`` stops (SIGSTOP) an importer the n-th time it
@@ -55,7 +60,8 @@ ENVIRONMENT: dict[str, str] = {
     NO_ACCELERATOR_ENV: "set: convert span records in Python even where the C accelerator is built",
     CAPTURE_CONTENT_ENV: "true/false: record message content in spans (default: off)",
     PRICES_ENV: "price table (JSON or TOML) over the dated default, for compare and recommend",
-    MAX_INPUT_BYTES_ENV: "largest input file import reads, in bytes (default 256 MiB)",
+    MAX_INPUT_BYTES_ENV: "largest JSON value (a JSONL line, a one-value file) import parses, in bytes (default 256 MiB)",
+    MAX_FILE_BYTES_ENV: "most bytes import reads, or decompresses, from one input file (default 4 GiB)",
     FAULT_STOP_ENV: "test hook of the fault-injection suite; never set it otherwise",
 }
 """Every ``PRUNEGATE_*`` variable, with one line on what it does (shown by ``prunegate --help``)."""

@@ -32,8 +32,10 @@ from policies import Context, convert
 from policies.errors import StructureError
 from policies.messages import Block, Message
 from tracer.contract import names as sn
+from tracer.contract.settings import MAX_FILE_BYTES_ENV
 from tracer.store.text import scrub
 from tracer.traffic import jsonparse
+from tracer.traffic.bounded import FileTooLarge, lines, max_file_bytes, not_regular
 from tracer.traffic.collector_files import is_binary_otlp
 
 # searched for in directories; .gz/.zst: a Collector file exporter's compressed (rotated) files
@@ -141,13 +143,34 @@ def read_file(path: str | Path, fmt: str = "auto") -> Iterator[Item]:
         raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     path = Path(path)
     name = str(path)
+    why = not_regular(path)
+    if why is not None:
+        yield Refusal(name, None, why)
+        return
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            head = f.read(8)
+            size = os.fstat(f.fileno()).st_size
+            if is_binary_otlp(head, size):  # an OpenTelemetry Collector file exporter's compressed/framed output
+                yield OtlpFile(path)
+                return
+            if size > max_file_bytes():
+                yield Refusal(name, None, f"too large: {size:,} bytes, over the per-file limit of {max_file_bytes():,} "
+                              f"(${MAX_FILE_BYTES_ENV})")
+                return
+            f.seek(0)
+            if path.suffix not in (".yaml", ".yml") and _is_jsonl(f):
+                f.seek(0)
+                yield from _stream_jsonl(path, f, fmt)
+                return
+            if size > jsonparse.max_bytes():
+                yield Refusal(name, 1, f"too large: one JSON value of {size:,} bytes (the limit is "
+                              f"{jsonparse.max_bytes():,} bytes, ${jsonparse.MAX_BYTES_ENV})")
+                return
+            f.seek(0)
+            data = f.read()
     except OSError as exc:
         yield Refusal(name, None, f"cannot read: {exc.strerror or exc}")
-        return
-    if is_binary_otlp(data[:8], len(data)):  # an OpenTelemetry Collector file exporter's compressed/framed output
-        yield OtlpFile(path)
         return
     try:
         text = data.decode("utf-8")
@@ -155,6 +178,7 @@ def read_file(path: str | Path, fmt: str = "auto") -> Iterator[Item]:
     except UnicodeDecodeError:
         text = data.decode("utf-8", "surrogateescape")  # bad bytes become lone surrogates, refused per line
         bad_utf8 = True
+    del data
     if not text.strip():
         yield Refusal(name, None, "empty file")
         return
@@ -179,6 +203,65 @@ def read_file(path: str | Path, fmt: str = "auto") -> Iterator[Item]:
             yield from _read_jsonl(path, text, fmt, whole)
             return
         yield from _read_value(path, text, value, fmt)
+
+
+_SNIFF_LINE = 16 * 1024 * 1024  # bytes of a first line looked at to tell JSONL from one JSON value
+
+
+def _is_jsonl(f: Any) -> bool:
+    """Whether a file is JSONL to stream: its first non-blank line is a JSON object (or too long to
+    look at) and another non-blank line follows (a file of one line keeps the whole-file reading it
+    always had). Holds at most one line of :data:`_SNIFF_LINE` bytes."""
+    seen_first = False
+    for _, line in lines(f, line_limit=_SNIFF_LINE):
+        if isinstance(line, bytes) and not line.strip():
+            continue
+        if seen_first:
+            return True
+        if isinstance(line, bytes) and not _starts_object(line.decode("utf-8", "replace")):
+            return False
+        seen_first = True
+    return False
+
+
+def _stream_jsonl(path: Path, f: Any, fmt: str) -> Iterator[Item]:
+    """One body per line, read line by line: memory holds one line, whatever the file's size."""
+    name = str(path)
+    otlp_seen = False
+    try:
+        with jsonparse.deep_enough():
+            for n, raw in lines(f, what=f"{name}: the file"):
+                if isinstance(raw, Exception):
+                    yield Refusal(name, n, str(raw))
+                    continue
+                if not raw.strip():
+                    continue
+                try:
+                    line = raw.decode("utf-8").rstrip("\r")
+                except UnicodeDecodeError:
+                    bad = raw.decode("utf-8", "surrogateescape")
+                    yield Refusal(name, n, f"not UTF-8 text ({_bad_byte(bad)})")
+                    continue
+                del raw
+                try:
+                    value = jsonparse.loads(line)
+                except (json.JSONDecodeError, jsonparse.Unparseable) as exc:
+                    yield Refusal(name, n, jsonparse.refusal_reason(exc))
+                    continue
+                if isinstance(value, dict) and ("resourceSpans" in value or "resourceLogs" in value):
+                    if not otlp_seen:
+                        otlp_seen = True
+                        yield OtlpFile(path)
+                    continue
+                if not isinstance(value, dict):
+                    yield Refusal(name, n, f"expected a JSON object (a request body), got {_kind(value)}")
+                    continue
+                if fmt == "otlp":
+                    yield Refusal(name, n, "--format otlp: expected an OTLP JSON object with 'resourceSpans'")
+                    continue
+                yield _body(name, n, value, fmt, default_name=f"{path.stem}:{n}")
+    except FileTooLarge as exc:
+        yield Refusal(name, None, str(exc))
 
 
 def _first_bad_line(text: str) -> int:
