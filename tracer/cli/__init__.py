@@ -109,6 +109,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PrunegateError as exc:
         print(f"prunegate {args.command}: {exc}", file=sys.stderr)
         return int(getattr(exc, "exit_status", status.ERROR))
+    except Exception as exc:
+        damaged = _damaged_store(args, exc)  # a query that met a damaged spans.duckdb block
+        if damaged is None:
+            raise
+        print(f"prunegate {args.command}: {damaged}", file=sys.stderr)
+        return status.ERROR
+
+
+def _damaged_store(args: argparse.Namespace, exc: Exception) -> Exception | None:
+    """The one-line error naming ``prunegate recover`` when ``exc`` says the store's database is damaged."""
+    from tracer.store.compact import damaged, is_damage
+
+    if not is_damage(exc):
+        return None
+    from tracer.cli.options import store_of
+
+    return damaged(store_of(args).layout, exc)
 
 
 if __name__ == "__main__":
