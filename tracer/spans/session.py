@@ -450,7 +450,7 @@ class TracedSession:
             _oi.CAUSE_SPAN: format(cause.span_context.span_id, "016x") if cause else None,
             _oi.CAUSE_TRACE: format(cause.span_context.trace_id, "032x") if cause else None,
             **(attributes or {}),
-        }, seq=seq, links=links)
+        }, seq=seq, links=links, error=message)  # status ERROR: backends list it among the failures
 
     def check_request(self, body: Any, provider: str, *, seq: int | None = None,
                       message_ids_of: Any = None) -> list[Violation]:

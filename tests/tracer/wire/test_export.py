@@ -136,6 +136,12 @@ def test_a_store_arrives_whole_with_span_kinds_session_io_and_violation_causes(s
         assert (v["attributes"]["prunegate.violation.cause_trace_id"], v["attributes"]["prunegate.violation.cause_span_id"]) == v["links"][0]
 
 
+def test_violations_are_status_error_in_the_store(store) -> None:
+    rows = store.query("SELECT status_code, status_message, attributes->>'prunegate.violation.message' AS m "
+                       "FROM spans WHERE name = 'prunegate.violation'")
+    assert rows and all(r["status_code"] == "ERROR" and r["status_message"] == r["m"] for r in rows)
+
+
 def test_chosen_sessions_as_json_encoding(store, receiver, capsys) -> None:
     sid = [r["session_id"] for r in store.query(
         "SELECT session_id FROM spans WHERE name = 'prunegate.session' AND attributes->>'prunegate.session.source' = 'replay' "
