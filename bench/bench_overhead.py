@@ -11,6 +11,11 @@ ratios is printed, with the load average next to it. The parts that take a few s
 (checks, replay, reach) run three times ``--rounds``: their ratios swing with the machine's load
 from one minute to the next, and more rounds steady the median.
 
+0. per detail level (docs/spans.md), side by side in the same rounds: a budget check traced at
+   decisions, checks and full / untraced (target at checks: <= 2x); compare traced at each level /
+   untraced, one worker (targets: compare's default, decisions, >= 0.9x; full >= 0.7x); two workers /
+   one at decisions beside a CPU-burn control (target >= 1.8x, or within 5% of the control); spans
+   per replay event at each level (spans in the store / events replayed).
 1. a budget check, traced (SpanObserver -> setup_tracing's store pipeline) / untraced, on the
    agent's thread (τ-bench airline conversations driven as a live agent drives the gate: append one
    message, run one budget check with the recency policy at 60% of the conversation's size). Floor:
@@ -162,16 +167,17 @@ def discard_records(tracing: Any) -> None:
     tracing.store_processor.on_end_record = drop
 
 
-def traced_observers(root: Path, *, convert: bool = True) -> tuple[Observer, Callable[[], None]]:
+def traced_observers(root: Path, *, convert: bool = True, detail: str = "full") -> tuple[Observer, Callable[[], None]]:
     """Observers writing into a fresh store through setup_tracing's pipeline, and what flushes it;
-    ``convert`` False: records are dropped before conversion (:func:`discard_records`)."""
+    ``convert`` False: records are dropped before conversion (:func:`discard_records`); ``detail``:
+    the sessions' detail level (docs/spans.md)."""
     tracing = setup_tracing(Path(tempfile.mkdtemp(dir=root)), otlp_endpoint=False)
     if not convert:
         discard_records(tracing)
 
     def observer(budget: int) -> SpanObserver:
         return SpanObserver(TracedSession(tracing.provider, SessionConfig(source="synthetic", budget=budget,
-                                                                          capture_content=False)))
+                                                                          capture_content=False, detail=detail)))
 
     def finish() -> None:
         tracing.force_flush(600_000)
@@ -330,6 +336,88 @@ def compares(convs: list[Conversation], rounds: int) -> tuple[dict[str, float], 
         lines.append(f"compare {name:25s}{v:5.2f}x  (floor >= {floor}x) {verdict(v >= floor)}")
     lines.append(f"        rates by cell (replays/s; burn: tasks/s; u/t = untraced/traced, 1/2 workers): {rates}")
     return r, lines
+
+
+# ------------------------------------------------------------------------------ 0. per detail level
+LEVELS = ("decisions", "checks", "full")  # docs/spans.md; compare's default first, the guards' second
+
+
+def stored_spans(path: Path) -> int:
+    """Spans in a store, the pipeline's own stats rows left out."""
+    return int(Store(path).query("SELECT count(*) AS n FROM spans WHERE name <> 'prunegate.tracer.stats'")[0]["n"])
+
+
+def level_checks(n_convs: int, rounds: int) -> list[str]:
+    """A budget check traced at each detail level / untraced, interleaved in the same rounds."""
+    if not TAU_FILE.is_file():
+        return ["budget check per level: no τ-bench traffic at ../shared/traffic: skipped"]
+    convs = check_conversations(n_convs)
+    root = Path(tempfile.mkdtemp(prefix="pg-ovh-"))
+
+    def cell(make: Callable[[Path], tuple[Observer, Callable[[], None]]]) -> Callable[[], float]:
+        def run() -> float:
+            obs, finish = make(root)
+            c_ns = n = 0
+            copies = [[m.copy() for m in conv] for conv in convs]
+            for conv in copies:
+                c, k = drive(conv, obs, fresh=False)
+                c_ns, n = c_ns + c, n + k
+            finish()
+            return c_ns / n / 1000
+
+        return run
+
+    cells = {"untraced": cell(untraced_observers)}
+    for level in LEVELS:
+        cells[level] = cell(lambda root, level=level: traced_observers(root, detail=level))
+    try:
+        got = interleave(cells, rounds)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    r = {level: ratio(got[level], got["untraced"]) for level in LEVELS}
+    us = ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in got.items())
+    return [f"budget check traced/untraced by level   decisions {r['decisions']:5.2f}x   checks {r['checks']:5.2f}x   "
+            f"full {r['full']:5.2f}x  (target at checks <= 2x) {verdict(r['checks'] <= 2)}",
+            f"        µs per check (median, n={rounds} rounds of {len(convs)} conversations): {us}"]
+
+
+def level_compares(convs: list[Conversation], rounds: int) -> list[str]:
+    """``compare`` (3 policies x gated/ungated) traced at each level / untraced, one worker; two
+    workers / one at compare's default level beside a CPU-burn control; spans per event per level."""
+    specs = {level: arms(parse_policies(POLICIES), "both", detail=level) for level in LEVELS}
+    per_event: dict[str, tuple[int, int]] = {}
+
+    def cell(level: str | None, workers: int) -> Callable[[], float]:
+        def run() -> float:
+            with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
+                path = Path(tmp) / "s" if level else None
+                t0 = time.perf_counter()
+                res = run_replays(convs, specs[level or "full"], workers=workers, store_path=path)
+                rate = len(convs) * len(specs["full"]) / (time.perf_counter() - t0)
+                if level is not None and path is not None and level not in per_event:
+                    per_event[level] = (stored_spans(path), sum(r.events for arm in res for r in arm))
+                return rate
+
+        return run
+
+    cells: dict[str, Callable[[], float]] = {"u1": cell(None, 1)}
+    cells.update({level: cell(level, 1) for level in LEVELS})
+    cells.update({"u2": cell(None, 2), "decisions2": cell("decisions", 2),
+                  "burn1": lambda: burn_rate(1), "burn2": lambda: burn_rate(2)})
+    got = interleave(cells, rounds)
+    r = {level: ratio(got[level], got["u1"]) for level in LEVELS}
+    two, two_u, burn = ratio(got["decisions2"], got["decisions"]), ratio(got["u2"], got["u1"]), \
+        ratio(got["burn2"], got["burn1"])
+    spans = "   ".join(f"{level} {s / e:.2f} ({s:,} for {e:,})" for level, (s, e) in per_event.items())
+    rates = ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in got.items())
+    return [f"compare traced/untraced by level        decisions {r['decisions']:5.2f}x   checks {r['checks']:5.2f}x   "
+            f"full {r['full']:5.2f}x  (targets: default decisions >= 0.9x {verdict(r['decisions'] >= 0.9)}, "
+            f"full >= 0.7x {verdict(r['full'] >= 0.7)})",
+            f"compare 2 workers/1 at decisions        {two:5.2f}x  (untraced {two_u:.2f}x; CPU-burn control {burn:.2f}x; "
+            f"target >= 1.8x or within 5% of the control) {verdict(two >= 1.8 or two >= 0.95 * burn)}",
+            f"spans per event by level                {spans}",
+            f"        rates by cell (replays/s; burn: tasks/s; n={rounds} rounds of {len(convs)} sessions x "
+            f"{len(specs['full'])} arms): {rates}"]
 
 
 # ------------------------------------------------------------------------------ 2c. what the floor leaves a span
@@ -708,7 +796,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-child", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--limit", type=int, default=0, help="sessions per pass for the RSS runs (0: all)")
     parser.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: checks,replay,reach,convert,compare,store,burst,rss")
+    parser.add_argument("--skip", default="",
+                        help="comma-separated parts to skip: levels,checks,replay,reach,convert,compare,store,burst,rss")
     parser.add_argument("--profile", choices=("check", "replay", "split"),
                         help="print a cProfile of a traced path instead (split: py-spy, traced vs untraced replay)")
     parser.add_argument("--seconds", type=float, default=20.0, help="--profile split: seconds sampled per run")
@@ -749,6 +838,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"        [{name}: {time.perf_counter() - t0:.0f} s, {load_avg()}]", flush=True)
 
     try:
+        part("levels", lambda: level_checks(30 if args.quick else 60, short)
+             + level_compares(convs, max(2, rounds - 2)))
         part("checks", lambda: checks(30 if args.quick else 60, short)[1])
         part("replay", lambda: replays(convs, short)[1])
         part("reach", lambda: reach(convs, short))

@@ -254,6 +254,13 @@ class DirectSpan(_RecordSpan):
                 self._events = []
             self._events.append(Event(name, put_sdk({}, attributes or {}), timestamp))
 
+    def add_cleaned_events(self, events: Sequence[Event]) -> None:
+        """Add events whose attributes are already clean (:func:`put_clean`): no second pass."""
+        if not self._ended:
+            if self._events is None:
+                self._events = []
+            self._events.extend(events)
+
     def add_link(self, context: SpanContext, attributes: types.Attributes = None) -> None:
         if not self._ended and context.is_valid:
             self._links = (*self._links, Link(context, attributes))

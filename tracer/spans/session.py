@@ -388,6 +388,9 @@ class TracedSession:
     def add_events(self, span: trace.Span, events: Sequence[Event]) -> None:
         """Add span events (from :meth:`take_held`) to an open span; a failing pipeline is counted."""
         try:
+            if type(span) is DirectSpan:
+                span.add_cleaned_events(events)
+                return
             for e in events:
                 span.add_event(e.name, e.attributes, e.timestamp)
         except Exception as exc:  # noqa: BLE001 - never reaches the agent

@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from tracer.lab.compare import run_replays
 from tracer.store import Store, rows
 
@@ -24,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_the_overhead_benchmark_runs_and_prints_each_part():
     out = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_overhead.py"), "--sessions", "4", "--rounds", "1",
-         "--burst", "3000", "--skip", "compare,store,rss"],
+         "--burst", "3000", "--skip", "levels,compare,store,rss"],
         capture_output=True, text=True, timeout=600, cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr[-2000:]
@@ -59,3 +61,24 @@ def _stored_spans(n: int) -> int:
         return int(Store(store_dir).query("SELECT count(*) AS n FROM spans WHERE name <> 'prunegate.tracer.stats'")[0]["n"])
     finally:
         shutil.rmtree(store_dir, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_the_benchmark_prints_each_ratio_per_detail_level_side_by_side():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_overhead.py"), "--sessions", "3", "--rounds", "1",
+         "--skip", "checks,replay,reach,convert,compare,store,burst,rss"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    assert re.search(r"^compare traced/untraced by level\s+decisions\s+\d+\.\d\dx\s+checks\s+\d+\.\d\dx\s+full\s+\d+\.\d\dx",
+                     text, re.M), text
+    assert re.search(r"^compare 2 workers/1 at decisions\s+\d+\.\d\dx .*CPU-burn control", text, re.M), text
+    spans = re.search(r"^spans per event by level\s+decisions (\d+\.\d\d) .*checks (\d+\.\d\d) .*full (\d+\.\d\d)",
+                      text, re.M)
+    assert spans, text
+    decisions, checks, full = (float(spans.group(i)) for i in (1, 2, 3))
+    assert decisions < checks < full  # counted in the stores the runs wrote
+    if "no τ-bench traffic" not in text:
+        assert re.search(r"^budget check traced/untraced by level\s+decisions\s+\d+\.\d\dx", text, re.M), text
