@@ -93,7 +93,20 @@ class ScriptedConversation:
 
     def answer(self, provider: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """The scripted answer in ``provider``'s own shape: Chat Completions (``openai``), Anthropic
-        Messages (``anthropic``) or the Responses API (``responses``); the provider's 400 when invalid."""
+        Messages (``anthropic``), the Responses API (``responses``) or Gemini (``gemini``, checked and
+        counted as the Chat Completions body it amounts to); the provider's 400 when invalid."""
+        if provider == GEMINI:
+            try:
+                chat = gemini_as_chat(body)
+            except ValueError as exc:
+                with self._lock:
+                    self.requests.append(Request("?", 0, 0, False, str(exc), body, provider))
+                return 400, {"error": {"code": 400, "message": str(exc), "status": "INVALID_ARGUMENT"}}
+            status, out = self.answer(convert.OPENAI, chat)
+            with self._lock:
+                self.requests[-1].body, self.requests[-1].provider = body, GEMINI
+            return status, gemini_response(out) if status == 200 else \
+                {"error": {"code": status, "message": out["error"]["message"], "status": "INVALID_ARGUMENT"}}
         if provider not in (convert.OPENAI, convert.ANTHROPIC, convert.RESPONSES):
             return 404, {"error": {"message": f"scripted: no {provider} API", "type": "not_found_error"}}
         messages = (body.get("input") if provider == convert.RESPONSES else body.get("messages")) or []
@@ -142,6 +155,69 @@ class ScriptedConversation:
                      "usage": {"prompt_tokens": tokens, "completion_tokens": 20, "total_tokens": tokens + 20}}
 
 
+GEMINI = "gemini"
+
+
+def gemini_as_chat(body: dict[str, Any]) -> dict[str, Any]:
+    """A Gemini ``generateContent`` body as the Chat Completions body it amounts to, for the same
+    structural checks: a ``functionResponse`` must answer a ``functionCall`` of the turn before it
+    (by id when both have one, else by name, in order). ValueError for what Gemini refuses outright."""
+    messages: list[dict[str, Any]] = []
+    instruction = body.get("systemInstruction") or body.get("system_instruction")
+    if instruction:
+        messages.append({"role": "system", "content": "".join(p.get("text", "") for p in instruction.get("parts", []))})
+    pending: list[tuple[str, str]] = []
+    for i, content in enumerate(body.get("contents") or []):
+        role, parts = content.get("role"), content.get("parts") or []
+        if role not in ("user", "model"):
+            raise ValueError(f"contents[{i}]: role must be 'user' or 'model', got {role!r}")
+        if role == "model":
+            calls = []
+            for k, p in enumerate(parts):
+                if "functionCall" in p:
+                    fc = p["functionCall"]
+                    cid = fc.get("id") or f"g{i}_{k}"
+                    pending.append((fc.get("name", ""), cid))
+                    calls.append({"id": cid, "type": "function", "function": {
+                        "name": fc.get("name", ""), "arguments": json.dumps(fc.get("args") or {})}})
+            text = "".join(p.get("text", "") for p in parts if "text" in p and not p.get("thought"))
+            messages.append({"role": "assistant", "content": text or None, **({"tool_calls": calls} if calls else {})})
+            continue
+        texts = []
+        for p in parts:
+            if "functionResponse" in p:
+                fr = p["functionResponse"]
+                cid = fr.get("id") or next((c for n, c in pending if n == fr.get("name")), f"orphan_{i}")
+                pending[:] = [x for x in pending if x[1] != cid]
+                response = fr.get("response")  # {"result": text} is how a text result travels (ADK's convention)
+                text = response["result"] if isinstance(response, dict) and list(response) == ["result"] \
+                    and isinstance(response["result"], str) else json.dumps(response)
+                messages.append({"role": "tool", "tool_call_id": cid, "content": text})
+            elif "text" in p:
+                texts.append(p["text"])
+        if texts:
+            messages.append({"role": "user", "content": "".join(texts)})
+    tools = [{"type": "function", "function": {
+        "name": f.get("name"), "description": f.get("description", ""),
+        "parameters": f.get("parameters") or f.get("parametersJsonSchema") or f.get("parameters_json_schema") or {}}}
+             for t in body.get("tools") or [] for f in t.get("functionDeclarations") or []]
+    return {"model": "gemini", "messages": messages, **({"tools": tools} if tools else {})}
+
+
+def gemini_response(chat: dict[str, Any]) -> dict[str, Any]:
+    """A scripted Chat Completions answer in Gemini's ``GenerateContentResponse`` shape."""
+    message = chat["choices"][0]["message"]
+    parts: list[dict[str, Any]] = [{"functionCall": {"name": c["function"]["name"],
+                                                     "args": json.loads(c["function"]["arguments"])}}
+                                   for c in message.get("tool_calls") or []]
+    if message.get("content"):
+        parts.append({"text": message["content"]})
+    usage = chat["usage"]
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": usage["prompt_tokens"], "candidatesTokenCount": 20,
+                              "totalTokenCount": usage["total_tokens"]}, "modelVersion": "gemini-scripted"}
+
+
 def error_body(provider: str, message: str) -> dict[str, Any]:
     """The provider's 400 envelope for an invalid request."""
     if provider == convert.ANTHROPIC:
@@ -183,7 +259,14 @@ def main(run: Any, argv: list[str] | None = None, *, doc: str = "") -> int:
     parser.add_argument("--budget", type=int, default=3000, help="token budget of the whole request")
     parser.add_argument("--rounds", type=int, default=24, help="tool rounds of the scripted conversation")
     parser.add_argument("--mode", choices=("sync", "async", "stream"), default="sync")
+    parser.add_argument("--base-url", help="a stand-in already running (default: start one here); the summary "
+                                           "then says what the guard saw, the server keeps the rest")
     args = parser.parse_args(argv)
+    if args.base_url:
+        guard = run(args.base_url, budget=args.budget, store=args.store, mode=args.mode)
+        print(json.dumps({"session_id": guard.session_id, "guard_errors": guard.errors,
+                          "conversations": {str(k): v for k, v in guard.conversations.items()}}))
+        return 0
     conversation = ScriptedConversation(args.rounds)
     with StandIn(recording=conversation) as server:
         guard = run(f"{server.url}/v1", budget=args.budget, store=args.store, mode=args.mode)

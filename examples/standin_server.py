@@ -1,8 +1,9 @@
 """A local stand-in for the Anthropic and OpenAI APIs, answering from recorded responses.
 
 ``POST /v1/messages`` (Anthropic Messages), ``POST /v1/chat/completions`` (OpenAI Chat
-Completions) and ``POST /v1/responses`` (OpenAI Responses, answered by a scripted recording such as
-``scripted.ScriptedConversation``) answer with the real response recorded for the request's current user prompt and
+Completions) and ``POST /v1/responses`` (OpenAI Responses) and ``POST /v1beta/models/{model}:generateContent``
+(Gemini; these two answered by a scripted recording such as ``scripted.ScriptedConversation``)
+answer with the real response recorded for the request's current user prompt and
 round (see :mod:`cassettes`). A request whose message structure the real provider would refuse
 gets the provider's real 400 body, with the error text of :mod:`policies.validate`:
 
@@ -33,6 +34,7 @@ from cassettes import ANTHROPIC, OPENAI, Script, ids_after, last_prompt, load_sc
 from policies.validate import validate  # noqa: E402
 
 RESPONSES = "responses"
+GEMINI = "gemini"  # POST /v1beta/models/{model}:generateContent (and :streamGenerateContent?alt=sse)
 ROUTES = {"/v1/messages": ANTHROPIC, "/v1/chat/completions": OPENAI, "/chat/completions": OPENAI,
           "/v1/responses": RESPONSES, "/responses": RESPONSES}
 
@@ -172,6 +174,8 @@ class StandIn:
             def do_POST(self) -> None:  # noqa: N802
                 path = self.path.split("?")[0].rstrip("/")
                 provider = ROUTES.get(path)
+                if path.startswith("/v1beta/models/") and path.endswith((":generateContent", ":streamGenerateContent")):
+                    provider = GEMINI
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 if provider is None:
@@ -193,14 +197,17 @@ class StandIn:
                     self._stream(chat_chunks(payload, usage=bool((body.get("stream_options") or {}).get("include_usage"))))
                 elif streamed and provider == ANTHROPIC:
                     self._stream(anthropic_events(payload), named=True)
+                elif status == 200 and provider == GEMINI and path.endswith(":streamGenerateContent"):
+                    self._stream([payload], done=False)
                 elif streamed and provider == RESPONSES:
                     self._stream(responses_events(payload), named=True)
                 else:
                     self._send(status, payload)
 
-            def _stream(self, chunks: list[dict[str, Any]], named: bool = False) -> None:
-                if named:  # Anthropic and Responses: "event: <type>" lines, no [DONE]
-                    data = b"".join(f"event: {c['type']}\ndata: {json.dumps(c)}\n\n".encode() for c in chunks)
+            def _stream(self, chunks: list[dict[str, Any]], named: bool = False, done: bool = True) -> None:
+                if named or not done:  # Anthropic and Responses: "event: <type>" lines, no [DONE]
+                    data = b"".join((f"event: {c['type']}\n" if named else "").encode()
+                                    + f"data: {json.dumps(c)}\n\n".encode() for c in chunks)
                 else:
                     data = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
                 self.send_response(200)
