@@ -46,12 +46,13 @@ def roles(body: dict) -> list[tuple[str, str]]:
 
 
 # ----------------------------------------------------------------------------------- settings
-@pytest.mark.parametrize("build", ["langchain_middleware", "langgraph", "pydantic_ai", "openai_agents"])
+@pytest.mark.parametrize("build", ["langchain_middleware", "langgraph", "pydantic_ai", "openai_agents", "google_adk"])
 def test_every_adapter_refuses_something_that_is_not_a_guard(build):
-    from policies.adapters import langchain_middleware, langgraph, openai_agents, pydantic_ai
+    from policies.adapters import google_adk, langchain_middleware, langgraph, openai_agents, pydantic_ai
 
     make = {"langchain_middleware": langchain_middleware.prune_middleware, "langgraph": langgraph.prune_hook,
-            "pydantic_ai": pydantic_ai.prune_history, "openai_agents": openai_agents.prune_input}[build]
+            "pydantic_ai": pydantic_ai.prune_history, "openai_agents": openai_agents.prune_input,
+            "google_adk": google_adk.prune_callback}[build]
     with pytest.raises(SettingsError, match="expected a PruneGuard"):
         make(object())
     with pytest.raises(SettingsError, match="conversation must be a string, a callable or None"):
