@@ -17,9 +17,9 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
-from tracer.errors import CollectorFileError
+from tracer.errors import CollectorFileError, TooLarge
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -41,43 +41,122 @@ def _framed_at(data: bytes, pos: int, size: int) -> bool:
     return 0 < n <= size - pos - 4 and (first in (b"{", PROTO_START) or data[pos + 4:pos + 8] == ZSTD_MAGIC)
 
 
-def decompress(data: bytes) -> bytes:
-    """A gzip or zstd stream (possibly several concatenated frames), decompressed; else ``data``."""
-    if data[:2] == GZIP_MAGIC:
-        import gzip
+def decompress(data: bytes, limit: int | None = None) -> bytes:
+    """A gzip or zstd stream (possibly several concatenated frames), decompressed; else ``data``.
+    Raises :class:`~tracer.errors.TooLarge` past ``limit`` decompressed bytes (one framed record)."""
+    from tracer.traffic.bounded import capped_read
+    from tracer.traffic.jsonparse import max_bytes
 
-        return gzip.decompress(data)
-    if data[:4] == ZSTD_MAGIC:
-        import zstandard
-
-        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True) as reader:
-            return reader.read()
+    limit = max_bytes() if limit is None else limit
+    if data[:2] == GZIP_MAGIC or data[:4] == ZSTD_MAGIC:
+        with _inflating(io.BytesIO(data)) as stream:
+            return capped_read(stream, limit, "a decompressed record")
     return data
 
 
-def requests(data: bytes) -> Iterator[tuple[int, Any]]:
-    """``(record number, request object)`` for each request in a file's bytes."""
-    data = decompress(data)
-    if not _framed_at(data, 0, len(data)):
-        for n, line in enumerate(data.split(b"\n"), 1):
-            if line.strip():
-                yield n, _json(n, line)
-        return
-    pos, n = 0, 0
-    while pos < len(data):
-        n += 1
-        if len(data) < pos + 4:
-            raise CollectorFileError(n, f"truncated length prefix at byte {pos}")
-        size = int.from_bytes(data[pos:pos + 4], "big")
-        payload = data[pos + 4:pos + 4 + size]
-        if len(payload) < size:
-            raise CollectorFileError(n, f"truncated record at byte {pos}: {len(payload)} of {size} bytes")
-        pos += 4 + size
+def _inflating(raw: BinaryIO) -> BinaryIO:
+    """``raw`` (positioned at a gzip or zstd stream) decompressed as it is read."""
+    head = raw.read(4)
+    raw.seek(-len(head), io.SEEK_CUR)
+    if head[:2] == GZIP_MAGIC:
+        import gzip
+
+        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    import zstandard
+
+    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+
+
+class _Counted(io.RawIOBase):
+    """A stream refused (:class:`~tracer.traffic.bounded.FileTooLarge`) once ``limit`` bytes were read."""
+
+    def __init__(self, inner: BinaryIO, limit: int) -> None:
+        self.inner, self.limit, self.count = inner, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.inner.read(len(buffer))
+        self.count += len(data)
+        if self.count > self.limit:
+            self._refuse()
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _refuse(self) -> None:
+        from tracer.contract.settings import MAX_FILE_BYTES_ENV
+        from tracer.traffic.bounded import FileTooLarge
+
+        raise FileTooLarge(f"decompressed over {self.limit:,} bytes (${MAX_FILE_BYTES_ENV}); the rest is not read")
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.inner.read(size)
+        self.count += len(data)
+        if self.count > self.limit:
+            from tracer.contract.settings import MAX_FILE_BYTES_ENV
+            from tracer.traffic.bounded import FileTooLarge
+
+            raise FileTooLarge(f"decompressed over {self.limit:,} bytes (${MAX_FILE_BYTES_ENV}); the rest is not read")
+        return data
+
+
+def requests(path: Any) -> Iterator[tuple[int, Any]]:
+    """``(record number, request object)`` for each request of a Collector file, read as a stream:
+    memory holds one record (at most ``$PRUNEGATE_MAX_INPUT_BYTES``), whatever the file's size or
+    what it decompresses to (at most ``$PRUNEGATE_MAX_FILE_BYTES``, else refused)."""
+    from tracer.traffic.bounded import lines, max_file_bytes
+    from tracer.traffic.jsonparse import max_bytes
+
+    file_limit, record_limit = max_file_bytes(), max_bytes()
+    with open(path, "rb") as raw:
         try:
-            payload = decompress(payload)
-        except Exception as exc:  # zstd/gzip errors have no common base class
-            raise CollectorFileError(n, f"cannot decompress: {exc}") from None
-        yield n, _json(n, payload) if payload[:1] == b"{" else _proto(n, payload)
+            head = raw.read(4)
+            raw.seek(0)
+            stream: BinaryIO = raw
+            if head[:2] == GZIP_MAGIC or head[:4] == ZSTD_MAGIC:
+                stream = _Counted(_inflating(raw), file_limit)  # type: ignore[assignment]
+            else:
+                stream = _Counted(raw, file_limit)  # type: ignore[assignment]
+            buffered = io.BufferedReader(stream, 1 << 20)  # type: ignore[type-var]
+            first = buffered.peek(8)[:8]
+            if not _framed_at(first, 0, 1 << 62):
+                for n, line in lines(buffered, file_limit=file_limit, line_limit=record_limit):
+                    if isinstance(line, Exception):
+                        raise CollectorFileError(n, str(line))
+                    if line.strip():
+                        yield n, _json(n, line)
+                return
+            n = 0
+            while True:
+                prefix = buffered.read(4)
+                if not prefix:
+                    return
+                n += 1
+                if len(prefix) < 4:
+                    raise CollectorFileError(n, "truncated length prefix")
+                size = int.from_bytes(prefix, "big")
+                if size > record_limit:
+                    raise CollectorFileError(n, f"too large: a record of {size:,} bytes (the limit is "
+                                                f"{record_limit:,} bytes, $PRUNEGATE_MAX_INPUT_BYTES)")
+                payload = buffered.read(size)
+                if len(payload) < size:
+                    raise CollectorFileError(n, f"truncated record: {len(payload)} of {size} bytes")
+                try:
+                    payload = decompress(payload, record_limit)
+                except TooLarge as exc:
+                    raise CollectorFileError(n, str(exc)) from None
+                except Exception as exc:  # noqa: BLE001 - zstd/gzip errors have no common base class
+                    raise CollectorFileError(n, f"cannot decompress: {exc}") from None
+                yield n, _json(n, payload) if payload[:1] == b"{" else _proto(n, payload)
+        except TooLarge as exc:
+            raise CollectorFileError(0, str(exc)) from None
+        except CollectorFileError:
+            raise
+        except (OSError, EOFError, ValueError) as exc:  # a garbage .gz/.zst: BadGzipFile, zlib.error, ZstdError
+            raise CollectorFileError(0, f"cannot decompress: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - zlib.error and zstandard.ZstdError share no base class
+            raise CollectorFileError(0, f"cannot decompress: {exc}") from None
 
 
 def _json(n: int, raw: bytes) -> Any:

@@ -42,6 +42,8 @@ from tracer.store.spool import Spool
 
 log = logging.getLogger(__name__)
 
+BATCH_BYTES = 64 * 1024 * 1024  # a segment is written once its spans hold this much (large messages), so
+# an import's memory does not grow with the size of its conversations
 FAULT_ENV = FAULT_STOP_ENV  # test hook: "<point>:<n>" stops (SIGSTOP) the n-th time
 _fault_hits: dict[str, int] = {}
 
@@ -132,6 +134,7 @@ class SessionCommitter:
         self.report = CommitReport(spool_dir=str(self.spool.path))
         self._batch: list[_Pending] = []
         self._batch_rows = 0
+        self._batch_bytes = 0
         self._deferred: list[tuple[str, Callable[[Any], None]]] = []
         try:
             store.ensure()  # claims live in the store: create it first
@@ -164,12 +167,13 @@ class SessionCommitter:
             return
         self._batch.append(_Pending(sid, table, claim))
         self._batch_rows += table.num_rows
-        if self._batch_rows >= self.batch_spans:
+        self._batch_bytes += table.nbytes
+        if self._batch_rows >= self.batch_spans or self._batch_bytes >= BATCH_BYTES:
             self.flush()
 
     def flush(self) -> None:
         """Write the pending sessions as one segment (or spool them), then mark them committed."""
-        batch, self._batch, self._batch_rows = self._batch, [], 0
+        batch, self._batch, self._batch_rows, self._batch_bytes = self._batch, [], 0, 0
         if not batch:
             return
         table = pa.concat_tables([p.table for p in batch])

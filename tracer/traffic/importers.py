@@ -97,6 +97,7 @@ class Conversation:
     source_key: str | None = None  # what identifies it wherever its file lies (spans: the conversation key)
     source_spans: tuple[str, ...] = ()  # spans: the model-call spans stitched into it (span ids, oldest first)
     text_replaced: int = 0  # code points of its input that were not valid Unicode, replaced by U+FFFD
+    summary_counts: tuple[int, int] | None = None  # once recorded: (messages, tool calls); messages dropped
 
     @property
     def tool_calls(self) -> int:

@@ -394,7 +394,7 @@ def read_otlp_logs(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
         size = os.fstat(raw.fileno()).st_size
     if is_binary_otlp(head, size):  # a Collector file exporter's compressed or framed output
         try:
-            for record, request in requests(path.read_bytes()):
+            for record, request in requests(path):
                 try:
                     yield from log_records_from_request(request)
                 except _Bad as bad:
@@ -455,7 +455,7 @@ def read_otlp_json(path: str | os.PathLike[str]) -> Iterator[SpanRow]:
 
 def _collector_rows(path: Path) -> Iterator[SpanRow]:
     try:
-        for record, request in requests(path.read_bytes()):
+        for record, request in requests(path):
             yield from _rows(path, record, request)
     except CollectorFileError as exc:
         raise OtlpJsonError(path, exc.record, "", str(exc)) from None

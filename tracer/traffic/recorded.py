@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from policies.messages import REDACTED_THINKING, TEXT, THINKING, TOOL_RESULT, TO
 from policies.tokens import DEFAULT_COUNTER
 from tracer.contract import names as sn
 from tracer.store import Store
+from tracer.store.claims import ClaimState
 from tracer.traffic.importers import (
     Conversation,
     OtlpFile,
@@ -277,8 +278,9 @@ def _verify(store: Store, written: dict[str, int], convs: dict[str, Conversation
         report.session_ids.append(sid)
         report.sessions += 1
         report.spans += n
-        report.messages += len(conv.messages)
-        report.tool_calls += conv.tool_calls
+        messages, tool_calls = conv.summary_counts or (len(conv.messages), conv.tool_calls)
+        report.messages += messages
+        report.tool_calls += tool_calls
         report.renamed.extend({"session": conv.name, "message": r.message_id, "old": r.old, "new": r.new}
                               for r in conv.renamed)
 
@@ -323,8 +325,17 @@ def _record(conv: Conversation, existing: set[str], committer: Any, convs: dict[
         committer.report.already.append(sid)
         return
     convs[sid] = conv
-    committer.add(sid, lambda provider: record_conversation(conv, provider, session_id=sid,
-                                                            capture_content=capture_content))
+    state = committer.add(sid, lambda provider: record_conversation(conv, provider, session_id=sid,
+                                                                    capture_content=capture_content))
+    if state is not ClaimState.BUSY:  # recorded: keep what the report needs, not the messages (memory
+        convs[sid] = _summary(conv)   # stays flat however large the input)
+
+
+def _summary(conv: Conversation) -> Conversation:
+    """``conv`` without its messages, with their count and tool calls kept for the report."""
+    done = replace(conv, messages=[], request_extra={})
+    done.summary_counts = (len(conv.messages), conv.tool_calls)
+    return done
 
 
 def _existing_ids(store: Store) -> set[str]:
