@@ -238,3 +238,22 @@ def test_thinking_keeps_its_signature_and_compaction_stays_in_assistant_turns():
     body = {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [
         {"type": "compaction", "content": "summary"}, {"type": "text", "text": "q"}]}]}
     assert codes(body, "anthropic") == [COMPACTION_MISPLACED]
+
+
+def test_the_validate_command_speaks_responses(tmp_path):
+    import json
+
+    from tests.servers import run_prunegate
+
+    path = tmp_path / "bodies.jsonl"
+    broken = {"model": "gpt-5", "input": [user("q"), reasoning("rs_1")]}
+    path.write_text("".join(json.dumps(b) + "\n" for b in ({"id": "ok", **body_with_everything()},
+                                                          {"id": "bad", **broken})))
+    run = run_prunegate("validate", str(path), "--provider", "responses")
+    assert run.returncode == 1, run.stderr
+    assert run.stdout.splitlines() == [
+        f"{path}:1 ok: OK",
+        f"{path}:2 bad: INVALID",
+        "  reasoning_without_following_item: Item 'rs_1' of type 'reasoning' was provided without its required "
+        "following item.",
+    ]

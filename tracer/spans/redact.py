@@ -29,6 +29,7 @@ from policies.messages import (
     TOOL_USE,
     Block,
     Message,
+    is_compaction,
 )
 from tracer.contract import names as sn
 from tracer.contract.settings import CAPTURE_CONTENT_ENV
@@ -104,6 +105,8 @@ def block_dict(block: Block) -> dict[str, Any]:
         d["data"] = block.extra.get("data")
     elif block.type == THINKING and block.extra.get("signature"):
         d["signature"] = block.extra["signature"]  # the provider checks it when the block is sent again
+    if is_compaction(block):  # the conversation's only summary of what came before it: kept whole
+        d["extra"] = dict(block.extra)
     return d
 
 
@@ -126,6 +129,8 @@ def genai_parts(blocks: Iterable[Block]) -> list[dict[str, Any]]:
             parts.append({"type": "tool_call_response", "id": b.tool_use_id, "response": b.content})
         elif b.type == REDACTED_THINKING:
             parts.append({"type": "reasoning", "content": ""})
+        elif is_compaction(b):  # the conversation's summary so far: kept whole (content or encrypted_content)
+            parts.append(dict(b.extra))
         else:
             parts.append({"type": str(b.extra.get("type", "other"))})
     return parts

@@ -32,7 +32,7 @@ from typing import Any
 
 from policies import convert
 from policies.errors import StructureError
-from policies.messages import TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
+from policies.messages import COMPACTION, OTHER, TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
 from tracer.errors import DecodeError
 
 FAMILIES = ("genai", "genai-events", "openinference", "openllmetry")
@@ -195,7 +195,8 @@ def _genai_list(value: Any, where: str, *, system: bool = False) -> list[Message
 
 
 def parts_to_blocks(parts: Iterable[Any], where: str) -> list[Block]:
-    """GenAI message parts (``text``, ``reasoning``, ``tool_call``, ``tool_call_response``) as blocks."""
+    """GenAI message parts (``text``, ``reasoning``, ``tool_call``, ``tool_call_response``, ``compaction``)
+    as blocks; a compaction part stays whole (pinned in the context, docs/gate.md)."""
     blocks = []
     for part in parts:
         kind = part.get("type") if isinstance(part, dict) else None
@@ -210,6 +211,8 @@ def parts_to_blocks(parts: Iterable[Any], where: str) -> list[Block]:
             resp = part.get("response")
             blocks.append(Block(TOOL_RESULT, tool_use_id=str(part.get("id") or ""),
                                 content=resp if isinstance(resp, (str, list)) or resp is None else json.dumps(resp)))
+        elif kind == COMPACTION:
+            blocks.append(Block(OTHER, extra=dict(part)))
     if any(b.type == TOOL_USE and not b.id or b.type == TOOL_RESULT and not b.tool_use_id for b in blocks):
         raise DecodeError(f"{where}: a tool call or response without an id")
     return blocks

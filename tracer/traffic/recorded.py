@@ -23,7 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from policies import Context
-from policies.messages import REDACTED_THINKING, TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
+from policies.messages import (
+    COMPACTION,
+    OTHER,
+    REDACTED_THINKING,
+    TEXT,
+    THINKING,
+    TOOL_RESULT,
+    TOOL_USE,
+    Block,
+    Message,
+)
 from policies.tokens import DEFAULT_COUNTER
 from tracer.contract import names as sn
 from tracer.store import Store
@@ -501,6 +511,8 @@ def _block(d: dict[str, Any]) -> Block:
     extra = {"data": d.pop("data")} if kind == REDACTED_THINKING and "data" in d else {}
     if kind == THINKING and d.get("signature"):
         extra["signature"] = d.pop("signature")
+    if kind == OTHER and isinstance(d.get("extra"), dict) and d["extra"].get("type") == COMPACTION:
+        extra = dict(d["extra"])  # a compaction block (block_dict keeps it whole)
     allowed = {k: d[k] for k in ("text", "id", "name", "input", "tool_use_id", "content", "is_error") if k in d}
     return Block(kind, extra=extra, **allowed)
 
