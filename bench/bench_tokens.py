@@ -187,18 +187,72 @@ class Turn:
     dialogue: int
     side: str  # "agent" (the airline agent) or "user" (the user simulator; it sees the agent's replies only)
     model: str
-    grown: int
+    grown: int  # growth of the conversation's input, the harness's transient retry notes taken out
     added: list[Message]
+    raw_grown: int = 0  # growth of the whole recorded input, as the previous round measured it
+    after_tools: bool = False  # the second call answers tool results (a tool loop), not a user message
 
     @property
     def held_out(self) -> bool:
         return self.dialogue % 2 == 1
 
+    @property
+    def kind(self) -> str:
+        if self.side == "user":
+            return "user simulator"
+        return "agent, tool loop" if self.after_tools else "agent, after a user message"
+
+
+def _usage_parts(m: dict[str, Any]) -> tuple[int, int]:
+    """(whole input, uncached tail) of the call that produced ``m``.
+
+    litellm reports Anthropic's usage as ``prompt_tokens`` = uncached + cache-write, ``cached_tokens``
+    = cache reads, and ``total_tokens`` = uncached + output: so the whole input is ``prompt_tokens`` +
+    ``cached_tokens``, and ``total_tokens - completion_tokens`` is the input after the last cache
+    breakpoint (the tail the provider neither read nor wrote to the cache).
+    """
+    usage = (m.get("raw_data") or {}).get("usage") or {}
+    total = int(usage.get("prompt_tokens") or 0) + int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    tail = int(usage.get("total_tokens") or 0) - int(usage.get("completion_tokens") or 0)
+    return total, tail
+
 
 def _input_total(m: dict[str, Any]) -> int:
     """The whole input of the call that produced ``m``: uncached + cache-write (``prompt_tokens``) + cache reads."""
-    usage = (m.get("raw_data") or {}).get("usage") or {}
-    return int(usage.get("prompt_tokens") or 0) + int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    return _usage_parts(m)[0]
+
+
+RETRY_NOTE = 100  # tokens of the harness's most frequent retry note ("FORMAT VIOLATION ..."); recorded tails 95-97
+
+
+def retried_calls(records: list[dict[str, Any]], calls: list[int]) -> set[int]:
+    """The agent calls whose request ended with the harness's retry note, read off the recorded cache usage.
+
+    The τ²-bench AdaptiveAgent checks each tool-call answer (format, loops, confirmation, ...) and, on
+    a violation, asks again with ``history + [a "[SYSTEM NOTE - not from customer]" user message]``;
+    the answer to that retry is what is recorded, the note is never kept in the history. The cache
+    breakpoint sits on the second-to-last user/tool message, so without a note a call's cached prefix
+    (input minus its uncached tail) ends where the previous call's input ended (within 6 tokens), or
+    where the previous call's prefix ended when that one carried the note; with a note the prefix
+    runs to the end of the history and the tail is the note alone. After parallel tool results the
+    prefix also runs past the previous input, and the tail (the last result, or the note) decides,
+    sized by characters/4, not by a counter under test.
+    """
+    out: set[int] = set()
+    approx = ApproxTokenCounter()
+    for a, b in zip(calls, calls[1:], strict=False):
+        total_a, tail_a = _usage_parts(records[a])
+        total_b, tail_b = _usage_parts(records[b])
+        prefix_a, prefix_b = total_a - tail_a, total_b - tail_b
+        if -6 <= prefix_b - total_a <= 1 or abs(prefix_b - prefix_a) <= 6:
+            continue
+        results = [r for r in records[a:b] if r["role"] == "tool"]
+        if len(results) >= 2:
+            last = _anthropic_messages([records[a], results[-1]], "agent")[-1]
+            if abs(tail_b - approx.count(last)) < abs(tail_b - RETRY_NOTE):
+                continue
+        out.add(b)
+    return out
 
 
 def _anthropic_messages(records: list[dict[str, Any]], side: str) -> list[Message]:
@@ -227,8 +281,20 @@ def _anthropic_messages(records: list[dict[str, Any]], side: str) -> list[Messag
     return convert.from_anthropic({"messages": out})[0] if out else []
 
 
+def _conversation_inputs(records: list[dict[str, Any]], calls: list[int], side: str) -> dict[int, int]:
+    """Each call's input without the harness's transient retry note: the cached prefix where the
+    request carried one (the note is its whole uncached tail), else the whole input."""
+    retried = retried_calls(records, calls) if side == "agent" else set()
+    out = {}
+    for i in calls:
+        total, tail = _usage_parts(records[i])
+        out[i] = total - tail if i in retried else total
+    return out
+
+
 def tau2_turns(traffic: Path) -> tuple[list[Turn], int]:
-    """Every pair of consecutive calls with a positive growth, and how many pairs shrank (left out)."""
+    """Every pair of consecutive calls of one caller on one model, and how many of them were left out
+    because the conversation's input did not grow (none once the retry notes are taken out)."""
     turns: list[Turn] = []
     shrank = 0
     for path in sorted((traffic / TAU2).glob("*.json")):
@@ -236,21 +302,36 @@ def tau2_turns(traffic: Path) -> tuple[list[Turn], int]:
             records = dialogue["messages"]
             for side, role in (("agent", "assistant"), ("user", "user")):
                 calls = [i for i, r in enumerate(records) if r["role"] == role and r.get("raw_data")]
+                inputs = _conversation_inputs(records, calls, side)
                 for a, b in zip(calls, calls[1:], strict=False):
                     model_a, model_b = (records[i]["raw_data"].get("model") for i in (a, b))
-                    grown = _input_total(records[b]) - _input_total(records[a])
                     if model_a != model_b:
                         continue
-                    if grown <= 0:  # the caller's context shrank: not a growth by what was added
+                    grown = inputs[b] - inputs[a]
+                    if grown <= 0:  # the conversation's input shrank: not a growth by what was added
                         shrank += 1
                         continue
-                    turns.append(Turn(n, side, str(model_a), grown, _anthropic_messages(records[a:b], side)))
+                    turns.append(Turn(n, side, str(model_a), grown, _anthropic_messages(records[a:b], side),
+                                      raw_grown=_input_total(records[b]) - _input_total(records[a]),
+                                      after_tools=records[b - 1]["role"] == "tool"))
     return turns, shrank
+
+
+def tau2_retried(traffic: Path) -> tuple[int, int]:
+    """(agent calls whose request carried the harness's retry note, agent calls)."""
+    retried = calls_n = 0
+    for path in sorted((traffic / TAU2).glob("*.json")):
+        for dialogue in json.loads(path.read_text(encoding="utf-8")):
+            records = dialogue["messages"]
+            calls = [i for i, r in enumerate(records) if r["role"] == "assistant" and r.get("raw_data")]
+            retried += len(retried_calls(records, calls))
+            calls_n += len(calls)
+    return retried, calls_n
 
 
 def tau2_dialogues(traffic: Path) -> list[Turn]:
     """Per dialogue and caller: from its first call to its last (all on one model), what was added and how
-    the count grew. What a harness adds for one call and drops by the next cancels out over a dialogue."""
+    the conversation's input grew (retry notes taken out, as per turn)."""
     out: list[Turn] = []
     for path in sorted((traffic / TAU2).glob("*.json")):
         for n, dialogue in enumerate(json.loads(path.read_text(encoding="utf-8"))):
@@ -261,9 +342,11 @@ def tau2_dialogues(traffic: Path) -> list[Turn]:
                 if len(calls) < 2 or len(models) != 1:
                     continue
                 a, b = calls[0], calls[-1]
-                grown = _input_total(records[b]) - _input_total(records[a])
+                inputs = _conversation_inputs(records, calls, side)
+                grown = inputs[b] - inputs[a]
                 if grown > 0:
-                    out.append(Turn(n, side, str(models.pop()), grown, _anthropic_messages(records[a:b], side)))
+                    out.append(Turn(n, side, str(models.pop()), grown, _anthropic_messages(records[a:b], side),
+                                    raw_grown=_input_total(records[b]) - _input_total(records[a])))
     return out
 
 
@@ -324,7 +407,12 @@ def fit(samples: list[Sample], measure: str, message_weights: dict[str, float], 
 
 def turn_table(turns: list[Turn], dialogues: list[Turn] | None = None) -> list[dict[str, Any]]:
     """Per-turn error of each counter: the count of the added messages against the growth (and the same
-    over whole dialogues, first call to last, when ``dialogues`` are given)."""
+    over whole dialogues, first call to last, when ``dialogues`` are given).
+
+    Also per class of turn (user simulator; agent after a user message; agent in a tool loop), held
+    out, against the growth of the conversation (``grown``) and, labelled "as recorded", against the
+    growth of the whole recorded input (``raw_grown``, retry notes included; pairs whose recorded
+    input did not grow left out), which is what the previous calibration was measured on."""
     counters: dict[str, TokenCounter] = {"approx (chars/4)": ApproxTokenCounter()}
     for measure in MEASURES:
         try:
@@ -336,16 +424,24 @@ def turn_table(turns: list[Turn], dialogues: list[Turn] | None = None) -> list[d
               for side in ("agent", "user") for part, held in (("training", False), ("held-out", True))]
     groups += [("all turns, held-out", [t for t in turns if t.held_out]), ("all turns", turns)]
     groups = [(f"per turn: {label}", group) for label, group in groups]
+    kinds = ("user simulator", "agent, after a user message", "agent, tool loop")
+    groups += [(f"per turn: {kind}, held-out", [t for t in turns if t.held_out and t.kind == kind]) for kind in kinds]
     for side in ("agent", "user"):
         mine = [t for t in dialogues or [] if t.side == side]
         groups.append((f"per dialogue: {side}, held-out", [t for t in mine if t.held_out]))
         groups.append((f"per dialogue: {side}, all", mine))
-    for label, group in groups:
+    measured = [(label, group, "conversation") for label, group in groups]
+    for kind in (*kinds, "agent"):
+        group = [t for t in turns if t.held_out and t.raw_grown > 0 and (t.kind == kind or t.side == kind)]
+        measured.append((f"per turn (as recorded): {kind}{' turns' if kind == 'agent' else ''}, held-out", group,
+                         "as recorded"))
+    for label, group, growth in measured:
         if not group:
             continue
         for name, counter in counters.items():
-            rel = [(sum(counter.count(m) for m in t.added) - t.grown) / t.grown for t in group]
-            rows.append({"set": f"τ² {label}", "counter": name, "n": len(rel),
+            truth = [t.grown if growth == "conversation" else t.raw_grown for t in group]
+            rel = [(sum(counter.count(m) for m in t.added) - g) / g for t, g in zip(group, truth, strict=True)]
+            rows.append({"set": f"τ² {label}", "counter": name, "n": len(rel), "growth": growth,
                          "mae_pct": 100 * statistics.fmean(abs(e) for e in rel),
                          "signed_pct": 100 * statistics.fmean(rel),
                          "median_abs_pct": 100 * statistics.median(abs(e) for e in rel),
@@ -478,11 +574,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows + trows + frows + jrows, indent=2))
         return 0
     if trows:
-        print(f"τ²-bench {TAU2}: {len(turns)} turns with a positive growth ({shrank} pairs whose count shrank "
-              f"left out); held out: the odd-numbered dialogues")
-        print(f"{'set':48} {'counter':32} {'n':>4} {'MAE %':>7} {'signed %':>9} {'median %':>9} {'<=10 %':>7}")
+        retried = tau2_retried(args.traffic)
+        print(f"τ²-bench {TAU2}: {len(turns)} turns ({shrank} pairs whose conversation did not grow left out); "
+              f"held out: the odd-numbered dialogues. Growth of the conversation: {retried[0]} of {retried[1]} agent "
+              f"calls carried the harness's retry note, taken out ('as recorded': note included, "
+              f"{sum(1 for t in turns if t.raw_grown <= 0)} pairs that did not grow left out)")
+        print(f"{'set':66} {'counter':32} {'n':>4} {'MAE %':>7} {'signed %':>9} {'median %':>9} {'<=10 %':>7}")
         for r in trows:
-            print(f"{r['set']:48} {r['counter']:32} {r['n']:>4} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f} "
+            print(f"{r['set']:66} {r['counter']:32} {r['n']:>4} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f} "
                   f"{r['median_abs_pct']:9.1f} {r['within_10pct']:>4}/{r['n']}")
         print()
     print(f"{'set':28} {'counter':30} {'n':>3} {'MAE %':>7} {'signed %':>9} {'min %':>7} {'max %':>7}"
