@@ -14,12 +14,16 @@ was appended (an assistant turn and its tool results), so where the appended res
 growth is ground truth for how each counter counts JSON.
 
 Per turn, on Anthropic: the τ²-bench claude-opus-4-6 airline dialogues record each call's usage
-(agent and user simulator), so the growth of the provider's input between two consecutive calls of
-one caller is ground truth for the messages added in between; printed per side (agent, user
-simulator), training (even dialogues) and held-out (odd), with the mean absolute error, the
-signed mean, the median absolute error and how many turns are within 10 %; and the same over
-whole dialogues (each caller's first call to its last), where what a harness adds for one call
-and drops by the next cancels out.
+(agent and user simulator), so the growth of the conversation's input between two consecutive
+calls of one caller is ground truth for the messages added in between. The agent's harness asks
+again with a transient "[SYSTEM NOTE ...]" message when it rejects an answer; the retried call's
+input holds that note and the next one does not, so the note is taken out of the growth (which
+calls carried it is read off the recorded cache usage: :func:`retried_calls`). Printed per side
+(agent, user simulator) and per class of turn (user simulator, agent after a user message, agent
+in a tool loop), training (even dialogues) and held-out (odd), with the mean absolute error, the
+signed mean, the median absolute error and how many turns are within 10 %; the held-out classes
+also "as recorded" (the whole recorded input, notes included: the measure before this fix); and
+the same over whole dialogues (each caller's first call to its last).
 
 The Anthropic counter is calibrated (``policies/tokens/calibrated.py``); ``--fit`` refits its
 per-message rates on the training dialogues' turns, then its per-request rates on the *training*

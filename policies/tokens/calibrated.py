@@ -11,7 +11,8 @@ its own fitted weights in :data:`CALIBRATIONS`.
 ``bench/bench_tokens.py --fit`` fits them in two steps: the per-message weights on the growth of
 the provider's ``input_tokens`` between consecutive calls of the τ²-bench claude-opus-4-6
 dialogues (the even-numbered dialogues; the odd ones are held out), minimising the mean absolute
-per-turn error; then, those fixed, the per-request weights (tools, strict tools, output format,
+per-turn error (the rates shipped were fitted before the harness's retry notes were taken out of
+the agent's growth; a refit on the corrected turns was worse held out, see docs/tokens.md); then, those fixed, the per-request weights (tools, strict tools, output format,
 server tools) on the whole requests of the training cassettes. ``TOOL_PROMPT`` is Anthropic's
 documented tool-use system prompt (Claude 4 models, ``tool_choice`` auto/none: 346 tokens;
 any/tool: 313).
