@@ -222,3 +222,32 @@ def test_concurrent_pydantic_ai_runs_on_one_guard_are_one_session_each(tmp_path)
     assert len(conversation.requests) == 12
     sessions = Store(store).sessions()
     assert len(sessions) == 3 and len(guard.conversations) == 3
+
+
+# ----------------------------------------------------------------------------------- OpenAI Agents SDK
+def test_concurrent_agents_sdk_runs_are_one_session_per_group(tmp_path):
+    pytest.importorskip("agents")
+    from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
+    from agents.tracing import set_trace_processors
+    from openai import AsyncOpenAI
+
+    from policies.adapters.openai_agents import prune_input
+
+    set_trace_processors([])  # the SDK's traces on (they carry the group id), exported nowhere
+    conversation = ScriptedConversation(2)
+    store = tmp_path / "store"
+    guard = PruneGuard("recency", budget=50_000, provider="openai", store=str(store))
+    with StandIn(recording=conversation) as server:
+        model = OpenAIChatCompletionsModel("gpt-4o", AsyncOpenAI(base_url=f"{server.url}/v1", api_key="k"))
+        agent = Agent(name="support", instructions=SYSTEM, model=model,
+                      tools=[function_tool(lookup_order), function_tool(get_weather)])
+
+        async def runs() -> None:
+            await asyncio.gather(*(Runner.run(agent, f"user {k}", run_config=RunConfig(
+                call_model_input_filter=prune_input(guard), group_id=f"chat-{k}")) for k in range(3)))
+
+        asyncio.run(runs())
+    guard.close()
+    assert guard.errors == 0 and all(r.valid for r in conversation.requests) and len(conversation.requests) == 9
+    assert set(guard.conversations) == {"group:chat-0", "group:chat-1", "group:chat-2"}
+    assert sorted(s["session_id"] for s in Store(store).sessions()) == sorted(guard.conversations.values())
