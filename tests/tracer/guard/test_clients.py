@@ -18,6 +18,7 @@ import openai
 import pytest
 
 from policies import SettingsError
+from policies.builtin.mask import MASK_PREFIX
 from tests.paths import REPO
 from tracer.guard import PruneGuard, assistant_message, tool_calls, tool_results_message
 from tracer.store import Store
@@ -107,15 +108,16 @@ async def acall(client, api: str, body: dict, how: str) -> dict:
     return out.model_dump(exclude_none=api == "responses")
 
 
-CASES = [(api, how, sync) for api in ("anthropic", "chat", "responses") for how in ("create", "stream")
-         for sync in (True, False)] + [("anthropic", "manager", True), ("anthropic", "manager", False)]
+CASES = [(api, how, sync, "recency") for api in ("anthropic", "chat", "responses") for how in ("create", "stream")
+         for sync in (True, False)] + [("anthropic", "manager", True, "recency"), ("anthropic", "manager", False, "recency")]
+CASES += [(api, "create", True, "mask") for api in ("anthropic", "chat", "responses")]  # rewrites reach the model
 
 
-@pytest.mark.parametrize("api,how,sync", CASES)
-def test_a_wrapped_client_gates_every_call_and_records_every_response(tmp_path, api, how, sync):
+@pytest.mark.parametrize("api,how,sync,policy", CASES)
+def test_a_wrapped_client_gates_every_call_and_records_every_response(tmp_path, api, how, sync, policy):
     provider = "anthropic" if api == "anthropic" else "openai"
     store = tmp_path / "store"
-    guard = PruneGuard("recency", budget=BUDGET, provider=provider, store=str(store))
+    guard = PruneGuard(policy, budget=BUDGET, provider=provider, store=str(store))
     conversation = ScriptedConversation(ROUNDS)
     history: list = [{"role": "user", "content": PROMPT}]
     with StandIn(recording=conversation) as server:
@@ -140,6 +142,9 @@ def test_a_wrapped_client_gates_every_call_and_records_every_response(tmp_path, 
     guard.close()
     seen = conversation.requests
     assert len(seen) == ROUNDS + 1 and [r.error for r in seen if not r.valid] == []
+    if policy == "mask":
+        assert MASK_PREFIX in json.dumps([r.body for r in seen]), "the gate's masked results reached the model"
+        return
     assert seen[-1].messages < len(history) - 1, "the gate pruned what the agent kept sending"
     if provider == "openai":
         assert max(r.tokens for r in seen) <= BUDGET
