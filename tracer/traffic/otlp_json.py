@@ -81,6 +81,17 @@ def _id(value: Any, nbytes: int, where: str, *, required: bool = True) -> str | 
     return raw.hex()
 
 
+_NANOS = range(0, 2**63)  # what the store's BIGINT time columns hold
+
+
+def _nanos(value: Any, where: str, *, required: bool = True) -> int | None:
+    """A time in Unix nanoseconds: an integer the store can hold, else refused naming ``where``."""
+    n = _int(value, where, required=required)
+    if n is not None and n not in _NANOS:
+        raise _Bad(where, f"{n} is out of range (Unix nanoseconds from 0 to 2^63-1)")
+    return n
+
+
 def _int(value: Any, where: str, *, required: bool = True) -> int | None:
     if value is None or value == "":
         if required:
@@ -194,7 +205,7 @@ def _span_row(span: Any, resource: dict[str, Any], scope: Mapping[str, Any], whe
         events.append(
             {
                 "name": ev.get("name", ""),
-                "time_ns": _int(_get(ev, "timeUnixNano"), f"{w}.timeUnixNano"),
+                "time_ns": _nanos(_get(ev, "timeUnixNano"), f"{w}.timeUnixNano"),
                 "attributes": _attributes(ev.get("attributes"), f"{w}.attributes"),
             }
         )
@@ -211,8 +222,8 @@ def _span_row(span: Any, resource: dict[str, Any], scope: Mapping[str, Any], whe
                 "attributes": _attributes(lk.get("attributes"), f"{w}.attributes"),
             }
         )
-    start = _int(_get(span, "startTimeUnixNano"), f"{where}.startTimeUnixNano")
-    end = _int(_get(span, "endTimeUnixNano"), f"{where}.endTimeUnixNano")
+    start = _nanos(_get(span, "startTimeUnixNano"), f"{where}.startTimeUnixNano")
+    end = _nanos(_get(span, "endTimeUnixNano"), f"{where}.endTimeUnixNano")
     return complete_row(
         {
             "trace_id": _id(_get(span, "traceId"), 16, f"{where}.traceId"),
@@ -289,7 +300,7 @@ def _pb_id(raw: bytes, nbytes: int, where: str, *, required: bool = True) -> str
 def _pb_time(value: int, where: str) -> int:
     if not value:  # omitted by the JSON mapping, so missing there too
         raise _Bad(where, "missing")
-    return int(value)
+    return _nanos(int(value), where) or 0
 
 
 def _pb_value(value: Any, where: str) -> Any:
@@ -378,7 +389,7 @@ def log_records_from_request(request: Any) -> Iterator[dict[str, Any]]:
                     "trace_id": _id(_get(rec, "traceId"), 16, f"{wr}.traceId", required=False),
                     "span_id": _id(_get(rec, "spanId"), 8, f"{wr}.spanId", required=False),
                     "event_name": _get(rec, "eventName") or attrs.get("event.name") or None,
-                    "time_ns": _int(_get(rec, "timeUnixNano"), f"{wr}.timeUnixNano", required=False),
+                    "time_ns": _nanos(_get(rec, "timeUnixNano"), f"{wr}.timeUnixNano", required=False),
                     "attributes": attrs,
                     "body": any_value(body, f"{wr}.body") if isinstance(body, Mapping) else None,
                 }

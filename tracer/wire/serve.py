@@ -11,6 +11,11 @@ already run; ``prunegate serve`` is the one place their spans become a store. Wh
 - **bounded memory**: a body over ``max_body`` bytes (before or after gzip) is refused with 413,
   without being read; at most ``max_inflight`` requests are decoded and written at once, the next
   ones get 429 with ``Retry-After`` instead of queueing in memory;
+- **a deadline per request** (``request_deadline``, headers and body together): a client that
+  trickles its request loses its connection and its slot when it passes, so a few slow clients
+  cannot hold every slot; every malformed request gets a status and a reason (400, 411, 413, 415,
+  431), a 413 or 429 is answered before the body is read and the connection closed only after the
+  client has had time to read it; a client that disconnects is one log line, never a traceback;
 - spans are stored **as they are** (prunegate's own spans are sessions already); the GenAI chat
   spans of other instrumentations also become import sessions through the same importer as
   ``prunegate import`` (:func:`tracer.traffic.importers.conversations_from_genai_rows`).
@@ -31,7 +36,9 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import socket
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +48,7 @@ from typing import Any
 from tracer.contract import names
 from tracer.store import Store
 from tracer.store.rows import SpanRow, rows_to_table
+from tracer.traffic import jsonparse
 from tracer.traffic.otlp_json import _Bad, rows_from_protobuf, rows_from_request
 from tracer.wire.waiting import JOURNAL_DIR, Conversations
 
@@ -106,8 +114,12 @@ def decode_body(body: bytes, content_type: str, encoding: str, max_body: int) ->
         return msg  # read field by field (rows_from_protobuf), not through its JSON form
     if kind == JSON:
         try:
-            value = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+            value = jsonparse.loads(body.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise _Refused(400, f"JSON body is not UTF-8: {exc.reason} at byte {exc.start}") from None
+        except jsonparse.Unparseable as exc:  # nested too deeply, NaN
+            raise _Refused(400, f"JSON body cannot be parsed: {exc}") from None
+        except ValueError as exc:
             raise _Refused(400, f"JSON body cannot be parsed: {exc}") from None
         if not isinstance(value, dict):
             raise _Refused(400, f"JSON body must be an object, got {type(value).__name__}")
@@ -126,8 +138,10 @@ class Receiver:
 
     def __init__(self, store: Store, *, max_body: int = 16 << 20, max_inflight: int = 4,
                  token: str | None = None, wait_busy: float = 5.0, conversation_idle: float = 0.0,
-                 conversation_memory: int = 256 << 20, detail: str = "full") -> None:
+                 conversation_memory: int = 256 << 20, detail: str = "full",
+                 request_deadline: float = 30.0) -> None:
         self.store = store
+        self.request_deadline = request_deadline  # seconds for a request's headers and body together
         self.detail = detail  # of the GenAI conversations recorded as sessions (docs/spans.md)
         self.max_body = max_body
         self.token = token
@@ -250,10 +264,40 @@ def _recorder(record: Callable[..., Any], conv: Any, sid: str, detail: str = "fu
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
-    timeout = 30  # a client trickling its body loses its slot (and connection) after this many seconds
+    timeout = 30  # between requests on a kept-alive connection; a request itself has request_deadline
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         log.debug("prunegate serve: " + format, *args)
+
+    def handle_one_request(self) -> None:
+        """One request under its deadline: when it passes, the socket is shut down, so a read of the
+        headers or the body returns and the request's slot is released."""
+        self._expired = False
+        timer = threading.Timer(self.server.receiver.request_deadline, self._expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            super().handle_one_request()
+        except (ConnectionError, TimeoutError, OSError) as exc:
+            self.close_connection = True
+            self._gone(exc)
+        finally:
+            timer.cancel()
+
+    def _expire(self) -> None:
+        self._expired = True
+        log.info("prunegate serve: %s: request not received within %.0f s: connection closed",
+                 self.client_address[0], self.server.receiver.request_deadline)
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _gone(self, exc: BaseException) -> None:
+        """A client that went away (or ran out its deadline): one line, no traceback."""
+        if not self._expired:
+            log.info("prunegate serve: %s: client disconnected (%s)", self.client_address[0],
+                     type(exc).__name__)
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         receiver = self.server.receiver
@@ -262,6 +306,14 @@ class _Handler(BaseHTTPRequestHandler):
         except _Refused as exc:
             receiver.stats.refuse(exc.status)
             self._reply(exc.status, json.dumps({"error": str(exc)}).encode(), JSON, exc.retry_after)
+        except (ConnectionError, TimeoutError) as exc:
+            self.close_connection = True
+            self._gone(exc)
+        except Exception as exc:  # noqa: BLE001 - a bug must cost one request, answered, not the connection
+            log.warning("prunegate serve: request failed: %s: %s", type(exc).__name__, exc)
+            receiver.stats.refuse(500)
+            self.close_connection = True
+            self._reply(500, json.dumps({"error": f"internal error: {type(exc).__name__}"}).encode(), JSON)
 
     def _post(self, receiver: Receiver) -> None:
         if self.path.split("?", 1)[0] != PATH:
@@ -271,17 +323,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._drain_or_close()
             raise _Refused(401, "missing or wrong bearer token")
         length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        if length is None or not (length.isascii() and length.isdigit()):
             self.close_connection = True
-            raise _Refused(411, "Content-Length required")
+            raise _Refused(411, "Content-Length required (a decimal number of bytes)"
+                           if length is None else f"Content-Length {length!r} is not a decimal number of bytes")
         if int(length) > receiver.max_body:
             self.close_connection = True  # not read: the connection is dropped after the reply
             raise _Refused(413, f"body of {length} bytes is over the limit of {receiver.max_body}")
         if not receiver.slots.acquire(timeout=0.5):
-            self.close_connection = True
+            self.close_connection = True  # answered before the body is read
             raise _Refused(429, "too many requests in flight", retry_after=1)
         try:
             body = self.rfile.read(int(length))
+            if len(body) < int(length):
+                self.close_connection = True
+                raise ConnectionResetError(f"body ended after {len(body)} of {length} bytes")
             request = decode_body(body, self.headers.get("Content-Type", ""),
                                   self.headers.get("Content-Encoding", "").lower(), receiver.max_body)
             del body
@@ -293,26 +349,57 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _drain_or_close(self) -> None:
         length = self.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) <= self.server.receiver.max_body:
+        if length.isascii() and length.isdigit() and int(length) <= self.server.receiver.max_body:
             self.rfile.read(int(length))
         else:
             self.close_connection = True
 
     def _reply(self, status: int, body: bytes, content_type: str, retry_after: int | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type or JSON)
-        self.send_header("Content-Length", str(len(body)))
-        if retry_after is not None:
-            self.send_header("Retry-After", str(retry_after))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type or JSON)
+            self.send_header("Content-Length", str(len(body)))
+            if retry_after is not None:
+                self.send_header("Retry-After", str(retry_after))
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+            if self.close_connection and status in (411, 413, 429):
+                self._linger()
+        except (ConnectionError, TimeoutError) as exc:
+            self.close_connection = True
+            self._gone(exc)
+
+    def _linger(self, seconds: float = 2.0, most: int = 64 << 20) -> None:
+        """After answering a request whose body was not read: stop sending, then read and drop what
+        the client still sends (bounded), so closing does not reset the connection before the client
+        has read the answer (a reset can arrive first and lose the 413/429)."""
+        self.connection.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + seconds
+        dropped = 0
+        while dropped < most and (left := deadline - time.monotonic()) > 0:
+            self.connection.settimeout(left)
+            try:
+                chunk = self.connection.recv(1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            dropped += len(chunk)
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     receiver: Receiver
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One log line for a request that failed outside the handler's own handling (never a traceback)."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        log.info("prunegate serve: %s: connection ended: %s: %s", client_address[0], type(exc).__name__, exc)
 
 
 def make_server(receiver: Receiver, host: str = "127.0.0.1", port: int = 4318) -> ThreadingHTTPServer:
