@@ -40,7 +40,8 @@ def plain(obj: Any) -> Any:
 
 
 def response_messages(response: Mapping[str, Any]) -> tuple[list[Message], list[str]]:
-    """The assistant messages and finish reasons of an Anthropic or OpenAI response body."""
+    """The assistant messages and finish reasons of an Anthropic, OpenAI Chat Completions or OpenAI
+    Responses API response body (its ``output`` items, as the Responses format groups them)."""
     if isinstance(response.get("choices"), list):
         msgs, reasons = [], []
         for choice in response["choices"]:
@@ -50,6 +51,10 @@ def response_messages(response: Mapping[str, Any]) -> tuple[list[Message], list[
                 if choice.get("finish_reason"):
                     reasons.append(str(choice["finish_reason"]))
         return msgs, reasons
+    if isinstance(response.get("output"), list):
+        items = [dict(i) for i in response["output"] if isinstance(i, Mapping)]
+        status = response.get("status")
+        return convert.responses_messages(items, "output"), [str(status)] if status else []
     if isinstance(response.get("content"), list):
         m, _ = convert.from_anthropic({"messages": [{"role": "assistant", "content": response["content"]}]})
         return m, [str(response["stop_reason"])] if response.get("stop_reason") else []

@@ -74,3 +74,17 @@ def test_ungated_the_same_traffic_breaks_and_the_validator_says_so(rec):
     assert {v.code for v in found} & {"reasoning_without_following_item", "orphan_tool_result",
                                       "missing_tool_result"}
     assert rec.named("prunegate.violation")
+
+
+def test_a_responses_api_response_is_recorded_on_the_chat_span(rec):
+    pg = PruneGuard(Scripted(), budget=100_000, provider="openai", tracer_provider=rec.provider)
+    pg.gate({**copy.deepcopy(REST), "input": [user("weather?")]})
+    pg.record_response({"id": "resp_1", "object": "response", "model": "gpt-5-2026", "status": "completed",
+                        "output": [reasoning("rs_9"), call("c9", city="Lisbon"), call("c10", city="Porto")],
+                        "usage": {"input_tokens": 812, "output_tokens": 64, "total_tokens": 876}})
+    pg.close()
+    a = rec.one("chat gpt-5").attributes
+    assert (a["gen_ai.response.id"], a["gen_ai.response.model"]) == ("resp_1", "gpt-5-2026")
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (812, 64)
+    assert list(a["prunegate.response.call_ids"]) == ["c9", "c10"]
+    assert list(a["gen_ai.response.finish_reasons"]) == ["completed"]
