@@ -251,6 +251,7 @@ def compact(
     deadline = time.monotonic() + timeout
     if not layout.root.is_dir():
         return result  # no store yet (writers create it): nothing to compact
+    layout.check_version()
     check_writable(layout)  # a read-only store is a permission problem, not a busy one
     if not layout.segments.is_dir():
         return result  # an empty store: nothing to compact

@@ -84,6 +84,7 @@ class StoreReader:
 
     def _open(self, attach_timeout: float) -> None:
         deadline = time.monotonic() + attach_timeout
+        self.layout.check_version()
         if not self.layout.root.exists():
             self._warn("store directory does not exist yet; no spans")
         elif not self._lock.acquire(attach_timeout):

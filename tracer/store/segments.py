@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
 import secrets
 import shutil
@@ -20,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracer.errors import StorePermissionError
+from tracer.errors import StoreError, StorePermissionError
 from tracer.store.locks import fsync_path, pid_alive
 from tracer.store.schema import ARROW_SCHEMA, PROMOTED_NAMES, SCHEMA_VERSION
 
@@ -95,8 +96,29 @@ class StoreLayout:
     def marker(self) -> Path:
         return self.root / MARKER
 
+    def check_version(self) -> None:
+        """Raise :class:`StoreError` when the store's marker says a newer prunegate wrote it (a schema
+        this version does not know: reading or writing it could lose what that version stores)."""
+        try:
+            text = self.marker.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            if isinstance(exc, PermissionError):
+                raise StorePermissionError(f"{self.marker}: permission denied ({exc.strerror})") from exc
+            raise
+        try:
+            version = json.loads(text).get("schema_version")
+        except (ValueError, AttributeError):
+            raise StoreError(f"{self.marker}: not a prunegate store marker (damaged?); it should read "
+                             f'{{"format": "prunegate-store", "schema_version": {SCHEMA_VERSION}}}') from None
+        if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION or version < 1:
+            raise StoreError(f"{self.root}: store schema {version!r}, this prunegate reads 1 to {SCHEMA_VERSION} "
+                             "(written by a newer prunegate? upgrade it)")
+
     def ensure(self) -> None:
         """Create the directory tree (idempotent, safe to race with other processes)."""
+        self.check_version()
         self.segments.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir(exist_ok=True)
         if not self.marker.exists():

@@ -150,3 +150,15 @@ def test_a_zero_byte_spans_duckdb_is_rebuilt_by_compact_from_the_previous_copy_a
     assert main(["compact", "--store", str(store)]) == 0
     assert counts(store) == reference
     assert main(["compact", "--store", str(store)]) == 0 and counts(store) == reference
+
+
+def test_a_store_marked_with_a_newer_schema_is_refused_in_one_line_and_left_alone(tmp_path, capsys):
+    store = tmp_path / "store"
+    assert main(["import", str(SHIPPED[0]), "--store", str(store)]) == 0
+    (store / "prunegate-store.json").write_text('{"format": "prunegate-store", "schema_version": 999}\n')
+    before = sorted(p.name for p in (store / "segments").iterdir())
+    capsys.readouterr()
+    for argv in (["sessions"], ["compact"], ["import", str(SHIPPED[1])]):
+        assert main([*argv, "--store", str(store)]) == 2, argv
+        assert "store schema 999, this prunegate reads 1 to 2" in one_line(capsys.readouterr().err)
+    assert sorted(p.name for p in (store / "segments").iterdir()) == before  # nothing written
