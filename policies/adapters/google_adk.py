@@ -96,7 +96,7 @@ def to_adk(messages: Sequence[Message], originals: Originals | None = None) -> l
     """``Content`` objects for messages: originals where unchanged, the rest built part by part
     (unchanged parts kept); messages from one content (its function responses) regroup into it."""
     types = _types()
-    groups: list[tuple[Any, list[Any], str]] = []  # (original content or None, parts, role)
+    groups: list[tuple[Any, Any, list[Any], str]] = []  # (key, original content or None, parts, role)
     for m in messages:
         role = "model" if m.role == "assistant" else "user"
         found = originals.lookup(m) if originals is not None else None
@@ -114,12 +114,14 @@ def to_adk(messages: Sequence[Message], originals: Originals | None = None) -> l
                     kept = originals.lookup_block(m.role if m.role != "tool" else "user", b, parent) \
                         if originals is not None else None
                     parts.append(kept[1] if kept is not None else _part(types, b))
-        if groups and parent is not None and groups[-1][0] is parent:
-            groups[-1][1].extend(parts)
+        hint = m.extra.get(PARENT)
+        key = parent if parent is not None else (("content", hint) if isinstance(hint, int) else None)
+        if groups and key is not None and (groups[-1][0] is key or (isinstance(key, tuple) and groups[-1][0] == key)):
+            groups[-1][2].extend(parts)
         else:
-            groups.append((parent, parts, role))
+            groups.append((key, parent, parts, role))
     out = []
-    for parent, parts, role in groups:
+    for _, parent, parts, role in groups:
         if parent is not None and len(parts) == len(parent.parts or []) \
                 and all(p is q for p, q in zip(parts, parent.parts or [], strict=True)):
             out.append(parent)

@@ -97,3 +97,59 @@ def test_every_request_is_valid_within_budget_and_one_session(tmp_path, adk_pyth
     assert sessions[0]["violations"] == 0 and sessions[0]["decisions"] > 0
     (key,) = said["conversations"]
     assert key.startswith("session:"), "keyed on the ADK session"
+
+
+ROUND_TRIP = r'''
+import json
+from google.genai import types
+from policies.adapters._native import Originals
+from policies.adapters.google_adk import from_adk, to_adk
+from policies.messages import TOOL_RESULT
+
+png = types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG\r\n"))
+contents = [
+    types.Content(role="user", parts=[types.Part(text="look at this"), png]),
+    types.Content(role="model", parts=[types.Part(text="thinking it over", thought=True), types.Part(text="calling"),
+                                       types.Part(function_call=types.FunctionCall(name="lookup", args={"q": 1})),
+                                       types.Part(function_call=types.FunctionCall(id="c2", name="weather",
+                                                                                   args={"city": "Oslo"}))]),
+    types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(name="lookup",
+                                                                                          response={"a": [1, 2]})),
+                                      types.Part(function_response=types.FunctionResponse(id="c2", name="weather",
+                                                                                          response={"t": 3}))]),
+    types.Content(role="model", parts=[types.Part(text="done")]),
+    types.Content(role="user", parts=[types.Part(text="done")]),
+]
+o = Originals()
+messages = from_adk(contents, o)
+same = to_adk(messages, o)
+rebuilt = to_adk(from_adk(contents))
+o2 = Originals()
+masked = from_adk(contents, o2)
+for m in masked:
+    for b in m.blocks:
+        if b.type == TOOL_RESULT and b.name == "lookup":
+            b.content = "[masked]"
+changed = to_adk(masked, o2)
+print(json.dumps({
+    "identical": len(same) == len(contents) and all(a is b for a, b in zip(same, contents)),
+    "rebuilt_equal": [c.model_dump(mode="json", exclude_none=True) for c in rebuilt]
+                     == [c.model_dump(mode="json", exclude_none=True) for c in contents],
+    "units": [m.role for m in messages],
+    "changed": [i for i, (a, b) in enumerate(zip(changed, contents)) if a is not b],
+    "changed_parts": [j for j, (p, q) in enumerate(zip(changed[2].parts, contents[2].parts)) if p is not q],
+    "masked": changed[2].parts[0].function_response.response,
+}))
+'''
+
+
+def test_adk_contents_round_trip_and_a_rewrite_changes_one_part(adk_python):
+    done = subprocess.run([adk_python, "-c", ROUND_TRIP], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["identical"], "contents the gate left alone come back as themselves"
+    assert got["rebuilt_equal"], "every part kind survives conversion and back without the originals"
+    assert got["units"] == ["user", "assistant", "tool", "tool", "assistant", "user"]
+    assert got["changed"] == [2] and got["changed_parts"] == [0]
+    assert got["masked"] == {"result": "[masked]"}
