@@ -203,7 +203,11 @@ SELECT seq, t, e, name, span_id, status_code,
 FROM (SELECT seq, start_time_ns AS t, coalesce(end_time_ns, start_time_ns) AS e, name, span_id, status_code,
              status_message, decision, violation, tokens_before, tokens_after, budget, reason, policy,
              CAST(attributes AS VARCHAR) AS attributes, from_json(attributes, '{_EVENT_FIELDS}') AS j
-      FROM spans WHERE session_id = $sid AND seq IS NOT NULL AND name <> '{SESSION}') x
+      FROM spans WHERE session_id = $sid AND seq IS NOT NULL AND name NOT IN ('{SESSION}', '{sn.MESSAGES}')
+      UNION ALL  -- below full detail (docs/spans.md) message events and unit closures are span events
+      SELECT CAST(attributes->>'$."{sn.SEQ}"' AS BIGINT), time_ns, time_ns, event_name, span_id, NULL, NULL, NULL,
+             NULL, NULL, NULL, NULL, NULL, NULL, CAST(attributes AS VARCHAR), from_json(attributes, '{_EVENT_FIELDS}')
+      FROM span_events WHERE session_id = $sid AND event_name IN ('{MESSAGE}', '{UNIT_CLOSE}')) x
 """
 
 def session_tables(src: Source, session_id: str) -> dict[str, pa.Table]:
