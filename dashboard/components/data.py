@@ -22,9 +22,9 @@ import streamlit as st
 
 from tracer import queries
 from tracer.contract import names as sn
+from tracer.queries import access, explain
 from tracer.queries import catalog as session_catalog
-from tracer.queries import explain
-from tracer.store import Store, StoreLocation, resolve_store
+from tracer.queries.access import StoreLocation
 
 TTL = 30.0  # seconds; keys also carry the store's fingerprint, so new data shows at once
 FAST_TTL = 1.0
@@ -32,7 +32,7 @@ FAST_TTL = 1.0
 
 def store_path() -> StoreLocation:
     """The store this dashboard shows: ``$PRUNEGATE_STORE`` (set by ``prunegate dashboard``)."""
-    return resolve_store(None)
+    return access.store_location()
 
 
 def key() -> str:
@@ -42,8 +42,8 @@ def key() -> str:
 
 def fingerprint(path: str) -> str:
     """Changes whenever the store does (a segment written or compacted away, the database rewritten):
-    caches keyed by it are exact, never stale (:meth:`Store.fingerprint`: a listing, no data read)."""
-    return Store(path).fingerprint()
+    caches keyed by it are exact, never stale (:func:`tracer.queries.access.version`: a listing, no data read)."""
+    return access.version(path)
 
 
 # ----------------------------------------------------------------------------- any query
@@ -69,7 +69,7 @@ def _name(fn: Query) -> str:
 
 
 def _call(path: str, fn: Query, args: tuple, kwargs: tuple) -> Any:
-    with Store(path).reader() as r:
+    with access.snapshot(path) as r:
         return fn(r, *args, **dict(kwargs))
 
 
@@ -92,7 +92,7 @@ def catalog() -> dict[str, Any]:
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=8)
 def _catalog(path: str, fp: str) -> dict[str, Any]:
-    with Store(path).reader() as r:
+    with access.snapshot(path) as r:
         return {**queries.store_totals(r), "warnings": list(r.warnings)}
 
 
@@ -104,13 +104,13 @@ def session_list() -> Any:
 # ----------------------------------------------------------------------------- the sessions list
 @st.cache_resource(ttl=600, max_entries=4, show_spinner=False)
 def _session_index(path: str, fp: str) -> Any:
-    with Store(path).reader() as r:
+    with access.snapshot(path) as r:
         return session_catalog.session_index(r)
 
 
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=64)
 def _search_hits(path: str, fp: str, q: str) -> Any:
-    with Store(path).reader() as r:
+    with access.snapshot(path) as r:
         return session_catalog.search_hits(r, q)
 
 
@@ -142,7 +142,7 @@ def _session_page(path: str, fp: str, q: str | None, labels: tuple[str, ...], fi
     labelled = run(queries.labelled_sessions, labels) if labels else None
     out = session_catalog.page_of(_session_index(path, fp), _search_hits(path, fp, q) if q else None, q=q,
                                   labelled=labelled, **dict(filters))
-    with Store(path).reader() as r:
+    with access.snapshot(path) as r:
         out["rows"] = session_catalog.page_detail(r, out["rows"])
     return out
 
@@ -151,7 +151,7 @@ def _session_page(path: str, fp: str, q: str | None, labels: tuple[str, ...], fi
 @st.cache_resource(ttl=600, max_entries=8, show_spinner=False)
 def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
     # Shared, not copied, across reruns (cache_resource): callers treat it as read-only.
-    with Store(path).reader(sessions=[session_id]) as r:  # on a bucket: only this session's row groups
+    with access.snapshot(path, sessions=[session_id]) as r:  # on a bucket: only this session's row groups
         root = queries.session_root(r, session_id)
         tables = queries.session_tables(r, session_id)
         annotations = queries.annotation_list(r, session_id=session_id)  # same snapshot: no second reader
@@ -197,7 +197,7 @@ def violation_detail(path: str, violation_span_id: str) -> dict[str, Any] | None
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=128)
 def _violation_detail(path: str, fp: str, violation_span_id: str) -> dict[str, Any] | None:
-    with Store(path).reader() as r:
+    with access.snapshot(path) as r:
         detail = queries.causal_eviction(r, violation_span_id)
     if detail is None:
         return None
@@ -249,7 +249,7 @@ def _why(path: str, fp: str, session_id: str, seq: int) -> dict[str, Any] | None
     gated = None
     info = bundle["info"] or {}
     if info.get("gated") is False:
-        with Store(path).reader() as r:
+        with access.snapshot(path) as r:
             gated = explain.gated_counterpart(r, session_id, seq)
     ordered = sorted(causes.values(), key=lambda d: (int(d.get("prune_seq") or 0), str(d["prune_span_id"])))
     return {"violations": found, "causes": ordered, "gated": gated}

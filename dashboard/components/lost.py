@@ -1,5 +1,5 @@
 """The Replay page's lost references: what the model call at this step lacked, and a jump to the
-prune that evicted each one's source (:mod:`tracer.queries.lost` reads them from the chat spans)."""
+prune that evicted each one's source (:func:`tracer.queries.access.lost_references` reads them from the chat spans)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ import streamlit as st
 from dashboard.components import data
 from dashboard.components.safe import md
 from dashboard.components.widgets import show_table
-from tracer.queries.lost import at_step, lost_references
-from tracer.store import Store
+from tracer.queries import access
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=64)
 def _lost(path: str, fp: str, session_id: str) -> pd.DataFrame:
-    with Store(path).reader() as r:
-        return lost_references(r, session_id)
+    with access.snapshot(path) as r:
+        return access.lost_references(r, session_id)
 
 
 def panel(session_id: str, step: int, jump: Callable[[int], None]) -> None:
@@ -28,7 +27,7 @@ def panel(session_id: str, step: int, jump: Callable[[int], None]) -> None:
     lost = _lost(path, data.fingerprint(path), session_id)
     if lost.empty:
         return
-    here = at_step(lost, step)
+    here = access.lost_at(lost, step)
     later = sorted({int(s) for s in lost["step"] if s > step})
     st.subheader("Lost references")
     c1, c2 = st.columns([4, 1])

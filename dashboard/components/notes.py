@@ -17,7 +17,7 @@ from dashboard.components import data
 from dashboard.components.safe import md
 from dashboard.components.widgets import show_table, ts_column
 from tracer.contract import names as sn
-from tracer.errors import AnnotationError
+from tracer.queries import AnnotationError, access
 
 FLASH_S = 60.0  # how long "Saved the annotation …" stays above the form
 TARGET_NAMES = {sn.VIOLATION: "violation", sn.BUDGET_CHECK: "decision", **{n: "decision" for n in sn.DECISION_SPANS}}
@@ -56,12 +56,9 @@ def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str) ->
         note = st.text_area("Note", key=f"{key}_note", height=80, max_chars=4000)
         submitted = st.form_submit_button("Save annotation")
     if submitted:
-        from tracer.queries.writes import annotate
-        from tracer.store import Store
-
         try:
-            row = annotate(Store(data.store_path()), session_id, label=label, note=note,
-                           span_id=targets[int(pick or 0)][1])
+            row = access.annotate(data.store_path(), session_id, label=label, note=note,
+                                  span_id=targets[int(pick or 0)][1])
         except AnnotationError as exc:
             st.error(md(str(exc)))
             return

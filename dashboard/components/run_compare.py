@@ -134,8 +134,8 @@ def _show(result: dict[str, Any]) -> None:
 
 def _run(session_ids: list[str], policies: list[str], params: str, gated: str, budget: int | None,
          ceiling: int | None, stream: int) -> None:
-    from tracer.lab import compare
-    from tracer.traffic.recorded import load_conversations
+    from tracer.lab import compare, sweep
+    from tracer.lab.cost import load_prices
 
     with st.status("Running the comparison…", expanded=True) as status:
         try:
@@ -144,7 +144,7 @@ def _run(session_ids: list[str], policies: list[str], params: str, gated: str, b
                 for name, p in compare.parse_policies(params):
                     chosen[name] = p
             arms = list(chosen.items())
-            convs = load_conversations(str(data.store_path()), session_ids)
+            convs = queries.access.conversations(data.store_path(), session_ids)
             if not convs:
                 status.update(label="Nothing to replay", state="error", expanded=True)
                 st.error("None of the picked sessions could be read back from the store.")
@@ -154,9 +154,17 @@ def _run(session_ids: list[str], policies: list[str], params: str, gated: str, b
             def progress(done: int, total: int) -> None:
                 bar.progress(min(1.0, done / total) if total else 1.0, text=f"replayed {done}/{total} sessions")
 
+            prices = load_prices(None)
             outcome: Any = compare.compare(convs, arms, gated=gated, budget=budget, hard_ceiling=ceiling,
                                            stream_results=stream, store_path=str(data.store_path()),
-                                           capture_content=True, progress=progress)
+                                           capture_content=True, progress=progress, prices=prices)
+            # Stored as a sweep, as `prunegate compare` stores every run: the Frontier tab shows it.
+            options = {"store": str(data.store_path()), "session": session_ids, "hard_ceiling": ceiling,
+                       "stream_results": stream, "traced": True}
+            sweep.save(data.store_path(), sweep.record(
+                outcome, options=options, sessions=convs, prices=prices.to_dict(), models=outcome.models,
+                policies=",".join(dict.fromkeys(sweep.policy_arg(spec) for spec in outcome.specs)), budgets=[budget],
+                gated=gated))
         except Exception as exc:  # noqa: BLE001 - a bad parameter or policy is shown, not raised
             status.update(label="The comparison failed", state="error", expanded=True)
             st.error(md(f"The comparison failed: {type(exc).__name__}: {exc}"))

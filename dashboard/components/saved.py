@@ -17,7 +17,7 @@ from dashboard.components import data
 from dashboard.components.safe import md
 from dashboard.components.widgets import show_table, ts_column
 from tracer import queries
-from tracer.errors import AnnotationError
+from tracer.queries import AnnotationError, access
 
 
 def plain(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -31,11 +31,8 @@ def save_form(kind: str, params: dict[str, Any], results: dict[str, Any], *, key
         name = st.text_input("Title", value=title, max_chars=200, key=f"{key}_title")
         submitted = st.form_submit_button("Save this comparison")
     if submitted:
-        from tracer.queries.writes import save_comparison
-        from tracer.store import Store
-
         try:
-            ident = save_comparison(Store(data.store_path()), name, {"kind": kind, **params}, results)
+            ident = access.save_comparison(data.store_path(), name, {"kind": kind, **params}, results)
         except AnnotationError as exc:
             st.error(md(str(exc)))
             return

@@ -87,4 +87,7 @@ def show_table(frame: pd.DataFrame, **kwargs: Any) -> Any:
         kwargs["column_config"] = {words(k): v for k, v in kwargs["column_config"].items()}
     if "column_order" in kwargs:
         kwargs["column_order"] = [words(k) for k in kwargs["column_order"]]
-    return st.dataframe(readable(frame), **kwargs)
+    if "key" not in kwargs:
+        return st.dataframe(readable(frame), **kwargs)
+    with st.container(key=f"table-{kwargs['key']}"):  # a stable handle on the page (class st-key-table-KEY)
+        return st.dataframe(readable(frame), **kwargs)

@@ -269,6 +269,12 @@ def test_compare_page_runs_a_comparison_with_progress(tmp_path: Path, store: dic
         assert any("Replayed 4 sessions" in s.value for s in at.success)
         with Store(path).reader() as r:
             assert (queries.sessions(r)["source"] == "replay").sum() == 4
+        from tracer.lab import sweep
+
+        [stored] = sweep.list_sweeps(path)  # stored as a sweep, as `prunegate compare` stores every run
+        assert {(a["policy"], a["gated"]) for a in sweep.load(stored)["arms"]} == {("recency", True), ("recency", False)}
+        frontier = page("compare", tab="Frontier")
+        assert any("Pareto" in c.value for c in frontier.caption), "the Frontier tab does not show the UI's run"
         at = page("compare")  # the results tab (the default one) shows the replays just stored
         assert "salience" not in set(frame(at, "metric").columns)
         assert {"recency · gated", "recency · ungated"} <= set(frame(at, "metric").columns)  # the results tab

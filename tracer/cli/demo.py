@@ -81,7 +81,9 @@ def _build(args: argparse.Namespace, path: Path) -> int:
     from tracer.cli.outcome import check_recorded
     from tracer.cli.output import format_row
     from tracer.cli.replay import depends_on, describe
+    from tracer.lab import sweep
     from tracer.lab.compare import compare, parse_policies, progress_bar
+    from tracer.lab.cost import load_prices
     from tracer.store import Store
     from tracer.traffic.importers import shipped_sessions_dir
     from tracer.traffic.recorded import import_paths, load_conversations
@@ -114,8 +116,14 @@ def _build(args: argparse.Namespace, path: Path) -> int:
     convs = load_conversations(store)
     if not convs:
         raise CommandError(f"no sessions to replay in {path}")
+    prices = load_prices(None)
     result = compare(convs, policies, gated="both", seed=DEMO_SEED, workers=args.workers, store_path=path,
-                     capture_content=True, progress=progress_bar())
+                     capture_content=True, progress=progress_bar(), prices=prices)
+    # Stored as a sweep, as `prunegate compare` stores every run: the dashboard's Frontier shows it.
+    rec = sweep.record(result, options={"store": str(path.resolve()), "seed": DEMO_SEED, "traced": True},
+                       sessions=convs, prices=prices.to_dict(), models=result.models, policies=args.policies,
+                       budgets=[None], gated="both")
+    print(f"sweep stored (the dashboard's Compare → Frontier): {sweep.save(path, rec)}", flush=True)
     replayed = [r.replay_id for rs in result.results for r in rs]
     said = argparse.Namespace(budget=None, hard_ceiling=None, seed=DEMO_SEED, stream_results=None)
     print(describe(depends_on(said, path, len(replayed))))

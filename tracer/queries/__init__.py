@@ -12,6 +12,7 @@ Import from here: ``from tracer import queries; queries.sessions(reader)``.
 | :mod:`~tracer.queries.causal` | violations with the prune that caused them, the evicted partners, repeated side effects |
 | :mod:`~tracer.queries.compare` | per-session metrics of the stored replays, per-arm intervals, paired differences (:mod:`tracer.lab.metrics`) |
 | :mod:`~tracer.queries.live` | sessions active right now |
+| :mod:`~tracer.queries.access` | the dashboard's door: the store's location, a snapshot, its version, an annotation or a saved comparison written, conversations to replay |
 | :mod:`~tracer.queries.trace` | one session's span tree (depth, start, duration, status), for the trace view |
 | :mod:`~tracer.queries.lost` | a replay's lost references and the prune that took each one |
 | :mod:`~tracer.queries.annotations` | annotations and saved comparisons read back |
@@ -20,6 +21,8 @@ Import from here: ``from tracer import queries; queries.sessions(reader)``.
 
 from __future__ import annotations
 
+from tracer.errors import AnnotationError
+from tracer.queries import access
 from tracer.queries._sql import (
     BUDGET_CHECK,
     DEFER,
@@ -99,4 +102,5 @@ __all__ = [
     "series_from_tables", "session_bounds", "session_filter_options", "session_info", "session_metrics",
     "session_root", "session_tables", "sessions", "step_from_tables", "store_totals", "summary_sql",
     "token_series", "units_at", "violations", "TRACE_COLUMNS", "span_tree", "trace_size",
+    "AnnotationError", "access",
 ]
