@@ -125,6 +125,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--idle", type=float, default=5.0, help="serve's --conversation-idle")
     ap.add_argument("--sender", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--stop-wait", type=float, default=120.0, help="seconds serve may take to stop")
     ap.add_argument("--keep", type=Path, help="put the store in this directory and keep it")
     args = ap.parse_args()
     if args.sender:
@@ -156,20 +157,27 @@ def main() -> int:
                 break
             time.sleep(0.25)
         rss = _peak_rss_mb(proc.pid)
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=300)
+        acked = sum(r["acked"] for r in reports)
+        sent_seconds = last_ack - first_ack
+        finished = sum(r["finished"] + r["unfinished"] for r in reports)  # one cut short by the end counts too
+        lag = (done_at - last_ack) if done_at else float("nan")
+        print(f"{args.senders} senders, {args.seconds:.0f} s at {args.rate:.0f} spans/s asked: {acked} spans "
+              f"acknowledged of {sum(r['spans'] for r in reports)} ({acked / sent_seconds:,.0f} spans/s over "
+              f"{sent_seconds:.1f} s); {finished} conversations", flush=True)
+        print(f"conversations all sessions {lag:.1f} s after the last ack (nan: not within idle + 120 s; idle "
+              f"{args.idle:.0f} s; goal <= idle + 10 s); serve peak RSS {rss:.0f} MB", flush=True)
+        proc.send_signal(signal.SIGTERM)  # commits what still waits (it may take long when much does)
+        try:
+            out, _ = proc.communicate(timeout=args.stop_wait)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            out += "\n(serve killed: still committing waiting conversations after --stop-wait seconds)"
         from tracer.store import Store
 
         sessions = Store(store).query("SELECT count(*) AS n FROM sessions WHERE source = 'import'")[0]["n"]
-    acked = sum(r["acked"] for r in reports)
-    sent_seconds = last_ack - first_ack
-    finished = sum(r["finished"] + r["unfinished"] for r in reports)  # one cut short by the end counts too
-    lag = (done_at - last_ack) if done_at else float("nan")
-    print(f"{args.senders} senders, {args.seconds:.0f} s at {args.rate:.0f} spans/s asked: {acked} spans acknowledged "
-          f"of {sum(r['spans'] for r in reports)} ({acked / sent_seconds:,.0f} spans/s over {sent_seconds:.1f} s)")
-    print(f"sessions: {sessions} of {finished} conversations; all made {lag:.1f} s after the last ack "
-          f"(idle {args.idle:.0f} s; goal <= idle + 10 s); {sessions / ((done_at or time.time()) - first_ack):,.0f} "
-          f"sessions/s; serve peak RSS {rss:.0f} MB")
+    print(f"sessions in the store: {sessions} of {finished} conversations; "
+          f"{sessions / ((done_at or time.time()) - first_ack):,.1f} sessions/s from the first ack")
     print(out.strip().splitlines()[-1])
     ok = sessions == finished and done_at is not None and lag <= args.idle + 10 and rss < 600
     return 0 if ok else 1
