@@ -4,8 +4,9 @@ Phoenix (PyPI ``arize-phoenix``, the ``phoenix`` extra) is started by the test o
 telemetry off and a temporary working directory; what arrived is counted from Phoenix's own APIs
 (REST ``/v1/projects/{name}/spans``, GraphQL sessions). Phoenix pins ``anthropic<2`` while the
 test extra's examples use anthropic 2, so Phoenix may live in a venv of its own: set
-``PRUNEGATE_PHOENIX`` to its ``phoenix`` executable (else the one beside this interpreter, else
-on PATH is used).
+``PRUNEGATE_PHOENIX`` to its ``phoenix`` executable (else the one beside this interpreter, else the
+one in ``~/.cache/prunegate/phoenix-venv``, else on PATH is used), or ``PRUNEGATE_PHOENIX_URL`` to
+the base URL of a Phoenix already running.
 """
 
 from __future__ import annotations
@@ -35,12 +36,17 @@ WEATHER = TEST_DATA / "otel" / "openllmetry-anthropic.jsonl"
 PROJECT = "prunegate-test"
 
 
+OWN_VENV = Path.home() / ".cache" / "prunegate" / "phoenix-venv"  # Phoenix in a venv of its own (see the docstring)
+
+
 def _phoenix_bin() -> str | None:
     env = os.environ.get("PRUNEGATE_PHOENIX")
     if env:
         return env
-    beside = Path(sys.executable).with_name("phoenix")
-    return str(beside) if beside.exists() else shutil.which("phoenix")
+    for candidate in (Path(sys.executable).with_name("phoenix"), OWN_VENV / "bin" / "phoenix"):
+        if candidate.exists():
+            return str(candidate)
+    return shutil.which("phoenix")
 
 
 def _get(url: str) -> Any:
@@ -59,9 +65,14 @@ def _graphql(base: str, query: str) -> Any:
 
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory):
+    running = os.environ.get("PRUNEGATE_PHOENIX_URL")  # a Phoenix already started (it may take minutes to start)
+    if running:
+        yield running.rstrip("/")
+        return
     binary = _phoenix_bin()
     if binary is None:
-        pytest.skip("arize-phoenix is not installed (pip install -e '.[phoenix]', or set PRUNEGATE_PHOENIX)")
+        pytest.skip(f"arize-phoenix is not installed (python -m venv {OWN_VENV} && {OWN_VENV}/bin/pip install "
+                    "arize-phoenix, or pip install -e '.[phoenix]', or set PRUNEGATE_PHOENIX)")
     work = tmp_path_factory.mktemp("phoenix")
     port, grpc = free_port(), free_port()
     env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_TELEMETRY_ENABLED": "false",
@@ -92,11 +103,11 @@ def store(tmp_path_factory) -> Store:
     return Store(path)
 
 
-def _phoenix_spans(base: str) -> list[dict[str, Any]]:
+def _phoenix_spans(base: str, project: str = PROJECT) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     cursor = None
     while True:
-        page = _get(f"{base}/v1/projects/{PROJECT}/spans?limit=1000" + (f"&cursor={cursor}" if cursor else ""))
+        page = _get(f"{base}/v1/projects/{project}/spans?limit=1000" + (f"&cursor={cursor}" if cursor else ""))
         out.extend(page["data"])
         cursor = page.get("next_cursor")
         if not cursor:
@@ -149,3 +160,61 @@ def test_an_exported_store_arrives_whole_in_phoenix_and_reads_well(phoenix, stor
               and s["attributes"].get("prunegate.violation.cause_span_id")]
     assert caused
     assert all(by_id[s["attributes"]["prunegate.violation.cause_span_id"]]["name"] == "prunegate.prune" for s in caused)
+
+
+def _attr(attributes: dict[str, Any], dotted: str) -> Any:
+    """An attribute as Phoenix's REST API returns it, flat (``a.b.c``) or nested (``{"a": {"b": ...}}``)."""
+    if dotted in attributes:
+        return attributes[dotted]
+    node: Any = attributes
+    for part in dotted.split("."):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return None
+    return node
+
+
+def test_exported_llm_spans_show_their_input_durations_status_and_tree_in_phoenix(phoenix, store) -> None:
+    """What a user looks at on an LLM span in Phoenix: the request's messages, its duration, its
+    status (ERROR for an invalid request), and where it sits in the trace."""
+    project = f"{PROJECT}-llm-{time.time_ns()}"  # its own project, even on a Phoenix used before
+    assert main(["export", "--store", str(store.path), "--otlp-endpoint", phoenix, "--project", project]) == 0
+    stored = {r["span_id"]: r for r in store.query(
+        "SELECT span_id, parent_span_id, name, status_code, end_time_ns - start_time_ns AS ns, "
+        "attributes->>'gen_ai.input.messages' AS inp FROM spans")}
+    deadline = time.monotonic() + 600  # Phoenix ingests in the background: minutes on a loaded machine
+    spans: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        try:
+            spans = _phoenix_spans(phoenix, project)
+        except OSError:
+            spans = []
+        if len(spans) >= len(stored):
+            break
+        time.sleep(2)
+    assert len(spans) == len(stored)
+    by_id = {s["context"]["span_id"]: s for s in spans}
+    llm = [s for s in spans if s["span_kind"] == "LLM" and s["name"].startswith("chat ")]  # prunegate's, not
+    assert len(llm) > 10  # the imported file's own OpenLLMetry spans (stored as they are)
+    for s in llm:
+        mine = stored[s["context"]["span_id"]]
+        sent = json.loads(mine["inp"])
+        assert json.loads(_attr(s["attributes"], "input.value")) == sent  # the request's messages
+        assert _attr(s["attributes"], "llm.input_messages.0.message.role") == sent[0]["role"]
+        # the duration as recorded, in Phoenix's own timestamps
+        from datetime import datetime
+
+        shown = (datetime.fromisoformat(s["end_time"]) - datetime.fromisoformat(s["start_time"])).total_seconds()
+        assert abs(shown - mine["ns"] / 1e9) < 1e-3
+        assert s["status_code"] == ("ERROR" if mine["status_code"] == "ERROR" else "UNSET")
+        parent = by_id[s["parent_id"]]  # a child of its session's root, in the same trace
+        assert parent["name"] == "prunegate.session" and parent["context"]["trace_id"] == s["context"]["trace_id"]
+    assert any(s["status_code"] == "ERROR" for s in llm)  # the ungated replay sent invalid requests
+    violations = [s for s in spans if s["name"] == "prunegate.violation"]
+    assert violations and all(s["status_code"] == "ERROR" for s in violations)
+    for s in spans:  # the tree: every parent arrived
+        assert s["parent_id"] is None or s["parent_id"] in by_id
+
