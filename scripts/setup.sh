@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # One-time (idempotent) set-up: a virtualenv with prunegate and its test tools, and, with
 # --browser, Debian's chromium for the real-browser tests (Playwright cannot download browsers here)
-# and Debian's prometheus (promtool and a real server for the metrics tests).
+# and Debian's prometheus (promtool and a real server for the metrics tests); with --phoenix, Arize
+# Phoenix in a venv of its own (~/.cache/prunegate/phoenix-venv: it pins packages the test extra
+# needs newer), which tests/tracer/spans/test_phoenix.py starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_browser=0
+want_phoenix=0
 for arg in "$@"; do
   case "$arg" in
     --browser) want_browser=1 ;;
+    --phoenix) want_phoenix=1 ;;
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -42,4 +46,13 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
+fi
+
+if [ "$want_phoenix" = 1 ]; then
+  phoenix_venv="$HOME/.cache/prunegate/phoenix-venv"
+  if [ ! -x "$phoenix_venv/bin/phoenix" ]; then
+    echo "==> installing arize-phoenix into $phoenix_venv (its own venv)"
+    "$PY" -m venv "$phoenix_venv"
+    "$phoenix_venv/bin/python" -m pip install -q arize-phoenix
+  fi
 fi

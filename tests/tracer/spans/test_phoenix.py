@@ -71,8 +71,8 @@ def phoenix(tmp_path_factory):
         return
     binary = _phoenix_bin()
     if binary is None:
-        pytest.skip(f"arize-phoenix is not installed (python -m venv {OWN_VENV} && {OWN_VENV}/bin/pip install "
-                    "arize-phoenix, or pip install -e '.[phoenix]', or set PRUNEGATE_PHOENIX)")
+        pytest.skip(f"arize-phoenix is not installed (bash scripts/setup.sh --phoenix puts it in {OWN_VENV}; "
+                    "or pip install -e '.[phoenix]', or set PRUNEGATE_PHOENIX)")
     work = tmp_path_factory.mktemp("phoenix")
     port, grpc = free_port(), free_port()
     env = {**os.environ, "PHOENIX_WORKING_DIR": str(work), "PHOENIX_TELEMETRY_ENABLED": "false",
