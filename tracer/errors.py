@@ -27,6 +27,7 @@ __all__ = [
     "TooLarge",
     "TracerError",
     "Unparseable",
+    "UsageError",
 ]
 
 
@@ -111,12 +112,17 @@ class CommandError(TracerError):
     """A command cannot do what it was asked (no store, no such session...); the text says where and why.
 
     The command line prints it as one line, ``prunegate <command>: <text>``, and exits with
-    ``exit_status`` (:data:`tracer.cli.status.ERROR` unless told otherwise).
+    ``exit_status`` (:data:`tracer.cli.status.ERROR` when None: it could not do what it was asked).
     """
 
-    def __init__(self, message: str, *, exit_status: int = 2) -> None:
+    def __init__(self, message: str, *, exit_status: int | None = None) -> None:
         super().__init__(message)
         self.exit_status = exit_status
+
+
+class UsageError(CommandError):
+    """Arguments that cannot work together (found after parsing); printed as argparse prints a usage
+    error, ``prunegate <command>: error: <text>``, exit :data:`tracer.cli.status.ERROR`."""
 
 
 class AnnotationError(TracerError, ValueError):

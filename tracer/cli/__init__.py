@@ -3,11 +3,15 @@
 ``COMMANDS`` maps each command to its module and a one-line summary (pip's ``commands/__init__.py``
 pattern), so ``prunegate --help`` imports no command module. A command module exposes
 ``register(subparsers)``, which adds its parser (its ``help`` is the summary here) and sets
-``func`` (args -> exit status, :mod:`tracer.cli.status`) as the parser default.
+``func`` (args -> exit status, :mod:`tracer.cli.status`) as the parser default. Every command is
+written the same way: its parser from :func:`add_command`, its shared options and argument types
+from :mod:`tracer.cli.options`, a named status returned, and a failure raised (a
+:class:`~tracer.errors.CommandError` or any other :class:`~policies.errors.PrunegateError`), never
+printed-and-returned; no command module imports another (``tests/tracer/cli/test_help.py``).
 
-:func:`main` runs the command and turns a :class:`~policies.errors.PrunegateError` it raises into
-one line on stderr, ``prunegate <command>: <message>``, and an exit status (``exit_status`` of the
-error when it has one, else :data:`~tracer.cli.status.ERROR`).
+:func:`main` runs the command and hands whatever expected failure it raises (and the problems
+:func:`~tracer.cli.checks.check_args` finds before any work) to :func:`tracer.cli.status.failed`:
+one line on stderr and the exit status.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import NamedTuple
 
 from policies.errors import PrunegateError
 from tracer.cli import status
-from tracer.cli.checks import OneLineParser, check_args, fail_usage
+from tracer.cli.checks import OneLineParser, check_args
 from tracer.contract.settings import ENVIRONMENT
 
 __all__ = ["COMMANDS", "CommandInfo", "build_parser", "main"]
@@ -101,23 +105,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return status.ERROR
-    problem = check_args(args)  # before any work, for every command
-    if problem:
-        fail_usage(f"prunegate {args.command}", problem)
+    from tracer.errors import UsageError
+
     try:
+        problem = check_args(args)  # before any work, for every command
+        if problem:
+            raise UsageError(problem)
         return int(func(args))
     except PrunegateError as exc:
-        print(f"prunegate {args.command}: {exc}", file=sys.stderr)
-        return int(getattr(exc, "exit_status", status.ERROR))
+        return status.failed(args.command, exc)
     except Exception as exc:
         damaged = _damaged_store(args, exc)  # a query that met a damaged spans.duckdb block
         if damaged is None:
             raise
-        print(f"prunegate {args.command}: {damaged}", file=sys.stderr)
-        return status.ERROR
+        return status.failed(args.command, damaged)
 
 
-def _damaged_store(args: argparse.Namespace, exc: Exception) -> Exception | None:
+def _damaged_store(args: argparse.Namespace, exc: Exception) -> PrunegateError | None:
     """The one-line error naming ``prunegate recover`` when ``exc`` says the store's database is damaged."""
     from tracer.store.compact import damaged, is_damage
 

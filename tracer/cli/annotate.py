@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from tracer.cli import add_command, options, status
 from tracer.errors import CommandError
+
+if TYPE_CHECKING:
+    from tracer.store import Store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
     return status.SUCCESS
 
 
-def _list(args: argparse.Namespace, store: object) -> int:
+def _list(args: argparse.Namespace, store: Store) -> int:
     from tracer import queries
 
-    with store.reader() as r:  # type: ignore[attr-defined]
+    with store.reader() as r:
         frame = queries.annotation_list(r, session_id=args.session, labels=args.label or None)
     rows = [{k: (None if v != v else v) for k, v in rec.items()} for rec in frame.to_dict("records")]
     if args.json:

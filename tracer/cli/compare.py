@@ -12,66 +12,47 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from policies.errors import PolicyError
-from tracer.cli.export import send_after
-from tracer.cli.options import add_detail, add_replay_options, load_sessions, recorded_outcome
-from tracer.cli.replay import depends_on, describe, recording
-from tracer.store import resolve_store
+from tracer.cli import add_command, options, status
+from tracer.cli.output import depends_on, describe, recording
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "compare",
-        help="compare policies on recorded sessions (A/B metrics with paired 95% confidence intervals; sweeps)",
+    parser = add_command(
+        sub, "compare",
         description="Replay every session under every arm (policy, parameters, budget, gating) in one pass: one "
         "row of metrics per arm with retention and cost intervals, plus per-session differences against the "
-        "first arm of each gating with Student-t 95% confidence intervals. Policies are comma-separated; '@k=v' sets "
-        "a parameter and '@k=v1|v2' sweeps it (e.g. recency@target=0.5|0.8); '--budget 2000,4000' sweeps "
+        "first arm of each gating with Student-t 95% confidence intervals. Policies are comma-separated; '@k=v' "
+        "sets a parameter and '@k=v1|v2' sweeps it (e.g. recency@target=0.5|0.8); '--budget 2000,4000' sweeps "
         "budgets. Sessions run in parallel with --workers; each worker records its replays into the store. "
         "The run is stored as a sweep for 'prunegate recommend'.",
     )
-    parser.add_argument("--policies", required=True, metavar="A,B,...",
-                        help="policies to compare; the first (at the first budget) is the baseline")
-    parser.add_argument("--gated", choices=("on", "off", "both"), default="both", help="gate on, off, or both (default)")
-    add_detail(parser, "decisions")
+    options.add_policies(parser, "policies to compare; the first (at the first budget) is the baseline",
+                         required=True)
+    options.add_gated(parser, ("on", "off", "both"), "both", "gate on, off, or both (default)")
+    options.add_detail(parser, "decisions")
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
                         help="local processes (--workers, the default) or Ray tasks (pip install 'prunegate[ray]')")
     parser.add_argument("--address", metavar="ADDR",
                         help="with --engine ray: the cluster to use ('auto', 'ray://head:10001'); "
                              "default: start a local Ray on this machine")
-    add_prices(parser)
-    add_replay_options(parser, budgets=True)
+    options.add_prices(parser)
+    options.add_replay_options(parser, budgets=True)
     parser.set_defaults(func=run)
 
 
-def add_prices(parser: argparse.ArgumentParser) -> None:
-    """The pricing options (``compare`` and ``recommend``)."""
-    parser.add_argument("--prices", metavar="FILE",
-                        help="price table (JSON or TOML; see docs/replay.md) laid over the dated default "
-                             "(default: $PRUNEGATE_PRICES when set)")
-    parser.add_argument("--price-model", metavar="MODEL",
-                        help="price sessions whose recording names no model as this model (e.g. gpt-4o)")
-
-
 def run(args: argparse.Namespace) -> int:
-    from tracer.traffic.recorded import store_path_arg
+    from tracer.cli.outcome import recorded_outcome, send_after
+    from tracer.store import Store
 
-    if args.otlp_endpoint and not args.trace:
-        print("prunegate compare: --otlp-endpoint sends the recorded replays; it cannot go with --no-trace",
-              file=sys.stderr)
-        return 2
-    try:
-        sweep = run_sweep(args, "compare")
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    rec, path = sweep
-    store = resolve_store(rec["options"]["store"])
+    rec, path, warnings = options.run_sweep(args)
+    for line in warnings:
+        print(f"prunegate compare: {line}", file=sys.stderr)
+    store = Store(rec["options"]["store"])
     recorded = [r["replay_id"] for a in rec["arms"] for r in a["replays"]]
-    depends = depends_on(args, store, len(recorded) if args.trace else 0)
-    sent_status, sent = send_after(args, store_path_arg(str(store)), [r for r in recorded if r], "compare")
+    depends = depends_on(args, store.path, len(recorded) if args.trace else 0)
+    sent_status, sent = send_after(args, store, [r for r in recorded if r], "compare")
     if args.json:
         out = {"rows": rec["rows"], "differences": rec["differences"], "arms": rec["arms"],
                "sweep": {"id": rec["id"], "path": str(path), "command": rec["command"]},
@@ -79,67 +60,16 @@ def run(args: argparse.Namespace) -> int:
         if sent is not None:
             out["otlp"] = sent.to_dict()
         print(json.dumps(out, indent=2))
-        return recorded_outcome(args, store_path_arg(str(store)), recorded) or sent_status
+        return recorded_outcome(args, store, recorded) or sent_status
     print(describe(depends))
     print_table(rec)
     print(f"\nstored as {rec['id']} ({path}); prices as of {rec['prices']['as_of']} ({rec['prices']['source']})")
-    rc = recorded_outcome(args, store_path_arg(str(store)), recorded)
-    if rc == 0:
+    rc = recorded_outcome(args, store, recorded)
+    if rc == status.SUCCESS:
         print(recording(depends))
     if sent is not None:
         print(sent.summary())
     return rc or sent_status
-
-
-def run_sweep(args: argparse.Namespace, command: str) -> tuple[dict[str, Any], Path | str]:
-    """Run and store the sweep ``args`` describe; raises SystemExit(2) after saying what is wrong."""
-    from policies import get_policy
-    from tracer.lab import sweep
-    from tracer.lab.compare import compare, parse_policies, progress_bar
-    from tracer.lab.cost import PriceError, load_prices
-
-    try:
-        policies = parse_policies(args.policies)
-        for name, params in policies:
-            get_policy(name, **dict(params))
-        prices = load_prices(args.prices)
-    except (PolicyError, PriceError, ValueError) as exc:
-        print(f"prunegate {command}: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    engine, address = getattr(args, "engine", "local"), getattr(args, "address", None)
-    if address and engine != "ray":
-        print(f"prunegate {command}: --address is for --engine ray", file=sys.stderr)
-        raise SystemExit(2)
-    if engine == "ray":
-        import importlib.util
-
-        if importlib.util.find_spec("ray") is None:
-            print(f"prunegate {command}: --engine ray needs Ray: pip install 'prunegate[ray]'", file=sys.stderr)
-            raise SystemExit(2)
-    store, convs = load_sessions(args)
-    budgets = args.budget or [None]
-    result = compare(convs, policies, gated=args.gated, budget=budgets, hard_ceiling=args.hard_ceiling,
-                     stream_results=args.stream_results, seed=args.seed, workers=args.workers,
-                     store_path=store.path if args.trace else None, capture_content=args.capture_content,
-                     progress=progress_bar(), prices=prices,
-                     price_model=args.price_model, engine=engine, address=address, detail=args.detail)
-    models = result.models
-    used = {k for k in models if not k.startswith("(unpriced)")}
-    options = {
-        "store": str(store.path.resolve()), "session": list(args.session) if args.session else None,
-        "hard_ceiling": args.hard_ceiling, "stream_results": args.stream_results, "seed": args.seed,
-        "prices": str(Path(args.prices).resolve()) if args.prices else None,
-        "price_model": args.price_model, "traced": args.trace,
-    }
-    table = prices.to_dict()
-    table["models"] = {k: v for k, v in table["models"].items() if k in used}
-    rec = sweep.record(result, options=options, sessions=convs, prices=table, models=models,
-                       policies=args.policies, budgets=budgets, gated=args.gated)
-    for key in models:
-        if key.startswith("(unpriced)"):
-            print(f"prunegate {command}: {models[key]} sessions have no price ({key.removeprefix('(unpriced) ')}); "
-                  "their cost is left out (set --price-model or add the model with --prices)", file=sys.stderr)
-    return rec, sweep.save(store.path, rec)
 
 
 def print_table(rec: dict[str, Any]) -> None:

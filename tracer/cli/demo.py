@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from tracer.cli import add_command, options, status
+from tracer.cli.launch import DEFAULT_PORT
 from tracer.errors import CommandError
 from tracer.store import local_store
 
@@ -41,18 +42,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     options.add_store(parser)
     parser.add_argument("--fresh", action="store_true", help="delete the store first and rebuild it")
-    parser.add_argument("--policies", default=DEMO_POLICIES, help=f"policies to replay (default {DEMO_POLICIES})")
+    options.add_policies(parser, f"policies to replay (default {DEMO_POLICIES})", default=DEMO_POLICIES)
     parser.add_argument("--tau", type=int, default=20, metavar="N",
                         help="also import the first N τ-bench conversations from ../shared/traffic (default 20; 0: none)")
-    parser.add_argument("--workers", type=int, default=2, help="replay processes (default 2)")
+    options.add_workers(parser, default=2, help="replay processes (default 2)")
     parser.add_argument("--no-serve", dest="serve", action="store_false", help="build the store and stop")
-    parser.add_argument("--host", default="127.0.0.1", help="dashboard address (default 127.0.0.1)")
-    parser.add_argument("--port", type=options.port, default=8501, help="dashboard port (default 8501)")
+    options.add_listen(parser, port_default=DEFAULT_PORT, what="the dashboard")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracer.cli import dashboard as dashboard_cmd
+    from tracer.cli.launch import serve_dashboard
 
     try:
         path = local_store(args.store)
@@ -72,15 +72,13 @@ def run(args: argparse.Namespace) -> int:
         return status.SUCCESS
     print(f"==> serving the dashboard on http://{args.host}:{args.port}", flush=True)
     # The dashboard command's own defaults (compact first when many segments are pending).
-    return dashboard_cmd.handler(argparse.Namespace(store=str(path), host=args.host, port=args.port, compact=True))
+    return serve_dashboard(str(path), args.host, args.port, compact=True)
 
 
 def _build(args: argparse.Namespace, path: Path) -> int:
     """Import the sample traffic, replay it through the policies gated and ungated, compact."""
-    from tracer.cli.import_cmd import print_report
     from tracer.cli.outcome import check_recorded
-    from tracer.cli.output import format_row
-    from tracer.cli.replay import depends_on, describe
+    from tracer.cli.output import depends_on, describe, format_row, print_report
     from tracer.lab import sweep
     from tracer.lab.compare import compare, parse_policies, progress_bar
     from tracer.lab.cost import load_prices

@@ -12,48 +12,43 @@ import json
 import sys
 from typing import Any
 
-from tracer.cli import checks
-from tracer.cli.compare import add_prices, run_sweep
-from tracer.cli.options import add_detail, add_replay_options
+from tracer.cli import add_command, options, status
+from tracer.errors import CommandError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "recommend",
-        help="name the cheapest arm of the last sweep that keeps retention above a minimum",
+    parser = add_command(
+        sub, "recommend",
         description="Pick, among the arms of the store's last sweep (or of a sweep run now with --policies), the "
         "cheapest one whose retention interval's lower bound is at least --min-retention and that sent no "
         "invalid request; print it, the sessions it was measured on and the prunegate compare command that "
         "reproduces it.",
     )
-    parser.add_argument("--min-retention", type=checks.fraction, required=True, metavar="R",
+    parser.add_argument("--min-retention", type=options.fraction, required=True, metavar="R",
                         help="the least acceptable retention (0..1), held by the interval's lower bound")
-    parser.add_argument("--gated", choices=("on", "off", "any"), default="any",
-                        help="consider gated arms only (on), ungated only (off) or both (any, default)")
+    options.add_gated(parser, ("on", "off", "any"), "any",
+                      "consider gated arms only (on), ungated only (off) or both (any, default)")
     parser.add_argument("--sweep", metavar="ID|FILE", help="a stored sweep (id or file) instead of the last one")
-    parser.add_argument("--policies", metavar="A,B,...",
-                        help="run a sweep of these policies first (same syntax as prunegate compare), then pick")
-    add_prices(parser)
-    add_replay_options(parser, budgets=True)
-    add_detail(parser, "decisions")
+    options.add_policies(parser, "run a sweep of these policies first (same syntax as prunegate compare), then pick")
+    options.add_prices(parser)
+    options.add_replay_options(parser, budgets=True)
+    options.add_detail(parser, "decisions")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from tracer.lab import sweep
     from tracer.lab.recommend import describe, recommend
-    from tracer.traffic.recorded import store_path_arg
 
     rec: dict[str, Any]
     if args.policies:
         args.gated, wanted = {"any": "both"}.get(args.gated, args.gated), args.gated
-        try:
-            rec, _ = run_sweep(args, "recommend")
-        except SystemExit as exc:
-            return int(exc.code or 0)
+        rec, _, warnings = options.run_sweep(args)
+        for line in warnings:
+            print(f"prunegate recommend: {line}", file=sys.stderr)
         args.gated = wanted
     else:
-        store = store_path_arg(args.store)
+        store = options.store_of(args)
         found: dict[str, Any] | None
         try:
             if args.sweep:
@@ -62,16 +57,14 @@ def run(args: argparse.Namespace) -> int:
             else:
                 found = sweep.last_sweep(store.path)
         except ValueError as exc:
-            print(f"prunegate recommend: {exc}", file=sys.stderr)
-            return 2
+            raise CommandError(str(exc)) from None
         if found is None:
-            print(f"prunegate recommend: no sweep stored in {store.path} (run prunegate compare with "
-                  "--budget and --policies lists first, or give --policies here)", file=sys.stderr)
-            return 2
+            raise CommandError(f"no sweep stored in {store.path} (run prunegate compare with --budget and "
+                               "--policies lists first, or give --policies here)")
         rec = found
     out = recommend(rec, args.min_retention, gated=args.gated)
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         print("\n".join(describe(out)))
-    return 0 if out["arm"] is not None else 1
+    return status.SUCCESS if out["arm"] is not None else status.FOUND_PROBLEMS

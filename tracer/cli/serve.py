@@ -8,16 +8,15 @@ import sys
 import threading
 from typing import Any
 
-from tracer.cli import options
-from tracer.cli.checks import nonneg_int, nonneg_seconds, positive_int
+from tracer.cli import add_command, options, status
+from tracer.errors import CommandError
 
 METRICS_PORT = 9464  # the OpenTelemetry Prometheus exporter's usual port
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "serve",
-        help="receive OTLP/HTTP spans (/v1/traces, protobuf or JSON) from any SDK or Collector into the store",
+    parser = add_command(
+        sub, "serve",
         description="Serve OTLP/HTTP on /v1/traces (protobuf or JSON bodies, optionally gzip). Every span is "
         "stored as it is; GenAI chat spans of other instrumentations also become sessions, as with prunegate "
         "import. A request is answered 200 only once its spans are in a committed segment; 413 when the body "
@@ -25,25 +24,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         "refuses a write. Binds 127.0.0.1 unless --host says otherwise.",
     )
     options.add_store(parser)
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=nonneg_int, default=4318, help="port (default 4318, the OTLP/HTTP port; 0 picks one)")
+    options.add_listen(parser, port_default=4318, what="the OTLP/HTTP receiver", zero_picks=True)
     parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every request (401 otherwise)")
-    parser.add_argument("--max-body", type=positive_int, default=16 << 20, metavar="BYTES",
+    parser.add_argument("--max-body", type=options.positive, default=16 << 20, metavar="BYTES",
                         help="largest request body, before and after gzip (default 16 MiB; 413 above)")
-    parser.add_argument("--max-inflight", type=positive_int, default=4, metavar="N",
+    parser.add_argument("--max-inflight", type=options.positive, default=4, metavar="N",
                         help="requests decoded and written at once; more get 429 with Retry-After (default 4)")
-    parser.add_argument("--compact-every", type=nonneg_int, default=64, metavar="N",
+    parser.add_argument("--compact-every", type=options.nonnegative, default=64, metavar="N",
                         help="compact the store in the background after every N requests (0: never; default 64)")
-    parser.add_argument("--conversation-idle", type=nonneg_seconds, default=30.0, metavar="S",
+    parser.add_argument("--conversation-idle", type=options.nonneg_seconds, default=30.0, metavar="S",
                         help="a GenAI conversation arriving over several requests becomes one session once no "
                         "turn of it has come for S seconds, or at shutdown (default 30; 0: one session per "
                         "request, holding the conversation up to that turn)")
     options.add_detail(parser, "full")
-    parser.add_argument("--metrics", nargs="?", type=nonneg_int, const=METRICS_PORT, default=None, metavar="PORT",
+    parser.add_argument("--metrics", nargs="?", type=options.nonnegative, const=METRICS_PORT, default=None, metavar="PORT",
                         help=f"serve Prometheus metrics (serve's health: spans/s, requests in flight, 429s, pending "
                         f"conversations, memory; docs/metrics.md) on http://HOST:PORT/metrics (default port "
                         f"{METRICS_PORT}; 0 picks one)")
-    parser.add_argument("--conversation-memory", type=positive_int, default=256, metavar="MIB",
+    parser.add_argument("--conversation-memory", type=options.positive, default=256, metavar="MIB",
                         help="conversations waiting for --conversation-idle hold at most this much content "
                         "(default 256 MiB); past it requests get 429 with Retry-After until some are done")
     parser.set_defaults(func=run)
@@ -56,22 +54,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         store.ensure()
     except OSError as exc:
-        print(f"prunegate serve: cannot create the store {store.path}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        raise CommandError(f"cannot create the store {store.path}: {exc.strerror or exc}") from None
     try:
         receiver = Receiver(store, max_body=args.max_body, max_inflight=args.max_inflight, token=args.token,
                             conversation_idle=args.conversation_idle,
                             conversation_memory=args.conversation_memory << 20, detail=args.detail)
         adopted = receiver.recover()
     except OSError as exc:
-        print(f"prunegate serve: cannot keep the waiting-conversation journal under {store.layout.root}: "
-              f"{exc.strerror or exc}", file=sys.stderr)
-        return 2
+        raise CommandError(f"cannot keep the waiting-conversation journal under {store.layout.root}: "
+                           f"{exc.strerror or exc}") from None
     try:
         server = make_server(receiver, args.host, args.port)
     except OSError as exc:
-        print(f"prunegate serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     host, port = str(server.server_address[0]), int(server.server_address[1])
     if args.metrics is not None:
         from tracer.spans.metrics import observe_receiver, prometheus_port, prometheus_provider
@@ -79,10 +74,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             provider = prometheus_provider(args.metrics, args.host)
         except OSError as exc:
-            print(f"prunegate serve: cannot serve metrics on {args.host}:{args.metrics}: {exc.strerror or exc}",
-                  file=sys.stderr)
             server.server_close()
-            return 2
+            raise CommandError(f"cannot serve metrics on {args.host}:{args.metrics}: {exc.strerror or exc}") from None
         observe_receiver(provider, receiver, args.max_inflight)
         print(f"prunegate serve: metrics on http://{host}:{prometheus_port(provider, args.host)}/metrics", flush=True)
     if args.compact_every:
@@ -110,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     refused = ", ".join(f"{n} x {code}" for code, n in sorted(s.refused.items())) or "none"
     print(f"prunegate serve: stopped; committed {s.spans} spans from {s.requests} requests "
           f"({s.sessions} GenAI sessions); refused: {refused}", flush=True)
-    return 0
+    return status.SUCCESS
 
 
 def _sessions_in_background(receiver: Any, idle: float) -> None:

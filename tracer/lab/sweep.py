@@ -174,14 +174,48 @@ def record(cmp: Comparison, *, options: dict[str, Any], sessions: Iterable[Any],
     }
 
 
+def run_sweep(store: Any, convs: Any, policies: Sequence[tuple[str, Any]], *, policies_text: str, gated: str,
+              budgets: Sequence[int | None], hard_ceiling: int | None, stream_results: int, seed: int | None,
+              workers: int, traced: bool, capture_content: bool, prices: Any, prices_path: str | None,
+              price_model: str | None, sessions: list[str] | None, engine: str = "local",
+              address: str | None = None, detail: str = "decisions") -> tuple[dict[str, Any], Path | str, list[str]]:
+    """Run every arm over ``convs`` in one pass, record the sweep and store it in ``store``.
+
+    Returns (the sweep's record, where it is stored, one line for each thing the figures leave out:
+    sessions without a price). ``policies`` are parsed (:func:`tracer.lab.compare.parse_policies`);
+    ``policies_text`` is how the user wrote them, for the reproducing command."""
+    from tracer.lab.compare import compare, progress_bar
+
+    result = compare(convs, list(policies), gated=gated, budget=list(budgets), hard_ceiling=hard_ceiling,
+                     stream_results=stream_results, seed=seed, workers=workers,
+                     store_path=store.path if traced else None, capture_content=capture_content,
+                     progress=progress_bar(), prices=prices, price_model=price_model, engine=engine,
+                     address=address, detail=detail)
+    models = result.models
+    used = {k for k in models if not k.startswith("(unpriced)")}
+    options = {
+        "store": str(store.path.resolve()), "session": sessions, "hard_ceiling": hard_ceiling,
+        "stream_results": stream_results, "seed": seed, "prices": prices_path, "price_model": price_model,
+        "traced": traced,
+    }
+    table = prices.to_dict()
+    table["models"] = {k: v for k, v in table["models"].items() if k in used}
+    rec = record(result, options=options, sessions=convs, prices=table, models=models, policies=policies_text,
+                 budgets=budgets, gated=gated)
+    warnings = [f"{models[key]} sessions have no price ({key.removeprefix('(unpriced) ')}); their cost is left out "
+                "(set --price-model or add the model with --prices)" for key in models if key.startswith("(unpriced)")]
+    return rec, save(store.path, rec), warnings
+
+
 def save(store_path: str | os.PathLike[str] | BucketURL, rec: dict[str, Any]) -> Path | str:
     """Write the record into ``<store>/sweeps/<id>.json`` (whole or not at all; on a bucket, one PUT:
     the URL is returned)."""
-    if isinstance(resolve_store(store_path), BucketURL):
+    where = resolve_store(store_path)
+    if isinstance(where, BucketURL):
         from tracer.store.s3 import S3Store
 
-        return S3Store(str(store_path)).put_json(f"{SWEEPS_DIR}/{rec['id']}.json", rec)
-    folder = Path(store_path) / SWEEPS_DIR  # type: ignore[arg-type]
+        return S3Store(str(where)).put_json(f"{SWEEPS_DIR}/{rec['id']}.json", rec)
+    folder = where / SWEEPS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{rec['id']}.json"
     tmp = folder / f".{rec['id']}.{os.getpid()}.tmp"
@@ -242,5 +276,5 @@ def last_sweep(store_path: str | os.PathLike[str] | BucketURL) -> dict[str, Any]
 
 __all__ = [
     "arm_command", "compare_command", "last_sweep", "list_sweeps", "load", "pareto", "parse_budgets",
-    "policy_arg", "record", "save", "summarize",
+    "policy_arg", "record", "run_sweep", "save", "summarize",
 ]

@@ -561,9 +561,3 @@ def _json(value: Any) -> dict[str, Any]:
             return {}
         return out if isinstance(out, dict) else {}
     return {}
-
-
-def store_path_arg(value: str | None) -> Store:
-    """``--store``: the :class:`Store` :func:`tracer.store.resolve_store` names (kept for the
-    commands that take a path string)."""
-    return Store(value or None)

@@ -14,13 +14,13 @@ from tests.dashboard_fixtures import scripted_store
 from tests.paths import REPO
 from tests.servers import free_port, wait_for_http
 from tracer.cli import main
-from tracer.cli.dashboard import dashboard_command
+from tracer.cli.launch import dashboard_command
 
 
 def test_the_command_neither_imports_nor_searches_for_the_dashboard() -> None:
     code = ("import sys, importlib.util, tracer.cli as c; "
             "importlib.util.find_spec = None; "  # the command may not look the package up either
-            "c.build_parser('dashboard'); import tracer.cli.dashboard as d; d.dashboard_command('127.0.0.1', 1); "
+            "c.build_parser('dashboard'); import tracer.cli.launch as d; d.dashboard_command('127.0.0.1', 1); "
             "assert not [m for m in sys.modules if m == 'dashboard' or m.startswith('dashboard.')]")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
