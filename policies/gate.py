@@ -243,7 +243,7 @@ class Gate:
         kw.setdefault("policy", self.policy.name)
         return Decision(kind=kind, check=self.checks, seq=ctx.seq, tokens_before=before, tokens_after=ctx.request_tokens,
                         budget=self.budget, hard_ceiling=self.hard_ceiling, overhead_tokens=ctx.overhead_tokens,
-                        **kw)  # type: ignore[arg-type]
+                        **kw)  # type: ignore[arg-type]  # kw: the Decision fields the caller names, typed there
 
     def _report(self, ctx: Context, d: Decision) -> Decision:
         if self._started:

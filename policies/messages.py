@@ -123,11 +123,11 @@ class Message:
 
     @property
     def call_ids(self) -> list[str]:
-        return [b.id for b in self.blocks if b.call_id is not None]  # type: ignore[misc]
+        return [b.id for b in self.blocks if b.call_id is not None]  # type: ignore[misc]  # call_id not None: id is set
 
     @property
     def answered_ids(self) -> list[str]:
-        return [b.tool_use_id for b in self.blocks if b.answers is not None]  # type: ignore[misc]
+        return [b.tool_use_id for b in self.blocks if b.answers is not None]  # type: ignore[misc]  # answers is tool_use_id
 
     def plain_text(self) -> str:
         return "\n".join(b.plain_text() for b in self.blocks)

@@ -253,6 +253,18 @@ GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+# GenAI keys and event names prunegate only reads (import and serve of other instrumentations' spans)
+GEN_AI_PREFIX = "gen_ai."  # any GenAI key: a span carrying one is a GenAI span
+GEN_AI_SYSTEM = "gen_ai.system"  # the provider, before gen_ai.provider.name
+GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+GEN_AI_PROMPT = "gen_ai.prompt"  # older indexed keys: gen_ai.prompt.<i>.role / .content
+GEN_AI_COMPLETION = "gen_ai.completion"  # gen_ai.completion.<i>.role / .content
+GEN_AI_DETAILS_EVENT = "gen_ai.client.inference.operation.details"  # event holding the messages
+GEN_AI_SYSTEM_MESSAGE_EVENT = "gen_ai.system.message"  # older per-message events
+GEN_AI_USER_MESSAGE_EVENT = "gen_ai.user.message"
+GEN_AI_ASSISTANT_MESSAGE_EVENT = "gen_ai.assistant.message"
+GEN_AI_TOOL_MESSAGE_EVENT = "gen_ai.tool.message"
+GEN_AI_CHOICE_EVENT = "gen_ai.choice"
 ERROR_TYPE = "error.type"
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
 PROCESS_PID = "process.pid"  # on prunegate.tracer.stats
@@ -319,7 +331,7 @@ def span_names() -> tuple[str, ...]:
 
 def attribute_keys() -> tuple[str, ...]:
     """Every attribute key above (``prunegate.*`` and the GenAI/OTel keys prunegate emits)."""
-    names = set(SPAN_NAMES) | set(METRIC_NAMES) | {PREFIX, SCOPE, REPLAY_METRIC_PREFIX}
+    names = set(SPAN_NAMES) | set(METRIC_NAMES) | {PREFIX, SCOPE, REPLAY_METRIC_PREFIX, GEN_AI_PREFIX}
     return tuple(sorted(
         v for k, v in globals().items()
         if k.isupper() and isinstance(v, str) and "." in v and v not in names

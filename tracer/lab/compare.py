@@ -209,7 +209,7 @@ def run_replays(
         if own:
             from tracer.traffic.recorded import store_tracer_provider
 
-            provider = store_tracer_provider(store_path, auto_compact=False)  # type: ignore[arg-type]
+            provider = store_tracer_provider(store_path, auto_compact=False)  # type: ignore[arg-type]  # own: store_path set
         try:
             for i, conv in enumerate(conversations):
                 by_index[i] = _replay_arms(conv, specs, provider, capture_content)

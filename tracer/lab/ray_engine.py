@@ -89,7 +89,7 @@ def run_on_ray(conversations: Sequence[Conversation], specs: Sequence[ReplaySpec
                     done += len(per_arm)
                 if progress:
                     progress(done, total)
-        return results  # type: ignore[return-value]
+        return results  # type: ignore[return-value]  # every slot filled once every task has returned
     finally:
         if started:
             ray.shutdown()

@@ -273,7 +273,7 @@ class _Run:
                 r.events += 1
                 kind = ev.kind
                 if kind == APPEND or kind == OPEN:
-                    msg = _fresh(ev.message, deep=kind == OPEN)  # type: ignore[arg-type]
+                    msg = _fresh(ev.message, deep=kind == OPEN)  # type: ignore[arg-type]  # APPEND/OPEN events carry a message
                     ctx.append(msg, closed=kind == APPEND)
                     self.appended[msg.id] = msg
                     self._check()

@@ -125,11 +125,11 @@ def gated_counterpart(src: Source, session_id: str, seq: int) -> dict[str, Any] 
         matched AS (SELECT arg_max(there.s, here.s) AS s FROM here JOIN there USING (mid)),
         chat_here AS (
             SELECT count(*) > 0 AS yes FROM spans
-            WHERE session_id = $sid AND seq = $seq AND attributes->>'gen_ai.operation.name' = 'chat'
+            WHERE session_id = $sid AND seq = $seq AND attributes->>'{sn.GEN_AI_OPERATION_NAME}' = '{sn.OP_CHAT}'
         )
         SELECT matched.s,
                (SELECT min(seq) FROM spans, matched m2
-                WHERE session_id = $twin AND seq >= m2.s AND attributes->>'gen_ai.operation.name' = 'chat'),
+                WHERE session_id = $twin AND seq >= m2.s AND attributes->>'{sn.GEN_AI_OPERATION_NAME}' = '{sn.OP_CHAT}'),
                chat_here.yes
         FROM matched, chat_here
         """, {"sid": session_id, "seq": int(seq), "twin": twin_id})

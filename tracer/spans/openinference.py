@@ -37,7 +37,7 @@ CHAIN, LLM, TOOL = "CHAIN", "LLM", "TOOL"
 def span_kind(name: str, attributes: Mapping[str, Any]) -> str | None:
     """CHAIN for sessions, decisions and every other ``prunegate.*`` span, LLM for model calls,
     TOOL for tool executions; None for a span that is none of these."""
-    op = attributes.get("gen_ai.operation.name")
+    op = attributes.get(sn.GEN_AI_OPERATION_NAME)
     if op == "execute_tool" or name.startswith("execute_tool"):
         return TOOL
     if op in ("chat", "text_completion", "generate_content") or name == "chat" or name.startswith("chat "):
@@ -121,14 +121,14 @@ def enrich_rows(rows: list[dict[str, Any]], project: str | None = None) -> list[
 
 
 def _llm(a: dict[str, Any]) -> None:
-    for src, dst, mime, flat in (("gen_ai.input.messages", INPUT_VALUE, INPUT_MIME, "llm.input_messages"),
-                                 ("gen_ai.output.messages", OUTPUT_VALUE, OUTPUT_MIME, "llm.output_messages")):
+    for src, dst, mime, flat in ((sn.GEN_AI_INPUT_MESSAGES, INPUT_VALUE, INPUT_MIME, "llm.input_messages"),
+                                 (sn.GEN_AI_OUTPUT_MESSAGES, OUTPUT_VALUE, OUTPUT_MIME, "llm.output_messages")):
         if isinstance(a.get(src), str) and dst not in a:
             a[dst], a[mime] = a[src], "application/json"
         if isinstance(a.get(src), str) and not any(k.startswith(flat + ".") for k in a):
             a.update(flat_messages(flat, a[src]))
-    for src, dst in (("gen_ai.request.model", LLM_MODEL), ("gen_ai.usage.input_tokens", LLM_PROMPT_TOKENS),
-                     ("gen_ai.usage.output_tokens", LLM_COMPLETION_TOKENS)):
+    for src, dst in ((sn.GEN_AI_REQUEST_MODEL, LLM_MODEL), (sn.GEN_AI_USAGE_INPUT_TOKENS, LLM_PROMPT_TOKENS),
+                     (sn.GEN_AI_USAGE_OUTPUT_TOKENS, LLM_COMPLETION_TOKENS)):
         if a.get(src) is not None and dst not in a:
             a[dst] = a[src]
 

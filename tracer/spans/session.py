@@ -204,7 +204,7 @@ class TracedSession:
         # spans written as records straight to prunegate's own pipeline (tracer.spans.direct), else SDK spans
         self._direct = direct_writer(provider_obj, self.tracer)
         if self._direct is not None:
-            self.root: trace.Span = start_root(self._direct, provider_obj, sn.SESSION,  # type: ignore[arg-type]
+            self.root: trace.Span = start_root(self._direct, provider_obj, sn.SESSION,  # type: ignore[arg-type]  # direct_writer accepted only an SDK TracerProvider
                                                clean(root_attrs), self.clock(config.start_time))
         else:
             self.root = self.tracer.start_span(

@@ -60,7 +60,7 @@ def _from_parts(data: bytes, lengths: object, n: int, validity: pa.Buffer | None
     if len(data) > _MAX_OFFSET:
         raise ValueError(f"{len(data)} bytes of text in one column chunk; the limit is 2 GiB")
     offsets = array.array("i", [0])
-    offsets.extend(accumulate(lengths))  # type: ignore[call-overload]
+    offsets.extend(accumulate(lengths))  # type: ignore[call-overload]  # typeshed wants a list; any iterable of int works
     return pa.Array.from_buffers(pa.string(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], nulls)
 
 

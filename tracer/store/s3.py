@@ -78,7 +78,7 @@ class S3Store(Store):
         where = resolve_store(path)
         if not isinstance(where, BucketURL):
             raise ValueError(f"{where}: not an s3:// store")
-        self.path: BucketURL = where  # type: ignore[assignment]
+        self.path: BucketURL = where  # type: ignore[assignment]  # Store.path is a Path; a bucket store's is its URL
         key = f"{s3_endpoint()}|{where}"
         if key not in _BUCKETS:  # one per process: its request counters hook the client, its footer cache is shared
             cache_dir = s3_cache_dir()
@@ -196,7 +196,7 @@ class BucketReader(StoreReader):
 
     def __init__(self, store: S3Store, days: list[str] | None = None,  # no super(): no lock file, no database
                  sessions: list[str] | None = None) -> None:
-        self.layout = SimpleNamespace(root=store.path)  # type: ignore[assignment]
+        self.layout = SimpleNamespace(root=store.path)  # type: ignore[assignment]  # only .root is read on a bucket
         self.complete = True
         self.main_attached = False
         self.warnings: list[str] = []

@@ -33,14 +33,16 @@ from typing import Any
 from policies import convert
 from policies.errors import StructureError
 from policies.messages import COMPACTION, OTHER, TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
+from tracer.contract import names as sn
 from tracer.errors import DecodeError
 
 FAMILIES = ("genai", "genai-events", "openinference", "openllmetry")
 ROLES = ("system", "developer", "user", "assistant", "tool")
-DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+DETAILS_EVENT = sn.GEN_AI_DETAILS_EVENT
 REDACTED = "__REDACTED__"  # what OpenInference writes in place of hidden inputs and outputs
-OLD_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
-              "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool", "gen_ai.choice": "assistant"}
+OLD_EVENTS = {sn.GEN_AI_SYSTEM_MESSAGE_EVENT: "system", sn.GEN_AI_USER_MESSAGE_EVENT: "user",
+              sn.GEN_AI_ASSISTANT_MESSAGE_EVENT: "assistant", sn.GEN_AI_TOOL_MESSAGE_EVENT: "tool",
+              sn.GEN_AI_CHOICE_EVENT: "assistant"}
 _INDEXED = re.compile(r"^(llm\.(?:input|output)_messages|gen_ai\.(?:prompt|completion))\.(\d+)\.(.+)$")
 
 
@@ -68,7 +70,7 @@ class ModelCall:
 # ------------------------------------------------------------------------------------- detection
 def is_model_call(attrs: Mapping[str, Any]) -> bool:
     """A chat/completion span of some instrumentation (with or without content)."""
-    op = attrs.get("gen_ai.operation.name") or attrs.get("llm.request.type")
+    op = attrs.get(sn.GEN_AI_OPERATION_NAME) or attrs.get("llm.request.type")
     return (op in ("chat", "text_completion", "completion", "generate_content")
             or attrs.get("openinference.span.kind") == "LLM")
 
@@ -77,14 +79,14 @@ def content_families(attrs: Mapping[str, Any], events: Iterable[Mapping[str, Any
     """The content-carrying attribute families present on a span (and its events/log records)."""
     found = []
     names = {e.get("name") or e.get("event_name") for e in events}
-    if any(k in attrs for k in ("gen_ai.input.messages", "gen_ai.output.messages")) or DETAILS_EVENT in names and any(
-            "gen_ai.input.messages" in (e.get("attributes") or {}) for e in events):
+    if any(k in attrs for k in (sn.GEN_AI_INPUT_MESSAGES, sn.GEN_AI_OUTPUT_MESSAGES)) or DETAILS_EVENT in names and any(
+            sn.GEN_AI_INPUT_MESSAGES in (e.get("attributes") or {}) for e in events):
         found.append("genai")
     if names & set(OLD_EVENTS):
         found.append("genai-events")
     if attrs.get("input.value") not in (None, REDACTED) or any(k.startswith("llm.input_messages.") for k in attrs):
         found.append("openinference")
-    if any(k.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for k in attrs):
+    if any(k.startswith((f"{sn.GEN_AI_PROMPT}.", f"{sn.GEN_AI_COMPLETION}.")) for k in attrs):
         found.append("openllmetry")
     return found
 
@@ -93,7 +95,7 @@ def metadata_family(attrs: Mapping[str, Any]) -> str:
     """Which convention a model-call span follows, judged from its metadata (for refusals)."""
     if attrs.get("openinference.span.kind") or any(k.startswith("llm.") for k in attrs):
         return "OpenInference (llm.*)"
-    if any(k.startswith("gen_ai.") for k in attrs):
+    if any(k.startswith(sn.GEN_AI_PREFIX) for k in attrs):
         return "OpenTelemetry GenAI (gen_ai.*)"
     return "unknown"
 
@@ -110,29 +112,29 @@ def decode_call(row: Mapping[str, Any], logs: Iterable[Mapping[str, Any]] = ()) 
     provider = provider_of(a)
     call = ModelCall(span_id=str(row.get("span_id")), trace_id=str(row.get("trace_id")),
                      start_ns=int(row.get("start_time_ns") or 0), family="", provider=provider,
-                     model=_str(a.get("gen_ai.request.model") or a.get("llm.request.model_name")
-                                or a.get("llm.model_name") or a.get("gen_ai.response.model")),
-                     input=[], conversation_id=_str(a.get("gen_ai.conversation.id")),
+                     model=_str(a.get(sn.GEN_AI_REQUEST_MODEL) or a.get("llm.request.model_name")
+                                or a.get("llm.model_name") or a.get(sn.GEN_AI_RESPONSE_MODEL)),
+                     input=[], conversation_id=_str(a.get(sn.GEN_AI_CONVERSATION_ID)),
                      session_id=_str(a.get("session.id")))
     details = next((e["attributes"] for e in events if e.get("event_name") == DETAILS_EVENT
-                    and "gen_ai.input.messages" in (e.get("attributes") or {})), None)
-    source = a if "gen_ai.input.messages" in a else details
+                    and sn.GEN_AI_INPUT_MESSAGES in (e.get("attributes") or {})), None)
+    source = a if sn.GEN_AI_INPUT_MESSAGES in a else details
     if source is not None:
         call.family = "genai"
-        call.input = _genai_list(source.get("gen_ai.system_instructions"), "gen_ai.system_instructions", system=True)
-        call.input += _genai_list(source["gen_ai.input.messages"], "gen_ai.input.messages")
-        if source.get("gen_ai.output.messages") is not None:
-            call.output = _genai_list(source["gen_ai.output.messages"], "gen_ai.output.messages")
+        call.input = _genai_list(source.get(sn.GEN_AI_SYSTEM_INSTRUCTIONS), sn.GEN_AI_SYSTEM_INSTRUCTIONS, system=True)
+        call.input += _genai_list(source[sn.GEN_AI_INPUT_MESSAGES], sn.GEN_AI_INPUT_MESSAGES)
+        if source.get(sn.GEN_AI_OUTPUT_MESSAGES) is not None:
+            call.output = _genai_list(source[sn.GEN_AI_OUTPUT_MESSAGES], sn.GEN_AI_OUTPUT_MESSAGES)
     elif any(e.get("event_name") in OLD_EVENTS for e in events):
         call.family = "genai-events"
         call.input, call.output = _old_events(events)
     elif a.get("input.value") not in (None, REDACTED) or any(k.startswith("llm.input_messages.") for k in a):
         call.family = "openinference"
         call.input, call.output = _openinference(a, provider)
-    elif any(k.startswith("gen_ai.prompt.") for k in a):
+    elif any(k.startswith(f"{sn.GEN_AI_PROMPT}.") for k in a):
         call.family = "openllmetry"
-        call.input = _indexed_messages(a, "gen_ai.prompt")
-        call.output = _indexed_messages(a, "gen_ai.completion")
+        call.input = _indexed_messages(a, sn.GEN_AI_PROMPT)
+        call.output = _indexed_messages(a, sn.GEN_AI_COMPLETION)
     else:
         return None
     call.input = shape_for(provider, call.input)
@@ -143,8 +145,8 @@ def decode_call(row: Mapping[str, Any], logs: Iterable[Mapping[str, Any]] = ()) 
 def provider_of(a: Mapping[str, Any]) -> str:
     """``anthropic`` or ``openai`` from the provider/system attributes (else the model name)."""
     name = " ".join(str(a.get(k) or "") for k in (
-        "gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")).lower()
-    model = str(a.get("gen_ai.request.model") or a.get("llm.model_name") or a.get("llm.request.model_name") or "")
+        sn.GEN_AI_PROVIDER_NAME, sn.GEN_AI_SYSTEM, "llm.provider", "llm.system")).lower()
+    model = str(a.get(sn.GEN_AI_REQUEST_MODEL) or a.get("llm.model_name") or a.get("llm.request.model_name") or "")
     return convert.ANTHROPIC if "anthropic" in name or model.lower().startswith("claude") else convert.OPENAI
 
 
@@ -237,7 +239,7 @@ def _old_events(events: list[Mapping[str, Any]]) -> tuple[list[Message], list[Me
             continue
         raw = e.get("body")
         body: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-        if e.get("event_name") == "gen_ai.choice" and isinstance(body.get("message"), Mapping):
+        if e.get("event_name") == sn.GEN_AI_CHOICE_EVENT and isinstance(body.get("message"), Mapping):
             body = body["message"]
         blocks: list[Block] = []
         content = body.get("content")
@@ -254,7 +256,7 @@ def _old_events(events: list[Mapping[str, Any]]) -> tuple[list[Message], list[Me
             blocks = [Block(TOOL_RESULT, tool_use_id=str(body.get("id") or ""),
                             content=content if isinstance(content, (str, list)) else json.dumps(content))]
         if blocks:
-            (out if e.get("event_name") == "gen_ai.choice" else inp).append(
+            (out if e.get("event_name") == sn.GEN_AI_CHOICE_EVENT else inp).append(
                 Message(id="", role=role, blocks=blocks, form="list"))
     return inp, out
 

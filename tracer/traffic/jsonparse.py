@@ -52,7 +52,7 @@ def _stack_depth() -> int:
     depth, frame = 0, sys._getframe()
     while frame is not None:
         depth += 1
-        frame = frame.f_back  # type: ignore[assignment]
+        frame = frame.f_back  # type: ignore[assignment]  # None ends the loop; typeshed types f_back loosely
     return depth
 
 
