@@ -48,7 +48,7 @@ def _sender(url: str, rate: float, seconds: float, index: int) -> None:
     acked = {"spans": 0, "first": 0.0, "last": 0.0}
 
     class Counting(OTLPSpanExporter):
-        def export(self, spans):  # type: ignore[no-untyped-def]
+        def export(self, spans):  # type: ignore[no-untyped-def]  # overrides the SDK exporter as is
             result = super().export(spans)
             if result is SpanExportResult.SUCCESS:
                 acked["spans"] += len(spans)

@@ -9,6 +9,7 @@ that breaks this fails here with the file, the line and the arrow.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -118,3 +119,21 @@ def test_the_store_and_the_contract_load_without_opentelemetry() -> None:
             "tracer.store.sink, tracer.store.reader; print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+SQL_ON_SPANS = re.compile(r"\b(?:FROM|JOIN)\s+(?:spans|span_events|sessions)\b")
+
+
+def test_sql_on_spans_only_in_the_queries_and_the_store() -> None:
+    """Reads of the store's views are written in ``tracer/queries/`` (what is shown) or ``tracer/store/``
+    (what writers and the exporter must know); every other module calls them."""
+    found = []
+    for top in ("tracer", "dashboard", "policies"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            rel = path.relative_to(REPO)
+            if rel.parts[:2] in (("tracer", "queries"), ("tracer", "store")):
+                continue
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if SQL_ON_SPANS.search(line):
+                    found.append(f"{rel}:{n}: {line.strip()}")
+    assert found == []

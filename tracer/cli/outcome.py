@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tracer.cli import status
-from tracer.store import Store, StoreError
+from tracer.store import Store, StoreError, lookups
 from tracer.store.spool import Spool, spooled_line
 
 EXIT_NOT_STORED = status.NOT_STORED
@@ -24,12 +24,11 @@ def check_recorded(command: str, store: Store, session_ids: Iterable[str | None]
         return status.SUCCESS
     try:
         with store.reader() as r:
-            rows = r.query("SELECT DISTINCT session_id FROM spans WHERE list_contains(?::VARCHAR[], session_id)",
-                           [wanted])
+            found = lookups.stored_sessions(r, wanted)
     except StoreError as exc:
         print(f"prunegate {command}: could not read the recorded sessions back: {exc}", file=sys.stderr)
         return EXIT_NOT_STORED
-    missing = len(set(wanted) - {r["session_id"] for r in rows})
+    missing = len(set(wanted) - found)
     spool = Spool.for_store(store.path)
     spooled = spool.pending_rows()
     if not missing and not spooled:

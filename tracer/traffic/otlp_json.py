@@ -668,9 +668,7 @@ def import_otlp_json(
 def _existing_keys(store: Any, trace_ids: set[str]) -> set[tuple[str, str]]:
     if not trace_ids or not store.path.exists():
         return set()
+    from tracer.store import lookups
+
     with store.reader() as reader:
-        found = reader.query(
-            "SELECT trace_id, span_id FROM spans WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))",
-            [sorted(trace_ids)],
-        )
-    return {(r["trace_id"], r["span_id"]) for r in found}
+        return lookups.span_keys(reader, trace_ids)

@@ -36,7 +36,7 @@ from policies.messages import (
 )
 from policies.tokens import DEFAULT_COUNTER
 from tracer.contract import names as sn
-from tracer.store import Store
+from tracer.store import Store, lookups
 from tracer.store.claims import ClaimState
 from tracer.traffic.importers import (
     Conversation,
@@ -268,9 +268,7 @@ def _verify(store: Store, written: dict[str, int], convs: dict[str, Conversation
     if not written and not report.otlp_sessions:
         return
     with store.reader() as r:
-        rows = r.query("SELECT session_id, count(*) AS n FROM spans WHERE list_contains(?::VARCHAR[], session_id) "
-                       "GROUP BY session_id", [[*written, *report.otlp_sessions]])
-    found = {row["session_id"]: int(row["n"]) for row in rows}
+        found = lookups.span_counts(r, [*written, *report.otlp_sessions])
     for sid, (n, messages, tool_calls) in report.otlp_sessions.items():  # sessions an OTLP file held whole
         if found.get(sid) != n:
             report.unverified.append(sid)
@@ -351,8 +349,8 @@ def _summary(conv: Conversation) -> Conversation:
 def _existing_ids(store: Store) -> set[str]:
     if not store.path.exists():
         return set()
-    rows = store.query(f"SELECT DISTINCT session_id FROM spans WHERE name = '{sn.SESSION}'")
-    return {r["session_id"] for r in rows if r["session_id"]}
+    with store.reader() as r:
+        return lookups.root_session_ids(r)
 
 
 # ------------------------------------------------------------------------------------- reading
@@ -378,8 +376,7 @@ def select_sessions(store: Store | str | os.PathLike[str] | None = None, session
     if not store.path.exists():
         return {}
     with store.reader() as r:
-        roots = r.query(f"SELECT session_id, attributes, start_time_ns FROM spans WHERE name = '{sn.SESSION}' "
-                        "ORDER BY start_time_ns, session_id")
+        roots = lookups.session_roots(r)
     with deep_enough():
         return _pick(roots, session_ids, sources)
 
@@ -431,15 +428,7 @@ def iter_conversations(store: Store | str | os.PathLike[str] | None, picked: dic
     for start in range(0, len(ids), batch):
         part = ids[start:start + batch]
         with store.reader() as r:
-            rows = r.query(  # message spans, and message span events of sessions below full detail
-                f"SELECT session_id, attributes FROM ("
-                f"SELECT session_id, seq, start_time_ns AS t, attributes FROM spans WHERE name = '{sn.MESSAGE}' "
-                "AND list_contains(?::VARCHAR[], session_id) UNION ALL "
-                f"SELECT session_id, CAST(attributes->>'$.\"{sn.SEQ}\"' AS BIGINT), time_ns, attributes "
-                f"FROM span_events WHERE event_name = '{sn.MESSAGE}' AND list_contains(?::VARCHAR[], session_id)"
-                ") ORDER BY session_id, seq, t",
-                [part, part],
-            )
+            rows = lookups.message_rows(r, part)
         with deep_enough():
             events: dict[str, list[dict[str, Any]]] = {sid: [] for sid in part}
             for row in rows:

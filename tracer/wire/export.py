@@ -26,7 +26,7 @@ from typing import Any
 from tracer.contract import names as sn
 from tracer.spans.openinference import enrich_rows
 from tracer.spans.setup import otlp_traces_endpoint
-from tracer.store import Store
+from tracer.store import Store, lookups
 from tracer.store.rows import SpanRow, decode_row
 from tracer.traffic.otlp_json import KINDS, STATUS_CODES, Group, otlp_request, request_groups
 
@@ -71,19 +71,15 @@ def select_rows(store: Store, session_ids: Iterable[str] | None = None) -> tuple
     """
     with store.reader() as r:
         if session_ids is None:
-            raw = r.query("SELECT * FROM spans ORDER BY session_id NULLS LAST, trace_id, start_time_ns, span_id")
+            raw = lookups.export_rows(r)
         else:
             wanted = list(dict.fromkeys(session_ids))
-            roots = r.query(
-                f"SELECT DISTINCT session_id, attributes->>'{sn.SESSION_NAME}' AS name FROM spans "
-                f"WHERE name = '{sn.SESSION}' AND (list_contains(?::VARCHAR[], session_id) "
-                f"OR list_contains(?::VARCHAR[], attributes->>'{sn.SESSION_NAME}'))", [wanted, wanted])
+            roots = lookups.named_sessions(r, wanted)
             found = {row["session_id"] for row in roots}
             missing = [w for w in wanted if w not in found and w not in {row["name"] for row in roots}]
             if missing:
                 raise KeyError(", ".join(map(repr, missing)))
-            raw = r.query("SELECT * FROM spans WHERE list_contains(?::VARCHAR[], session_id) "
-                          "ORDER BY session_id, trace_id, start_time_ns, span_id", [sorted(found)])
+            raw = lookups.export_rows(r, sorted(found))
     rows: list[SpanRow] = []
     seen: set[tuple[str, str]] = set()
     for row in raw:
