@@ -140,7 +140,7 @@ def results_tab() -> None:
     state = {k: v for k, v in state.items() if v}
     if state != qp.to_dict():
         qp.from_dict(state)  # this comparison is a link: /compare?metric=...&baseline=...&arms=...
-    diff = queries.paired_differences(chosen, metric, baseline)
+    diff = queries.session_differences(chosen, metric, baseline)
     if diff.empty:
         st.caption("No other arm replayed the same sessions as the baseline.")
     else:

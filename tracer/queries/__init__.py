@@ -10,7 +10,7 @@ Import from here: ``from tracer import queries; queries.sessions(reader)``.
 | :mod:`~tracer.queries.steps` | the replay step engine: the context (messages, units) at step k, the event log, the decision, jumps |
 | :mod:`~tracer.queries.timeline` | a session's tokens over its steps, its decision marks, budget |
 | :mod:`~tracer.queries.causal` | violations with the prune that caused them, the evicted partners, repeated side effects |
-| :mod:`~tracer.queries.compare` | per-session metrics of the stored replays, per-arm intervals, paired differences (:mod:`tracer.lab.metrics`) |
+| :mod:`~tracer.queries.compare` | per-session metrics of the stored replays, per-arm intervals, per-session differences (:mod:`tracer.lab.metrics`) |
 | :mod:`~tracer.queries.live` | sessions active right now |
 | :mod:`~tracer.queries.access` | the dashboard's door: the store's location, a snapshot, its version, an annotation or a saved comparison written, conversations to replay |
 | :mod:`~tracer.queries.trace` | one session's span tree (depth, start, duration, status), for the trace view |
@@ -50,7 +50,7 @@ from tracer.queries.compare import (
     SPAN_METRICS,
     arm_summary,
     difference_summary,
-    paired_differences,
+    session_differences,
     session_metrics,
 )
 from tracer.queries.listing import (
@@ -98,8 +98,8 @@ __all__ = [
     "saved_comparison", "saved_comparisons", "bounds_from_tables",
     "budget_at", "budget_from_tables", "causal_eviction", "check_at", "context_at", "difference_summary",
     "event_log", "list_sessions", "live_sessions", "markers", "markers_from_tables", "message_detail",
-    "next_from_tables", "next_step", "paired_differences", "partners", "policy_choices", "retries", "scratch",
-    "series_from_tables", "session_bounds", "session_filter_options", "session_info", "session_metrics",
+    "next_from_tables", "next_step", "partners", "policy_choices", "retries", "scratch",
+    "series_from_tables", "session_bounds", "session_differences", "session_filter_options", "session_info", "session_metrics",
     "session_root", "session_tables", "sessions", "step_from_tables", "store_totals", "summary_sql",
     "token_series", "units_at", "violations", "TRACE_COLUMNS", "span_tree", "trace_size",
     "AnnotationError", "access",

@@ -106,7 +106,7 @@ def arm_summary(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     return df
 
 
-def paired_differences(frame: pd.DataFrame, metric: str, baseline: str) -> pd.DataFrame:
+def session_differences(frame: pd.DataFrame, metric: str, baseline: str) -> pd.DataFrame:
     """Per recorded session: each arm's ``metric`` minus the baseline arm's, for sessions both ran
     (:func:`tracer.lab.metrics.pairs`): ``source_id``, ``label``, ``arm``, ``baseline``, ``value``,
     ``difference``; sorted by arm, then session."""
@@ -129,4 +129,4 @@ def difference_summary(frame: pd.DataFrame, metric: str, baseline: str) -> pd.Da
                         columns=["arm", "baseline", "metric", "n", "mean_diff", "ci_low", "ci_high", "level"])
 
 
-__all__ = ["METRICS", "SPAN_METRICS", "arm_summary", "difference_summary", "paired_differences", "session_metrics"]
+__all__ = ["METRICS", "SPAN_METRICS", "arm_summary", "difference_summary", "session_differences", "session_metrics"]

@@ -80,7 +80,7 @@ def setup_tracing(
 ) -> Tracing:
     """Build (and optionally install globally) a TracerProvider for prunegate.
 
-    ``store``: a :class:`Store`, a path, ``None`` for :func:`tracer.store.default_store_path`, or
+    ``store``: a :class:`Store`, a path, ``None`` for the default (:func:`tracer.store.resolve_store`), or
     ``False`` for no store. ``otlp_endpoint``: a base or ``/v1/traces`` URL, ``None`` to follow
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` when it is set, ``False`` for no OTLP even if it is.
     ``auto_compact`` False leaves the store's segments for a later compaction (a short batch job

@@ -38,15 +38,10 @@ Params = Sequence[Any] | dict[str, Any] | None
 
 __all__ = [
     "BucketURL", "CompactResult", "Store", "StoreError", "StoreLocation", "StorePermissionError", "StoreReader",
-    "default_store_path", "is_bucket", "local_store", "resolve_store",
+    "is_bucket", "local_store", "resolve_store",
 ]
 
 ENV_STORE = STORE_ENV  # the name tests and callers used before tracer.contract.settings
-
-
-def default_store_path() -> StoreLocation:
-    """``$PRUNEGATE_STORE`` when set, else ``./prunegate-store`` (:func:`~tracer.store.resolve_store`)."""
-    return resolve_store(None)
 
 
 class Store:

@@ -230,7 +230,7 @@ def test_metrics_confidence_intervals_and_paired_differences() -> None:
     assert (row["n"], row["mean"], row["sd"]) == (3, 4.0, 2.0)
     half = 4.303 * 2.0 / math.sqrt(3)  # Student t, 2 degrees of freedom
     assert row["ci_low"] == pytest.approx(4.0 - half) and row["ci_high"] == pytest.approx(4.0 + half)
-    diff = q.paired_differences(frame, "violations", "x · gated")
+    diff = q.session_differences(frame, "violations", "x · gated")
     assert list(diff["difference"]) == [2, 4, 6] and set(diff["arm"]) == {"x · ungated"}
     with pytest.raises(ValueError, match="unknown metric"):
         q.arm_summary(frame, "nope")

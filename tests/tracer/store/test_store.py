@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from tracer.spans import ReliableSpanProcessor
-from tracer.store import Store, StoreError, default_store_path
+from tracer.store import Store, StoreError, resolve_store
 from tracer.store.compact import _absorb, ensure_schema, open_main_rw
 from tracer.store.rows import rows_to_table, spans_to_table
 from tracer.store.segments import list_segments, segment_rows
@@ -163,13 +163,14 @@ def test_query_api_parameters_arrow_and_errors(tmp_path: Path) -> None:
     assert str(store.path) in str(err.value) and "no_such_column" in str(err.value)
 
 
-def test_default_store_path_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_default_store_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PRUNEGATE_STORE", str(tmp_path / "elsewhere"))
-    assert default_store_path() == tmp_path / "elsewhere"
+    assert resolve_store(None) == tmp_path / "elsewhere"
     assert Store().path == tmp_path / "elsewhere"
     monkeypatch.delenv("PRUNEGATE_STORE")
     monkeypatch.chdir(tmp_path)
-    assert default_store_path() == tmp_path / "prunegate-store"
+    assert resolve_store(None) == tmp_path / "prunegate-store"
+    assert Store().path == tmp_path / "prunegate-store"
 
 
 def test_missing_store_reads_as_empty_with_a_warning(tmp_path: Path) -> None:
