@@ -61,7 +61,7 @@ def _inflating(raw: BinaryIO) -> BinaryIO:
     if head[:2] == GZIP_MAGIC:
         import gzip
 
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]  # GzipFile reads as a BinaryIO does
     import zstandard
 
     return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
@@ -115,10 +115,10 @@ def requests(path: Any) -> Iterator[tuple[int, Any]]:
             raw.seek(0)
             stream: BinaryIO = raw
             if head[:2] == GZIP_MAGIC or head[:4] == ZSTD_MAGIC:
-                stream = _Counted(_inflating(raw), file_limit)  # type: ignore[assignment]
+                stream = _Counted(_inflating(raw), file_limit)  # type: ignore[assignment]  # _Counted has read/readinto
             else:
-                stream = _Counted(raw, file_limit)  # type: ignore[assignment]
-            buffered = io.BufferedReader(stream, 1 << 20)  # type: ignore[type-var]
+                stream = _Counted(raw, file_limit)  # type: ignore[assignment]  # as above
+            buffered = io.BufferedReader(stream, 1 << 20)  # type: ignore[type-var]  # a raw stream by duck typing
             first = buffered.peek(8)[:8]
             if not _framed_at(first, 0, 1 << 62):
                 for n, line in lines(buffered, file_limit=file_limit, line_limit=record_limit):
