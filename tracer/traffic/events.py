@@ -3,7 +3,8 @@
 A transcript says what was sent, not when. Replay rebuilds the conditions under which pruning
 fails (shared/DESIGN.md, "The problem"):
 
-* a **model call** precedes every assistant turn (and ends a transcript that stops on a request):
+* a **model call** precedes every assistant turn but an opening one (a scripted greeting: nothing was
+  sent before it), and ends a transcript that stops on a request:
   the replay renders the context for the session's provider at that moment and validates it;
 * the assistant turn is **appended**; each of its client tool calls is **executed** (a ``tool``
   event, flagged when the tool looks side-effecting);
@@ -140,7 +141,8 @@ def build_events(
             seq_messages.append(msg)
             i += 1
             continue
-        events.append(Event(MODEL_CALL, message_id=msg.id, call_ids=last_calls))
+        if seq_messages:  # an opening assistant message (a scripted greeting) had no request before it
+            events.append(Event(MODEL_CALL, message_id=msg.id, call_ids=last_calls))
         events.append(Event(APPEND, message=msg))
         seq_messages.append(msg)
         calls = [b for b in msg.blocks if b.type == TOOL_USE and b.id]

@@ -89,7 +89,7 @@ class Conversation:
     request_extra: dict[str, Any]  # the body's other keys (model, tools, ...)
     file: str
     line: int | None
-    format: str  # "anthropic" | "openai" | "tau-bench" | "cassette"
+    format: str  # "anthropic" | "openai" | "tau-bench" | "tau2-bench" | "cassette"
     renamed: list[Renamed] = field(default_factory=list)
     side_effect_tools: tuple[str, ...] | None = None
     streamed_calls: tuple[str, ...] = ()
@@ -303,6 +303,8 @@ def _read_value(path: Path, text: str, value: Any, fmt: str) -> Iterator[Item]:
             line = lines[i] if i < len(lines) else None
             if isinstance(item, dict) and "traj" in item:
                 yield _tau_item(name, line, i, item)
+            elif isinstance(item, dict) and _is_tau2(item):
+                yield _tau2_item(name, line, i, item)
             elif isinstance(item, dict):
                 yield _body(name, line, item, fmt, default_name=f"{path.stem}-{i}")
             else:
@@ -565,6 +567,47 @@ def _tau_item(name: str, line: int | None, index: int, item: dict[str, Any]) -> 
         return conv
     except _Refused as exc:
         return Refusal(name, line, f"item {index} ({label}): {exc}")
+
+
+def _is_tau2(item: dict[str, Any]) -> bool:
+    """A τ²-bench simulation record (its ``messages`` are τ²'s own shape, not a request body)."""
+    return isinstance(item.get("messages"), list) and "task_id" in item and "termination_reason" in item
+
+
+def _tau2_item(name: str, line: int | None, index: int, item: dict[str, Any]) -> Conversation | Refusal:
+    """A τ²-bench simulation as the agent's conversation in OpenAI chat form: τ²'s tool calls carry
+    ``name`` and ``arguments`` (an object) on the call itself, and its tool messages their call's ``id``."""
+    label = f"task{item.get('task_id')}-trial{item.get('trial')}"
+    try:
+        messages = [_tau2_message(i, m) for i, m in enumerate(item["messages"])]
+        models = [m["raw_data"].get("model") for m in item["messages"]
+                  if isinstance(m, dict) and m.get("role") == "assistant" and isinstance(m.get("raw_data"), dict)]
+        body: dict[str, Any] = {"messages": messages}
+        if models and isinstance(models[0], str):
+            body["model"] = models[0]
+        return conversation_from_body(body, convert.OPENAI, name=f"tau2-{label}", file=name, line=line,
+                                      fmt="tau2-bench")
+    except _Refused as exc:
+        return Refusal(name, line, f"item {index} ({label}): {exc}")
+
+
+def _tau2_message(i: int, m: Any) -> dict[str, Any]:
+    if not isinstance(m, dict) or m.get("role") not in ("assistant", "user", "tool", "system"):
+        raise _Refused(f"messages.{i}: expected a τ²-bench message with a role")
+    content = m.get("content")
+    if m["role"] == "tool":
+        return {"role": "tool", "tool_call_id": str(m.get("id")), "content": content or ""}
+    out: dict[str, Any] = {"role": m["role"], "content": content or None}
+    calls = m.get("tool_calls")
+    if calls:
+        if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+            raise _Refused(f"messages.{i}: 'tool_calls' must be a list of calls")
+        out["tool_calls"] = [{"id": str(c.get("id")), "type": "function",
+                              "function": {"name": str(c.get("name")), "arguments": json.dumps(c.get("arguments") or {})}}
+                             for c in calls]
+    elif out["content"] is None:
+        out["content"] = ""
+    return out
 
 
 # ------------------------------------------------------------------------------ OTLP GenAI spans

@@ -3,7 +3,7 @@
 Recording (``prunegate import``): a root ``prunegate.session`` span (source ``import``), one
 ``prunegate.message`` append span per message (structure always, content when captured; import
 captures content by default since the files are the user's own), ``prunegate.unit.close`` spans,
-and a ``chat`` span for every model invocation (before each assistant message, and a last one when
+and a ``chat`` span for every model invocation (before each assistant message but an opening one, and a last one when
 the conversation ends on a request), whose request is validated for the session's provider.
 
 Reading back (``prunegate replay``/``compare``): the trace **is** the recording, so a session's
@@ -114,7 +114,7 @@ def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id:
                   session_id=sid)
     try:
         for msg in conv.messages:
-            if msg.role == "assistant":
+            if msg.role == "assistant" and len(ctx):  # an opening greeting had no request before it
                 _chat(session, ctx, conv, msg, genai_messages_json)
             ctx.append(msg.shallow_copy())
         if conv.messages and conv.messages[-1].role != "assistant":

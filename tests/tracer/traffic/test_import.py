@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.traffic import CASSETTES, TAU, TAU_DIALOGUES, tau_conversations
+from tests.traffic import CASSETTES, TAU, TAU2, TAU_DIALOGUES, tau_conversations
 from tracer.cli import main
 from tracer.queries import list_sessions
 from tracer.traffic import Conversation, Refusal, import_paths, load_conversations, read_file, read_paths
@@ -253,6 +253,25 @@ def test_the_cassettes_last_requests_import(tmp_path):
     assert {name: rows[name]["messages"] for name in expected} == expected
     assert {r["provider"] for r in rows.values()} == {"anthropic", "openai"}
     assert sum(r["violations"] for r in rows.values()) == 0  # recorded requests were valid
+
+
+def test_every_tau2_bench_simulation_imports_as_the_agents_conversation(tmp_path, capsys):
+    """τ²-bench records (their own message shape: calls with name/arguments, tool messages by id) import
+    as one session each, every call paired with its result, read back from the store."""
+    path = next(TAU2.glob("*.json"))
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    expected = {
+        f"tau2-task{s['task_id']}-trial{s['trial']}": (
+            len(s["messages"]), sum(len(m.get("tool_calls") or []) for m in s["messages"]))
+        for s in raw
+    }
+    code, out = run_json(capsys, "import", str(path), "--store", str(tmp_path / "s"))
+    assert code == 0 and out["refused"] == []
+    assert out["sessions"] == len(raw) == len(expected)
+    rows = list_sessions(tmp_path / "s")
+    assert {r["name"]: (r["messages"], r["tool_calls"]) for r in rows} == expected
+    assert {r["provider"] for r in rows} == {"openai"}
+    assert sum(r["violations"] for r in rows) == 0  # every recorded call had its result
 
 
 def test_reading_the_traffic_directory_yields_no_refusal():

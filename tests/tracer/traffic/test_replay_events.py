@@ -29,6 +29,15 @@ def kinds(stream):
     return [e.kind for e in stream.events]
 
 
+def test_an_opening_assistant_greeting_has_no_model_call_before_it():
+    """τ²-bench dialogues open with a scripted greeting: nothing was sent before it, so no (empty) request."""
+    body = {"messages": [{"role": "assistant", "content": "Hi! How can I help you today?"},
+                         {"role": "user", "content": "Cancel my trip."},
+                         {"role": "assistant", "content": "Which reservation?"}]}
+    s = build_events(conv(body, "openai").messages, "openai")
+    assert kinds(s) == [APPEND, APPEND, MODEL_CALL, APPEND]
+
+
 def test_a_model_call_precedes_every_assistant_turn_and_the_calls_run_before_their_results():
     s = build_events(conv().messages, "anthropic")
     assert kinds(s) == [APPEND, APPEND, MODEL_CALL, APPEND, TOOL, TOOL, TOOL, APPEND, APPEND, APPEND, APPEND,
