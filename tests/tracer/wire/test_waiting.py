@@ -144,3 +144,28 @@ def test_kill_9_then_restart_every_acknowledged_conversation_becomes_a_session(t
     assert len(sessions) == convs and set(sessions.values()) == {1 + 2 * turns}, sessions
     assert f"({convs} GenAI sessions)" in out
     assert list((store / "serve-waiting").iterdir()) == []  # adopted, finished, and the journal removed
+
+
+def _big_request(conv: int, size: int) -> bytes:
+    """One chat span (conversation ``c{conv}``) whose request holds about ``size`` bytes of text."""
+    row = _row(conv, 1, keyed=True)
+    inp = [{"role": "user", "parts": [{"type": "text", "content": "x" * size}]}]
+    attrs = {**row["attributes"], "gen_ai.input.messages": json.dumps(inp)}
+    span = {"traceId": row["trace_id"], "spanId": row["span_id"], "name": "chat gpt-4o", "kind": 3,
+            "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000001000000000",
+            "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
+    return json.dumps({"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [
+        {"scope": {"name": "some.genai.lib"}, "spans": [span]}]}]}).encode()
+
+
+def test_at_the_memory_cap_serve_answers_429_and_stores_nothing_of_the_request(tmp_path):
+    s = Served(tmp_path / "store", "--compact-every", "0", "--conversation-idle", "600", "--conversation-memory", "1")
+    try:
+        assert post(s.url, _big_request(1, 1_200_000))[0] == 200  # waits, and fills the 1 MiB cap
+        status, headers, body = post(s.url, _big_request(2, 10))
+        assert status == 429 and int(headers["Retry-After"]) > 0 and b"cap" in body
+    finally:
+        out = s.stop()  # at shutdown the waiting conversation becomes a session
+    names = {r["span_id"] for r in Store(s.store).query("SELECT span_id FROM spans WHERE scope_name = 'some.genai.lib'")}
+    assert names == {_row(1, 1, keyed=True)["span_id"]}  # the refused request left nothing
+    assert "1 x 429" in out and "(1 GenAI sessions)" in out
