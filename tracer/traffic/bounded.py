@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from policies.errors import SettingsError
 from tracer.contract.settings import MAX_FILE_BYTES_ENV, MAX_INPUT_BYTES_ENV
 from tracer.errors import TooLarge
 from tracer.traffic.jsonparse import max_bytes
@@ -36,8 +37,8 @@ class LineTooLong(TooLarge):
 
 
 def max_file_bytes() -> int:
-    """``$PRUNEGATE_MAX_FILE_BYTES`` or 4 GiB (raises ValueError naming the variable when it is not a
-    positive integer)."""
+    """``$PRUNEGATE_MAX_FILE_BYTES`` or 4 GiB (raises :class:`SettingsError` naming the variable when it
+    is not a positive integer)."""
     text = os.environ.get(MAX_FILE_BYTES_ENV)
     if not text:
         return DEFAULT_MAX_FILE_BYTES
@@ -46,7 +47,7 @@ def max_file_bytes() -> int:
     except ValueError:
         value = 0
     if value <= 0:
-        raise ValueError(f"${MAX_FILE_BYTES_ENV} must be a positive integer, got {text!r}")
+        raise SettingsError(f"${MAX_FILE_BYTES_ENV} must be a positive integer (bytes), got {text!r}")
     return value
 
 

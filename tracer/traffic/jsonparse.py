@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from policies.errors import SettingsError
 from tracer.contract.settings import MAX_INPUT_BYTES_ENV
 from tracer.errors import TooDeep, TooLarge, Unparseable
 
@@ -41,10 +42,10 @@ def max_bytes() -> int:
         try:
             value = int(text)
         except ValueError:
-            raise ValueError(f"${MAX_BYTES_ENV} must be a positive integer, got {text!r}") from None
+            value = 0
         if value > 0:
             return value
-        raise ValueError(f"${MAX_BYTES_ENV} must be a positive integer, got {text!r}")
+        raise SettingsError(f"${MAX_BYTES_ENV} must be a positive integer (bytes), got {text!r}")
     return DEFAULT_MAX_BYTES
 
 
@@ -92,6 +93,10 @@ def loads(text: str, *, parse_float: Callable[[str], Any] | None = None) -> Any:
             return json.loads(text, parse_constant=_refuse_constant, parse_float=parse_float)
         except RecursionError:
             raise TooDeep(f"nested too deeply (more than {MAX_DEPTH} levels)") from None
+        except json.JSONDecodeError:
+            raise
+        except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+            raise Unparseable(f"not JSON this reader accepts: {exc}".split("; use sys.")[0]) from None
 
 
 def refusal_reason(exc: json.JSONDecodeError | Unparseable) -> str:
