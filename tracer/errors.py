@@ -19,6 +19,7 @@ __all__ = [
     "OtlpJsonError",
     "PriceError",
     "RedactionFailed",
+    "SegmentDamaged",
     "StoreDamaged",
     "StoreError",
     "StoreNoSpace",
@@ -47,6 +48,11 @@ class StorePermissionError(StoreError):
 class StoreDamaged(StoreError):
     """``spans.duckdb`` cannot be read (not a DuckDB file, a block failing its checksum); the message
     names the file and the command that rebuilds it (``prunegate recover``)."""
+
+
+class SegmentDamaged(TracerError, ValueError):
+    """A segment file that cannot be trusted (damaged pages, another schema, JSON that is not JSON);
+    ``str()`` says which check failed and where. Readers skip it; compaction quarantines it."""
 
 
 class StoreNoSpace(StoreError):

@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracer.errors import SegmentDamaged
 from tracer.store.schema import ARROW_SCHEMA, JSON_COLUMNS, PROMOTED_NAMES, safe_json
 
 __all__ = ["SegmentDamaged", "verify_segment", "vouch"]
@@ -27,10 +28,6 @@ _REQUIRED = {f.name: f.type for f in ARROW_SCHEMA if f.name not in PROMOTED_NAME
 _PROMOTED = {f.name: f.type for f in ARROW_SCHEMA if f.name in PROMOTED_NAMES}
 _lock = threading.Lock()
 _seen: dict[tuple[str, int, int], tuple[int, bool]] = {}
-
-
-class SegmentDamaged(ValueError):
-    """A segment that cannot be trusted; ``str()`` says why (which check, where)."""
 
 
 def _key(path: Path) -> tuple[str, int, int]:
