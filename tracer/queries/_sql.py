@@ -34,6 +34,19 @@ SPILL = sn.SPILL
 REINJECT = sn.REINJECT
 FAIL = sn.FAIL
 VIOLATION = sn.VIOLATION
+
+
+def records(name: str) -> str:
+    """A relation (session_id, seq, start_time_ns, attributes) of every ``name`` record: the spans
+    of that name, and the span events of that name that sessions recorded below full detail carry
+    (docs/spans.md "Detail levels": message events and unit closures ride on check spans)."""
+    return f"""
+    SELECT session_id, seq, start_time_ns, attributes FROM spans WHERE name = '{name}' AND seq IS NOT NULL
+    UNION ALL
+    SELECT session_id, CAST(attributes->>'$."{sn.SEQ}"' AS BIGINT), time_ns, attributes FROM span_events
+    WHERE event_name = '{name}'"""
+
+
 # spans added afterwards (annotations, saved comparisons): never a session's activity or counts
 _AFTERWARDS = "(" + ", ".join(f"'{n}'" for n in sn.AFTERWARDS_SPANS) + ")"
 

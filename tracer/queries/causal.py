@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from tracer.contract import names as sn
-from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _df, _first_row
+from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _df, _first_row, records
 
 _LINK_TYPE = '[{"trace_id":"VARCHAR","span_id":"VARCHAR","attributes":"JSON"}]'
 
@@ -139,16 +139,16 @@ def partners(src: Source, violation_span_id: str) -> pd.DataFrame:
                coalesce(from_json(s.attributes->'{sn.MESSAGE_ANSWERS}', '["VARCHAR"]'), []) AS answers,
                s.attributes->>'{sn.MESSAGE_CAUSE}' AS cause,
                p.scores
-        FROM spans s, p
-        WHERE s.session_id = p.session_id AND s.name = '{MESSAGE}' AND s.seq = p.seq
+        FROM ({records(MESSAGE)}) s, p
+        WHERE s.session_id = p.session_id AND s.seq = p.seq
           AND s.attributes->>'{sn.EVENT}' = 'remove'
           AND list_contains(p.pruned_ids, s.attributes->>'{sn.MESSAGE_ID}')
     ),
     contents AS (
         SELECT s.attributes->>'{sn.MESSAGE_ID}' AS message_id,
                arg_max(s.attributes->>'{sn.MESSAGE_CONTENT}', (s.seq, s.start_time_ns)) AS content
-        FROM spans s, p
-        WHERE s.session_id = p.session_id AND s.name = '{MESSAGE}' AND s.seq <= p.seq
+        FROM ({records(MESSAGE)}) s, p
+        WHERE s.session_id = p.session_id AND s.seq <= p.seq
           AND s.attributes->>'{sn.MESSAGE_CONTENT}' IS NOT NULL
           AND list_contains(p.pruned_ids, s.attributes->>'{sn.MESSAGE_ID}')
         GROUP BY 1

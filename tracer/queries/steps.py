@@ -33,6 +33,7 @@ from tracer.queries._sql import (
     _df,
     _on_tables,
     _struct,
+    records,
 )
 
 # What "jump to the next ..." can aim at: a label -> the span names that count.
@@ -58,14 +59,8 @@ _CLOSE_FIELDS = _struct({
 
 
 def _recorded(name: str) -> str:
-    """A session's ``name`` records (seq, start_time_ns, attributes): its spans of that name, and, for
-    sessions recorded below full detail (docs/spans.md), the span events of that name on its checks."""
-    return f"""
-    SELECT seq, start_time_ns, attributes FROM spans
-    WHERE session_id = $sid AND name = '{name}' AND seq IS NOT NULL
-    UNION ALL
-    SELECT CAST(attributes->>'$."{sn.SEQ}"' AS BIGINT), time_ns, attributes FROM span_events
-    WHERE session_id = $sid AND event_name = '{name}'"""
+    """A session's ``name`` records (seq, start_time_ns, attributes), spans and span events alike."""
+    return f"SELECT seq, start_time_ns, attributes FROM ({records(name)}) WHERE session_id = $sid"
 
 
 # A session's message events with their attributes extracted (every step at once).
@@ -317,8 +312,8 @@ def message_detail(src: Source, session_id: str, message_id: str) -> pd.DataFram
            attributes->>'{sn.MESSAGE_CAUSE}' AS cause,
            attributes->>'{sn.MESSAGE_CONTENT}' AS content,
            attributes->>'{sn.DELTA_TEXT}' AS delta_text
-    FROM spans
-    WHERE session_id = $sid AND name = '{MESSAGE}' AND attributes->>'{sn.MESSAGE_ID}' = $mid
+    FROM ({records(MESSAGE)})
+    WHERE session_id = $sid AND attributes->>'{sn.MESSAGE_ID}' = $mid
     ORDER BY seq, start_time_ns
     """
     return _df(src, sql, {"sid": session_id, "mid": message_id})

@@ -122,6 +122,7 @@ def test_the_replay_view_and_replays_read_every_level_alike(tmp_path: Path) -> N
         close_provider(provider)
     steps: dict[str, list[list[tuple]]] = {}
     logs: dict[str, list[tuple]] = {}
+    histories: dict[str, list[tuple]] = {}  # what the message panel shows of each evicted message
     with store.reader() as r:
         for detail, sid in ids.items():
             tables = q.session_tables(r, sid)
@@ -131,11 +132,15 @@ def test_the_replay_view_and_replays_read_every_level_alike(tmp_path: Path) -> N
                 [tuple(row) for row in q.step_from_tables(tables, seq)["messages"][
                     ["message_id", "role", "unit_id", "tokens", "pending", "content"]].itertuples(index=False)]
                 for seq in seqs]
+            removed = tables["msg_events"].to_pandas().query("event == 'remove'")["message_id"]
+            histories[detail] = sorted(tuple(row) for mid in removed for row in q.message_detail(r, sid, mid)[
+                ["seq", "event", "unit_id", "tokens", "cause"]].fillna("").itertuples(index=False))
             log = q.step_from_tables(tables, seqs[-1], before=10**6, after=0)["events"]
             logs[detail] = [tuple(row) for row in log[log["name"].isin([sn.MESSAGE, sn.UNIT_CLOSE])][
                 ["seq", "name", "what", "subject", "role", "context_tokens"]].itertuples(index=False)]
     assert steps["full"] == steps["checks"] == steps["decisions"]
     assert logs["full"] and logs["full"] == logs["checks"] == logs["decisions"]  # the event log beside the step
+    assert histories["full"] and histories["full"] == histories["checks"] == histories["decisions"]
     picked = select_sessions(store, list(ids.values()), sources=("replay",))
     convs = {c.session_id: c for c in iter_conversations(store, picked)}
     texts = {d: [(m.role, m.plain_text()) for m in convs[sid].messages] for d, sid in ids.items()}
