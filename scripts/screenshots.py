@@ -3,9 +3,10 @@
 Builds a demo-like store in a temporary directory (sessions from data/sessions replayed under three
 arms through the real replay engine, plus the scripted sessions of the tests), serves it with
 ``prunegate dashboard`` on a free 127.0.0.1 port and photographs, in Debian's /usr/bin/chromium
-driven by Playwright (the browser tests' helpers): the Replay page at a violation caused by an ungated
-prune that evicted several units (annotated), the Sessions page, the Annotations page, and the
-Compare page (results, the default run, then that run saved and reopened from its URL).
+driven by Playwright (the browser tests' helpers) every page: Start, the Replay page at a violation
+caused by an ungated prune that evicted several units (annotated; its conversation, then its trace
+view), Sessions, Violations, Annotations, Live, and Compare (results, the default run, that run
+saved and reopened from its URL, and the Frontier of the sweep the run stored).
 
     .venv/bin/python scripts/screenshots.py [--out docs/img]
 """
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from tests.dashboard.browser.chromium import CHROMIUM, CHROMIUM_ARGS, dashboard_server
 
-    names = ("replay", "sessions", "compare", "compare-run", "compare-saved", "annotations")
+    names = ("start", "replay", "replay-trace", "sessions", "violations", "annotations", "live", "compare",
+             "compare-run", "compare-saved", "compare-frontier")
     with tempfile.TemporaryDirectory(prefix="screenshots-") as tmp:
         store = Path(tmp) / "store"
         build(store)
@@ -95,7 +97,19 @@ def main(argv: list[str] | None = None) -> int:
             page.goto(f"{base}/replay?session={sid}&step={step}")
             wait(page, charts=4)
             page.screenshot(path=str(out / "replay.png"), full_page=True)  # down to the annotations
+            page.goto(f"{base}/replay?session={sid}&step={step}&view=Trace")
+            wait(page, charts=5)
+            page.screenshot(path=str(out / "replay-trace.png"), full_page=True)
             page.set_viewport_size({"width": 1500, "height": 3000})
+            page.goto(f"{base}/")
+            wait(page)
+            page.screenshot(path=str(out / "start.png"), full_page=True)
+            page.goto(f"{base}/violations?session={sid}")
+            wait(page, charts=2)
+            page.screenshot(path=str(out / "violations.png"), full_page=True)
+            page.goto(f"{base}/live")
+            wait(page)
+            page.screenshot(path=str(out / "live.png"), full_page=True)
             page.goto(f"{base}/sessions?q=&kind=replay&gate=ungated&violations=1")
             wait(page)
             page.screenshot(path=str(out / "sessions.png"), full_page=True)
@@ -117,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             page.wait_for_url("**saved=*", timeout=60_000)
             wait(page)
             page.screenshot(path=str(out / "compare-saved.png"), full_page=True)
+            page.goto(f"{base}/compare?tab=Frontier")  # the run above was stored as a sweep
+            wait(page, charts=1)
+            page.screenshot(path=str(out / "compare-frontier.png"), full_page=True)
             browser.close()
     for name in names:
         print(out / f"{name}.png")
