@@ -137,3 +137,47 @@ def test_sql_on_spans_only_in_the_queries_and_the_store() -> None:
                 if SQL_ON_SPANS.search(line):
                     found.append(f"{rel}:{n}: {line.strip()}")
     assert found == []
+
+
+def arrows() -> dict[tuple[str, str], int]:
+    """(wing, wing it imports) -> how many import statements make that arrow (shims left out)."""
+    out: dict[tuple[str, str], int] = {}
+    for path in sorted(TRACER.rglob("*.py")):
+        wing = _wing(path)
+        if wing == SHIM:
+            continue
+        for _, module in _imports(path):
+            top, _, rest = module.partition(".")
+            target = rest.partition(".")[0] or "__init__"
+            if top == "tracer" and target != wing:
+                out[(wing, target)] = out.get((wing, target), 0) + 1
+    return out
+
+
+def test_every_arrow_in_the_code_is_an_allowed_one() -> None:
+    """The figures CONTRIBUTING's map gives come from these arrows: each points down a floor."""
+    found = arrows()
+    assert found and all(target in BELOW[wing] for wing, target in found)
+
+
+def floor_arrows() -> dict[tuple[str, str], int]:
+    """:func:`arrows` with the ground floor as one room (``contract`` with ``errors``, ``_lazy``, ``_moved``)
+    and the package's own surface (``tracer/__init__.py``) as ``tracer``."""
+    def room(w: str) -> str:
+        return "contract" if w in GROUND else "tracer" if w == "__init__" else w
+
+    out: dict[tuple[str, str], int] = {}
+    for (wing, target), n in arrows().items():
+        key = (room(wing), room(target))
+        if key[0] != key[1]:
+            out[key] = out.get(key, 0) + n
+    return out
+
+
+if __name__ == "__main__":  # python -m tests.tracer.test_floors: the figures of CONTRIBUTING's map
+    found = floor_arrows()
+    rooms = sorted({w for pair in found for w in pair})
+    print(f"{len(rooms)} rooms ({', '.join(rooms)}), {len(found)} arrows ({sum(found.values())} import lines), "
+          f"{len(_broken())} imports against the floors")
+    for (wing, target), n in sorted(found.items()):
+        print(f"  {wing} -> {target}: {n}")
