@@ -16,6 +16,7 @@ violations, never as an exception.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeGuard
 
@@ -553,6 +554,20 @@ class ThinkingSigned:
                 key = {"thinking": "signature", "redacted_thinking": "data"}.get(kind or "")
                 if key is not None and not _is_id(block.get(key)):
                     out.append(Violation(self.code, i, (), self.text.format(i=i, j=j, kind=kind, key=key)))
+
+
+def unrecorded(messages: Iterable[Any]) -> frozenset[str]:
+    """Codes of the rules a recorded conversation cannot meet because its recording never held what
+    they check: a thinking block without the signature (or redacted data) that the instrumentation
+    did not record (OpenLLMetry keeps the thinking text only). The gate never rewrites a block, so on
+    an import or a replay such a violation would say nothing about the request that was sent or about
+    the policy; a live request (guard, ``prunegate validate``) is always checked in full."""
+    for m in messages:
+        for b in getattr(m, "blocks", ()):
+            key = {"thinking": "signature", "redacted_thinking": "data"}.get(b.type)
+            if key is not None and not _is_id(b.extra.get(key)):
+                return frozenset({THINKING_UNSIGNED})
+    return frozenset()
 
 
 class CompactionInAssistant:

@@ -447,3 +447,19 @@ def test_cli_needs_a_known_provider(tmp_path):
     run = run_prunegate("validate", str(path), "--provider", "gemini")
     assert run.returncode == 2
     assert "invalid choice: 'gemini'" in run.stderr
+
+
+def test_a_recording_without_thinking_signatures_is_not_held_to_them_but_a_live_body_is():
+    from policies import Context
+    from policies.validate import THINKING_UNSIGNED, unrecorded
+
+    signed = {"model": "m", "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "sig"},
+                                          {"type": "text", "text": "a"}]},
+        {"role": "user", "content": "more"}]}
+    unsigned = json.loads(json.dumps(signed))
+    del unsigned["messages"][1]["content"][0]["signature"]
+    assert unrecorded(Context.from_anthropic(signed).iter_messages()) == frozenset()
+    assert unrecorded(Context.from_anthropic(unsigned).iter_messages()) == {THINKING_UNSIGNED}
+    assert [v.code for v in validate(unsigned, "anthropic")] == [THINKING_UNSIGNED]  # live bodies: in full

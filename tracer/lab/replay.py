@@ -27,7 +27,7 @@ from policies.decision import Decision, DecisionKind
 from policies.errors import EvictedMessageError, HardCeilingExceeded, PrunegateError
 from policies.messages import TOOL_RESULT, Block, Message
 from policies.observer import MultiObserver
-from policies.validate import MISSING_TOOL_RESULT, ORPHAN_TOOL_RESULT, Violation, validate
+from policies.validate import MISSING_TOOL_RESULT, ORPHAN_TOOL_RESULT, Violation, unrecorded, validate
 from tracer.contract import names as sn
 from tracer.lab import attribution, metrics
 from tracer.lab.attribution import LostReference, RemovalTracker
@@ -260,6 +260,7 @@ class _Run:
         self.orphans: set[str] = set()
         self.dangling: set[str] = set()
         self.inputs = {b.id: b.input for m in conv.messages for b in m.blocks if b.call_id is not None}
+        self.unrecorded = unrecorded(conv.messages)  # rules the recording itself cannot meet
         templates = [e.message for e in stream.events if e.message is not None]
         self.tools = attribution.tool_names(templates)
         self.templates = {m.id: m for m in templates}
@@ -395,12 +396,13 @@ class _Run:
                 **attribution.chat_attributes(len(refs), lost),
             })
             chat.set_input(list(ctx.iter_messages()))  # gen_ai.input.messages, when content is captured
-            found = self.session.check_request(body, provider, seq=ctx.seq, message_ids_of=self._message_ids_of)
+            found = self.session.check_request(body, provider, seq=ctx.seq, message_ids_of=self._message_ids_of,
+                                               unrecorded=self.unrecorded)
             if found:
                 chat.set_invalid(found)
             chat.end()
         else:
-            found = validate(body, provider)
+            found = [v for v in validate(body, provider) if v.code not in self.unrecorded]
         if not found:
             return
         r.invalid_requests += 1

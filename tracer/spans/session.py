@@ -456,12 +456,13 @@ class TracedSession:
         }, seq=seq, links=links, error=message)  # status ERROR: backends list it among the failures
 
     def check_request(self, body: Any, provider: str, *, seq: int | None = None,
-                      message_ids_of: Any = None) -> list[Violation]:
+                      message_ids_of: Any = None, unrecorded: frozenset[str] = frozenset()) -> list[Violation]:
         """Validate a rendered request body; record one violation span per problem. Returns them.
 
-        ``message_ids_of(call_ids) -> list[str]`` maps a violation's call ids to context message ids.
+        ``message_ids_of(call_ids) -> list[str]`` maps a violation's call ids to context message ids;
+        ``unrecorded`` names rules the recording cannot meet (:func:`policies.validate.unrecorded`).
         """
-        found = validate(body, provider)
+        found = [v for v in validate(body, provider) if v.code not in unrecorded]
         for v in found:
             mids = list(message_ids_of(v.ids)) if message_ids_of is not None and v.ids else []
             self.violation(v.code, v.message, call_ids=v.ids, message_ids=mids, index=v.index, seq=seq)

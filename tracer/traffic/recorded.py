@@ -35,6 +35,7 @@ from policies.messages import (
     Message,
 )
 from policies.tokens import DEFAULT_COUNTER
+from policies.validate import unrecorded
 from tracer.contract import names as sn
 from tracer.store import Store, lookups
 from tracer.store.claims import ClaimState
@@ -112,19 +113,21 @@ def record_conversation(conv: Conversation, tracer_provider: Any, *, session_id:
     ))
     ctx = Context(observer=SpanObserver(session), provider=conv.provider, request_extra=dict(conv.request_extra),
                   session_id=sid)
+    lost = unrecorded(conv.messages)  # e.g. thinking signatures the instrumentation did not record
     try:
         for msg in conv.messages:
             if msg.role == "assistant" and len(ctx):  # an opening greeting had no request before it
-                _chat(session, ctx, conv, msg, genai_messages_json)
+                _chat(session, ctx, conv, msg, genai_messages_json, lost)
             ctx.append(msg.shallow_copy())
         if conv.messages and conv.messages[-1].role != "assistant":
-            _chat(session, ctx, conv, None, genai_messages_json)
+            _chat(session, ctx, conv, None, genai_messages_json, lost)
     finally:
         session.end()
     return sid
 
 
-def _chat(session: Any, ctx: Context, conv: Conversation, reply: Message | None, render_json: Any) -> None:
+def _chat(session: Any, ctx: Context, conv: Conversation, reply: Message | None, render_json: Any,
+          lost: frozenset[str]) -> None:
     """A ``chat`` span for the request the context holds now, and the reply it got (if recorded)."""
     chat = session.chat(conv.model, provider=conv.provider, seq=ctx.seq, attributes={
         sn.REQUEST_TOKENS: ctx.tokens,
@@ -133,7 +136,7 @@ def _chat(session: Any, ctx: Context, conv: Conversation, reply: Message | None,
         sn.GEN_AI_USAGE_INPUT_TOKENS: ctx.tokens,
     })
     chat.set_input(list(ctx.iter_messages()))  # gen_ai.input.messages, when content is captured
-    found = session.check_request(ctx.render(conv.provider), conv.provider, seq=ctx.seq)
+    found = session.check_request(ctx.render(conv.provider), conv.provider, seq=ctx.seq, unrecorded=lost)
     if found:
         chat.set_invalid(found)
     if reply is not None:
