@@ -14,6 +14,7 @@ from policies.errors import PrunegateError
 
 __all__ = [
     "CommandError",
+    "EngineError",
     "ExportFailed",
     "InputError",
     "OtlpJsonError",
@@ -53,6 +54,10 @@ class StoreDamaged(StoreError):
 class SegmentDamaged(TracerError, ValueError):
     """A segment file that cannot be trusted (damaged pages, another schema, JSON that is not JSON);
     ``str()`` says which check failed and where. Readers skip it; compaction quarantines it."""
+
+
+class EngineError(TracerError, RuntimeError):
+    """The replay engine cannot run (Ray missing, its cluster unreachable); the text says which and why."""
 
 
 class StoreNoSpace(StoreError):

@@ -72,6 +72,15 @@ def run(args: argparse.Namespace) -> int:
     return rc or sent_status
 
 
+def _ci(value: float | None, low: float | None, high: float | None, fmt: str) -> str:
+    """A value and its interval; an interval that needs more sessions than there are says so."""
+    if value is None:
+        return "n/a"
+    if low is None or high is None:
+        return f"{value:{fmt}} [no CI: 1 session]"
+    return f"{value:{fmt}} [{low:{fmt}}, {high:{fmt}}]"
+
+
 def print_table(rec: dict[str, Any]) -> None:
     """One line per arm: retention and cost per session with their intervals, tokens, what was lost."""
     arms = rec["arms"]
@@ -80,10 +89,8 @@ def print_table(rec: dict[str, Any]) -> None:
     print(f"{'arm':<{width}}  {'gate':<8} {'n':>4}  {'retention [' + str(level) + '% CI]':<26} "
           f"{'USD/session [' + str(level) + '% CI]':<30} {'tokens/session':>14} {'invalid':>7} {'lost':>5}  pareto")
     for a in arms:
-        ret = "n/a" if a["retention"] is None else (
-            f"{a['retention']:.3f} [{a['retention_low']:.3f}, {a['retention_high']:.3f}]")
-        cost = "n/a" if a["cost_per_session"] is None else (
-            f"{a['cost_per_session']:.4f} [{a['cost_low']:.4f}, {a['cost_high']:.4f}]")
+        ret = _ci(a["retention"], a["retention_low"], a["retention_high"], ".3f")
+        cost = _ci(a["cost_per_session"], a["cost_low"], a["cost_high"], ".4f")
         print(f"{a['arm']:<{width}}  {'gated' if a['gated'] else 'ungated':<8} {a['sessions']:>4}  {ret:<26} "
               f"{cost:<30} {a['tokens_per_session']:>14,.0f} {a['invalid_requests']:>7} {a['lost_references']:>5}  "
               f"{'*' if a['pareto'] else ''}")

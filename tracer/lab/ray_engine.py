@@ -23,6 +23,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from tracer.errors import EngineError
 from tracer.lab.replay import ReplaySpec, SessionResult
 from tracer.traffic.importers import Conversation
 
@@ -62,13 +63,18 @@ def run_on_ray(conversations: Sequence[Conversation], specs: Sequence[ReplaySpec
     try:
         import ray
     except ModuleNotFoundError:
-        raise RuntimeError("--engine ray needs Ray: pip install 'prunegate[ray]'") from None
+        raise EngineError("--engine ray needs Ray: pip install 'prunegate[ray]'") from None
     convs, specs = list(conversations), list(specs)
     if not convs or not specs:
         return [[] for _ in specs]
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        except Exception as exc:  # noqa: BLE001 - Ray raises ValueError, ConnectionError, RuntimeError...
+            where = f"the Ray cluster at {address}" if address else "a local Ray"
+            raise EngineError(f"cannot start or reach {where}: {type(exc).__name__}: "
+                              f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
     try:
         task = ray.remote(replay_chunk)
         store = str(store_path) if store_path is not None else None

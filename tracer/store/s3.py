@@ -50,7 +50,11 @@ def client(endpoint: str | None = None) -> Any:
             import boto3
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise StoreError("s3:// stores need boto3: pip install 'prunegate[s3]'") from exc
-        _CLIENTS[endpoint] = boto3.client("s3", endpoint_url=endpoint)
+        try:
+            _CLIENTS[endpoint] = boto3.client("s3", endpoint_url=endpoint)
+        except ValueError as exc:  # botocore: "Invalid endpoint: not-a-url"
+            raise StoreError(f"$PRUNEGATE_S3_ENDPOINT {endpoint!r} is not an endpoint URL (http(s)://host[:port]): "
+                             f"{exc}") from None
     return _CLIENTS[endpoint]
 
 

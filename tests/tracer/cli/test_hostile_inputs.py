@@ -147,3 +147,21 @@ def test_a_store_this_process_may_not_read_is_one_line(store, argv):
         os.chmod(store, 0o755)
     assert run.returncode == st.ERROR, run.stderr
     assert "permission denied" in one_line(run.stderr).lower()
+
+
+def test_settings_and_engines_that_cannot_work_are_one_line(store, monkeypatch, capsys):
+    monkeypatch.setenv("PRUNEGATE_S3_ENDPOINT", "not-a-url")
+    assert main(["sessions", "--store", "s3://bucket/prefix"]) == st.ERROR
+    assert "$PRUNEGATE_S3_ENDPOINT 'not-a-url' is not an endpoint URL" in one_line(capsys.readouterr().err)
+    monkeypatch.delenv("PRUNEGATE_S3_ENDPOINT")
+    pytest.importorskip("ray")
+    assert main(["compare", "--store", str(store), "--engine", "ray", "--address", "ray://127.0.0.1:1",
+                 "--policies", "recency,mask", "--no-trace"]) == st.ERROR
+    assert "cannot start or reach the Ray cluster at ray://127.0.0.1:1" in one_line(capsys.readouterr().err)
+
+
+def test_compare_on_one_session_prints_its_table(store, capsys):
+    sid = Store(store).sessions()[0]["session_id"]
+    assert main(["compare", "--store", str(store), "--session", sid, "--policies", "recency,mask", "--no-trace"]) == 0
+    out = capsys.readouterr().out
+    assert "[no CI: 1 session]" in out and "recency" in out
