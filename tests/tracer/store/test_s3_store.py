@@ -44,6 +44,7 @@ def _sample(tmp_path: Path) -> Path:
     return src
 
 
+@pytest.mark.slow  # 189 s measured (pytest --durations, the shared 2-CPU machine under load)
 def test_import_sessions_compact_and_the_dashboard_on_a_bucket(s3_env, s3, tmp_path, monkeypatch):
     bucket, env = s3_env
     url = f"s3://{bucket}/team/traces"
@@ -115,6 +116,7 @@ def test_a_bad_bucket_url_is_one_line(s3_env):
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
 
 
+@pytest.mark.slow  # 27 s measured (pytest --durations, the shared 2-CPU machine under load)
 def test_serve_into_a_bucket(s3_env, tmp_path):
     from tests.tracer.wire.test_serve import _export_turns
 
@@ -137,6 +139,7 @@ def test_serve_into_a_bucket(s3_env, tmp_path):
     assert [r["source"] for r in store.sessions() if r["source"]] == ["import"]  # (and the raw spans, keyed "trip-s3")
 
 
+@pytest.mark.slow  # 79 s measured (pytest --durations, the shared 2-CPU machine under load)
 def test_a_missing_bucket_is_a_refused_write_spooled_then_recovered(s3_env, s3, tmp_path):
     _, env = s3_env
     bucket = f"late{os.urandom(3).hex()}"
@@ -155,6 +158,7 @@ def test_a_missing_bucket_is_a_refused_write_spooled_then_recovered(s3_env, s3, 
     assert Store(url).count() == Store(local).count()
 
 
+@pytest.mark.slow  # 83 s measured (pytest --durations, the shared 2-CPU machine under load)
 def test_annotations_on_a_bucket_store_are_kept_listed_and_exported(s3_env, tmp_path):
     """``prunegate annotate`` writes into the bucket like any other span: the annotation is an
     object in the bucket, listed by ``annotate --list``, filtered by label, and in the export, once."""
