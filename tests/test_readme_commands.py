@@ -99,6 +99,8 @@ def test_readme_demo_command_serves_a_dashboard_that_renders(tmp_path: Path) -> 
         output = log_path.read_text()
         assert "serving the dashboard on http://127.0.0.1:8501" in output, output[-3000:]
         assert (tmp_path / "store" / "spans.duckdb").exists(), "the demo served without building its store"
+        sweeps = list((tmp_path / "store" / "sweeps").glob("*.json"))
+        assert sweeps, "the demo stored no sweep: the dashboard's Frontier would be empty"
 
         from playwright.sync_api import sync_playwright
 
