@@ -60,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
     return status.SUCCESS
 
 
+def _printable(text: str) -> str:
+    """``text`` with control characters (terminal escapes a note may hold) shown escaped, not obeyed."""
+    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode() for ch in text)
+
+
 def _list(args: argparse.Namespace, store: Store) -> int:
     from tracer import queries
 
@@ -72,6 +77,7 @@ def _list(args: argparse.Namespace, store: Store) -> int:
     for row in rows:
         step = "" if row["step"] is None or row["target"] == "session" else f" at step {int(row['step'])}"
         what = f" ({row['what']})" if row["what"] else ""
-        print(f"{row['id']}  {row['session_id']}  {row['target']}{what}{step}  [{row['label']}]  {row['note'] or ''}")
+        line = f"{row['id']}  {row['session_id']}  {row['target']}{what}{step}  [{row['label']}]  {row['note'] or ''}"
+        print(_printable(line))
     print(f"{len(rows)} annotations")
     return status.SUCCESS

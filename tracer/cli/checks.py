@@ -55,6 +55,24 @@ def check_args(args: argparse.Namespace) -> str | None:
     problem = limits_problem(budget, ceiling, budget_required=False, names=("--budget", "--hard-ceiling"))
     if problem:
         return problem
+    endpoint = getattr(args, "otlp_endpoint", None)
+    if endpoint is not None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return f"--otlp-endpoint: expected an http(s) URL such as http://127.0.0.1:4318, got {endpoint!r}"
+    for pair in getattr(args, "otlp_header", None) or []:
+        if "=" not in pair or not pair.split("=", 1)[0].strip():
+            return f"--otlp-header: expected K=V, got {pair!r}"
+    host = getattr(args, "host", None)
+    if host:
+        import socket
+
+        try:
+            socket.getaddrinfo(host, None)
+        except (socket.gaierror, UnicodeError) as exc:
+            return f"--host {host!r}: not an address of this machine or a name that resolves ({exc})"
     if getattr(args, "otlp_endpoint", None) and getattr(args, "trace", True) is False:
         return "--otlp-endpoint sends the recorded replays; it cannot go with --no-trace"
     if getattr(args, "address", None) and getattr(args, "engine", None) != "ray":

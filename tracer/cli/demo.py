@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_store(parser)
     parser.add_argument("--fresh", action="store_true", help="delete the store first and rebuild it")
     options.add_policies(parser, f"policies to replay (default {DEMO_POLICIES})", default=DEMO_POLICIES)
-    parser.add_argument("--tau", type=int, default=20, metavar="N",
+    parser.add_argument("--tau", type=options.nonnegative, default=20, metavar="N",
                         help="also import the first N τ-bench conversations from ../shared/traffic (default 20; 0: none)")
     options.add_workers(parser, default=2, help="replay processes (default 2)")
     parser.add_argument("--no-serve", dest="serve", action="store_false", help="build the store and stop")

@@ -59,7 +59,7 @@ def add_listen(parser: argparse.ArgumentParser, *, port_default: int, what: str,
     """``--host`` (default 127.0.0.1: this machine only) and ``--port`` of a server (``what``)."""
     parser.add_argument("--host", default=LOCALHOST,
                         help=f"address {what} binds (default {LOCALHOST}: this machine only)")
-    parser.add_argument("--port", type=nonnegative if zero_picks else port, default=port_default,
+    parser.add_argument("--port", type=port_or_zero if zero_picks else port, default=port_default,
                         help=f"port (default {port_default}" + ("; 0 picks one)" if zero_picks else ")"))
 
 
@@ -266,6 +266,18 @@ def _int(text: str) -> int:
         return int(text.replace("_", ""))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def port_or_zero(text: str) -> int:
+    """A TCP port, or 0 (the system picks one)."""
+    return 0 if text.strip() == "0" else port(text)
+
+
+def nonempty(text: str) -> str:
+    """A string that is not empty (a token, a name)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a non-empty value")
+    return text
 
 
 def port(text: str) -> int:

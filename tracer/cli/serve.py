@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     options.add_store(parser)
     options.add_listen(parser, port_default=4318, what="the OTLP/HTTP receiver", zero_picks=True)
-    parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on every request (401 otherwise)")
+    parser.add_argument("--token", type=options.nonempty, help="require 'Authorization: Bearer TOKEN' on every request (401 otherwise)")
     parser.add_argument("--max-body", type=options.positive, default=16 << 20, metavar="BYTES",
                         help="largest request body, before and after gzip (default 16 MiB; 413 above)")
     parser.add_argument("--max-inflight", type=options.positive, default=4, metavar="N",

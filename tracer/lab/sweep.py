@@ -40,7 +40,7 @@ def parse_budgets(text: str) -> list[int | None]:
     out: list[int | None] = []
     for item in (t.strip() for t in text.split(",")):
         if not item:
-            continue
+            raise ValueError(f"--budget: an empty item in {text!r} (positive integers or auto, separated by commas)")
         if item == "auto":
             out.append(None)
             continue

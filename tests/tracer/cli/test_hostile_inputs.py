@@ -165,3 +165,36 @@ def test_compare_on_one_session_prints_its_table(store, capsys):
     assert main(["compare", "--store", str(store), "--session", sid, "--policies", "recency,mask", "--no-trace"]) == 0
     out = capsys.readouterr().out
     assert "[no CI: 1 session]" in out and "recency" in out
+
+
+BAD_ARGS = [
+    (["serve", "--port", "70000"], "between 1 and 65535"),
+    (["serve", "--token", ""], "non-empty"),
+    (["dashboard", "--host", "bogus.invalid"], "--host 'bogus.invalid'"),
+    (["demo", "--workers", "0"], "positive integer"),
+    (["demo", "--tau", "-1"], "non-negative integer"),
+    (["compare", "--budget", "100,,200", "--policies", "recency"], "empty item"),
+    (["import", str(SHIPPED[0]), "--otlp-endpoint", "not-a-url"], "expected an http(s) URL"),
+    (["import", str(SHIPPED[0]), "--otlp-endpoint", "http://127.0.0.1:9", "--otlp-header", "bad"], "expected K=V"),
+]
+
+
+@pytest.mark.parametrize(("argv", "says"), BAD_ARGS, ids=[" ".join(a[:3]) for a, _ in BAD_ARGS])
+def test_bad_arguments_are_refused_before_any_work(tmp_path, capsys, argv, says):
+    store = tmp_path / "fresh"
+    try:
+        code = main([*argv, "--store", str(store)])
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    assert code == st.ERROR
+    assert says in one_line(capsys.readouterr().err)
+    assert not store.exists()  # nothing imported, nothing served, nothing created
+
+
+def test_annotate_list_shows_escapes_instead_of_obeying_them(store, capsys):
+    sid = Store(store).sessions()[0]["session_id"]
+    assert main(["annotate", sid, "--label", "bug", "--note", "\x1b[31mred\x1b[0m", "--store", str(store)]) == 0
+    capsys.readouterr()
+    assert main(["annotate", "--list", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\x1b[31mred" in out
