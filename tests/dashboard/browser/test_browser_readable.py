@@ -1,6 +1,7 @@
 """The dashboard reads as words, in a real browser (Debian's chromium, Playwright, a real server):
 tables without "None" and with words for column names, no request leaving the machine, a
-violation's mark not hiding its prune's, a colour and pattern per arm, tabs in the URL, annotation
+violation's mark not hiding its prune's, a colour and pattern per arm, compare tables at 3
+significant digits with a verdict and no total for a share, tabs in the URL, annotation
 targets without span ids, the event log opening at the current step, the conversation and the
 trace view of a replay.
 
@@ -48,9 +49,13 @@ def grid(pg: Any, key: str) -> dict[str, list[str]]:
     pg.locator(where).scroll_into_view_if_needed(timeout=90_000)
     pg.wait_for_selector(f"{where} th", state="attached", timeout=90_000)
     pg.wait_for_selector(f"{where} td", state="attached", timeout=90_000)
-    return pg.evaluate("""(where) => ({
-        header: Array.from(document.querySelectorAll(`${where} th`)).map(e => e.textContent),
-        cells: Array.from(document.querySelectorAll(`${where} td`)).map(e => e.textContent)})""", where)
+    return pg.evaluate("""(where) => {
+        const header = Array.from(document.querySelectorAll(`${where} th`));
+        const cols = header.map(e => e.getAttribute("aria-colindex"));
+        const rows = Array.from(document.querySelectorAll(`${where} tbody tr`)).map(tr => cols.map(c => {
+            const td = tr.querySelector(`td[aria-colindex="${c}"]`); return td ? td.textContent : ""; }));
+        return {header: header.map(e => e.textContent), rows: rows,
+                cells: Array.from(document.querySelectorAll(`${where} td`)).map(e => e.textContent)}; }""", where)
 
 
 def figure(pg: Any, key: str) -> list[dict[str, Any]]:
@@ -111,6 +116,20 @@ def test_every_arm_has_its_own_colour_and_pattern(server: dict[str, Any], page: 
     assert len({(c, p) for _, c, p in pairs}) == len(pairs), pairs
     for arm, _, pattern in pairs:  # the pattern says the gate
         assert (pattern == "/") == arm.endswith("ungated"), pairs
+
+
+def test_compare_tables_give_a_verdict_and_no_total_for_a_share(server: dict[str, Any], page: Any) -> None:
+    open_page(page, server, "/compare?metric=retention", charts=2)
+    summary = grid(page, "compare_summary")
+    assert "total" not in summary["header"] and "mean" in summary["header"], summary["header"]
+    numbers = [c for c in summary["cells"] if re.fullmatch(r"-?\d[\d,]*\.\d+", c)]
+    assert all(len(c.replace("-", "").replace(",", "").replace(".", "").lstrip("0")) <= 3 for c in numbers), numbers
+    diffs = grid(page, "compare_diff_summary")
+    assert "verdict" in diffs["header"], diffs["header"]
+    verdicts = [r[diffs["header"].index("verdict")] for r in diffs["rows"]]
+    assert verdicts and all(re.fullmatch(r"(better|worse) \((higher|lower)\)|no clear difference|too few sessions",
+                                         v) for v in verdicts), verdicts
+    assert page.get_by_text("For retention, higher is better.").is_visible()
 
 
 def test_the_compare_tab_is_in_the_url(server: dict[str, Any], page: Any) -> None:
