@@ -22,7 +22,7 @@ Import from here: ``from tracer import queries; queries.sessions(reader)``.
 from __future__ import annotations
 
 from tracer.errors import AnnotationError
-from tracer.queries import access
+from tracer.queries import access  # noqa: F401 - the dashboard's door, a submodule (not in __all__)
 from tracer.queries._sql import (
     BUDGET_CHECK,
     DEFER,
@@ -102,5 +102,5 @@ __all__ = [
     "series_from_tables", "session_bounds", "session_differences", "session_filter_options", "session_info", "session_metrics",
     "session_root", "session_tables", "sessions", "step_from_tables", "store_totals", "summary_sql",
     "token_series", "units_at", "violations", "TRACE_COLUMNS", "span_tree", "trace_size",
-    "AnnotationError", "access",
+    "AnnotationError",
 ]
