@@ -81,10 +81,12 @@ if wanted != qp.to_dict():
 
 
 def _ns(day: object, *, end: bool = False) -> int | None:
-    if not isinstance(day, dt.date):
-        return None
+    """Midnight UTC of ``day`` (of the day after it, for an end) in ns, held to the store's 64-bit times:
+    any date a URL can hold (9999-12-31, 0001-01-01) is a bound, never an overflow."""
+    if not isinstance(day, dt.date) or (end and day == dt.date.max):
+        return None  # no day after the last one: no upper bound
     moment = dt.datetime.combine(day + dt.timedelta(days=1) if end else day, dt.time(), tzinfo=dt.UTC)
-    return int(moment.timestamp()) * 10**9
+    return max(-(2**63), min(2**63 - 1, int(moment.timestamp()) * 10**9))
 
 
 found = data.session_page(search=search.strip() or None, kind=None if kind == "all" else kind,
