@@ -244,23 +244,12 @@ def _stream_jsonl(path: Path, f: Any, fmt: str) -> Iterator[Item]:
                     yield Refusal(name, n, f"not UTF-8 text ({_bad_byte(bad)})")
                     continue
                 del raw
-                try:
-                    value = jsonparse.loads(line)
-                except (json.JSONDecodeError, jsonparse.Unparseable) as exc:
-                    yield Refusal(name, n, jsonparse.refusal_reason(exc))
-                    continue
-                if isinstance(value, dict) and ("resourceSpans" in value or "resourceLogs" in value):
-                    if not otlp_seen:
-                        otlp_seen = True
-                        yield OtlpFile(path)
-                    continue
-                if not isinstance(value, dict):
-                    yield Refusal(name, n, f"expected a JSON object (a request body), got {_kind(value)}")
-                    continue
-                if fmt == "otlp":
-                    yield Refusal(name, n, "--format otlp: expected an OTLP JSON object with 'resourceSpans'")
-                    continue
-                yield _body(name, n, value, fmt, default_name=f"{path.stem}:{n}")
+                item = _line_item(path, n, line, fmt)
+                if isinstance(item, OtlpFile):
+                    if otlp_seen:
+                        continue
+                    otlp_seen = True
+                yield item
     except FileTooLarge as exc:
         yield Refusal(name, None, str(exc))
 
@@ -329,23 +318,29 @@ def _read_jsonl(path: Path, text: str, fmt: str, whole: tuple[int, str]) -> Iter
         if _has_surrogate(line):
             yield Refusal(name, n, f"not UTF-8 text ({_bad_byte(line)})")
             continue
-        try:
-            value = jsonparse.loads(line)
-        except (json.JSONDecodeError, jsonparse.Unparseable) as exc:
-            yield Refusal(name, n, jsonparse.refusal_reason(exc))
-            continue
-        if isinstance(value, dict) and ("resourceSpans" in value or "resourceLogs" in value):
-            if not otlp_seen:
-                otlp_seen = True
-                yield OtlpFile(path)
-            continue
-        if not isinstance(value, dict):
-            yield Refusal(name, n, f"expected a JSON object (a request body), got {_kind(value)}")
-            continue
-        if fmt == "otlp":
-            yield Refusal(name, n, "--format otlp: expected an OTLP JSON object with 'resourceSpans'")
-            continue
-        yield _body(name, n, value, fmt, default_name=f"{path.stem}:{n}")
+        item = _line_item(path, n, line, fmt)
+        if isinstance(item, OtlpFile):
+            if otlp_seen:
+                continue
+            otlp_seen = True
+        yield item
+
+
+def _line_item(path: Path, n: int, line: str, fmt: str) -> Item:
+    """What line ``n`` of a JSONL file holds: a body's conversation, a refusal, or the file's OTLP
+    content (the caller takes the first :class:`OtlpFile` of a file and drops the rest)."""
+    name = str(path)
+    try:
+        value = jsonparse.loads(line)
+    except (json.JSONDecodeError, jsonparse.Unparseable) as exc:
+        return Refusal(name, n, jsonparse.refusal_reason(exc))
+    if isinstance(value, dict) and ("resourceSpans" in value or "resourceLogs" in value):
+        return OtlpFile(path)
+    if not isinstance(value, dict):
+        return Refusal(name, n, f"expected a JSON object (a request body), got {_kind(value)}")
+    if fmt == "otlp":
+        return Refusal(name, n, "--format otlp: expected an OTLP JSON object with 'resourceSpans'")
+    return _body(name, n, value, fmt, default_name=f"{path.stem}:{n}")
 
 
 def _starts_object(line: str) -> bool:
