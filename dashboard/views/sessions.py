@@ -110,13 +110,14 @@ if df.empty:
 
 first = (page_no - 1) * PAGE_SIZE + 1
 st.text(f"Showing {first:,}–{first + len(df) - 1:,} of {total:,} (page {page_no} of {pages})")
-# The counts a user scans for first (violations) sit before the wide columns (ids, names of the
-# recording), so they are on screen at 1,500 px. An ungated runtime never defers: its checks that
-# found nothing to prune are not deferrals, so its deferrals read "—".
+# The session id (what the other pages and the URL name) and the counts a user scans for first
+# (violations) sit before the wide columns (names of the recording, labels), so they are on screen
+# at 1,500 px: the grid draws only the columns in view. An ungated runtime never defers: its checks
+# that found nothing to prune are not deferrals, so its deferrals read "—".
 ungated = [g is False for g in df["gated"]]
 table = pd.DataFrame({
     "kind": ["↻ replay" if k == "replay" else "● recorded" for k in df["kind"]],
-    "name": df["label"].fillna(""),
+    "session": df["session_id"],
     "policy": [f"{p} · {'gated' if g is True else 'ungated' if g is False else '?'}" if isinstance(p, str) else ""
                for p, g in zip(df["policy"], df["gated"], strict=True)],
     "violations": df["violations"],
@@ -124,13 +125,13 @@ table = pd.DataFrame({
     "deferrals": [None if u else d for u, d in zip(ungated, df["deferrals"], strict=True)],
     "spills": df["spills"],
     "failures": df["failures"],
+    "name": df["label"].fillna(""),
     "messages": df["messages"].fillna(0).astype(int),
     "peak tokens": df["peak_tokens"].fillna(0).astype(int),
     "budget": [f"{int(b):,}" if pd.notna(b) else "" for b in df["budget"]],
     "replay": ["replay?session=" + quote(str(s), safe="") for s in df["session_id"]],
     "last activity": ts_column(df["last_ns"]),
     "labels": df["labels"].fillna("") if "labels" in df else "",
-    "session": df["session_id"],
     "replay of": df["source_id"].where(df["kind"] == "replay", "").fillna(""),
 })
 event = show_table(
