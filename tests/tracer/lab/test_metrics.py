@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard.components.widgets import MISSING, words
 from tests.paths import REPO, SESSIONS
 from tests.traffic import TAU
 from tracer import queries
@@ -69,6 +70,14 @@ def _cli(out: dict[str, Any], gated: bool, metric: str) -> dict[str, Any]:
     return {k: d[k] for k in ("n", "mean_diff", "ci_low", "ci_high", "level")}
 
 
+def _as_shown(value: Any) -> float | None:
+    """A number as the page's tables show it (words for columns, "—" for none, 3 significant digits at
+    most), so the page and the command are held to the same figures at the precision a reader sees."""
+    if value is None or value == MISSING or (isinstance(value, float) and value != value):
+        return None
+    return float(f"{float(str(value).replace(',', '')):.3g}")
+
+
 def test_the_compare_views_functions_give_the_commands_intervals(compared: dict[str, Any]) -> None:
     with Store(compared["path"]).reader() as r:
         frame = queries.session_metrics(r)
@@ -97,10 +106,11 @@ def test_the_compare_page_shows_the_commands_intervals(compared: dict[str, Any])
         at.selectbox(key="compare_metric").set_value(metric).run()
         at.selectbox(key="compare_baseline").set_value("recency · ungated").run()
         assert not at.exception, [e.value for e in at.exception]
-        [table] = [d.value for d in at.dataframe if "mean_diff" in d.value.columns]
+        [table] = [d.value for d in at.dataframe if words("mean_diff") in d.value.columns]
         row = table.set_index("arm").loc["salience · ungated"].to_dict()
         want = _cli(compared["out"], False, metric)
-        assert {k: row[k] for k in want} == want, metric
+        assert {k: _as_shown(row[words(k)]) for k in want if k != "level"} == \
+            {k: _as_shown(v) for k, v in want.items() if k != "level"}, metric
 
 
 def test_the_run_form_prints_the_commands_intervals(compared: dict[str, Any]) -> None:
@@ -111,6 +121,7 @@ def test_the_run_form_prints_the_commands_intervals(compared: dict[str, Any]) ->
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     at.switch_page("views/compare.py")
+    at.query_params["tab"] = "Run a comparison"  # only the open tab runs
     at.run()
     at.multiselect(key="compare_run_sessions").set_value(ids)
     at.multiselect(key="compare_run_policies").set_value(list(POLICIES))
@@ -122,13 +133,12 @@ def test_the_run_form_prints_the_commands_intervals(compared: dict[str, Any]) ->
     next(b for b in at.button if b.label == "Run comparison").click()
     at.run(timeout=180)
     assert not at.exception, [e.value for e in at.exception]
-    [table] = [d.value for d in at.dataframe if "mean_diff" in d.value.columns and "policy" in d.value.columns]
+    [table] = [d.value for d in at.dataframe if words("mean_diff") in d.value.columns and "policy" in d.value.columns]
     shown = {(d["policy"], bool(d["gated"]), d["metric"]): d for d in table.to_dict("records")}
     for d in compared["out"]["differences"]:
         row = shown[(d["policy"], d["gated"], d["metric"])]
         for k in ("n", "mean_diff", "ci_low", "ci_high"):
-            v = row[k]
-            assert (None if isinstance(v, float) and v != v else v) == d[k], (d["policy"], d["gated"], d["metric"], k)
+            assert _as_shown(row[words(k)]) == _as_shown(d[k]), (d["policy"], d["gated"], d["metric"], k)
 
 
 def test_the_stores_span_counts_agree_with_what_each_replay_recorded(compared: dict[str, Any]) -> None:
