@@ -448,6 +448,9 @@ class _GatheredCall:
     def __exit__(self, *exc: object) -> None:
         _GATHERED.append((time.time_ns(),))
 
+    def set_input(self, messages: Any) -> None:
+        _GATHERED.append((time.time_ns(), messages))
+
     def set_invalid(self, found: Any) -> None:
         _GATHERED.append((time.time_ns(), found))
 
@@ -468,8 +471,8 @@ def _gather_tool(self: TracedSession, name: str, call_id: str, *, arguments: Any
 
 
 def _gather_request(self: TracedSession, body: Any, provider: str, *, seq: Any = None,
-                    message_ids_of: Any = None) -> list[Any]:
-    found = validate(body, provider)  # the untraced replay validates every request too
+                    message_ids_of: Any = None, unrecorded: frozenset[str] = frozenset()) -> list[Any]:
+    found = [v for v in validate(body, provider) if v.code not in unrecorded]  # as the untraced replay
     _GATHERED.append((time.time_ns(), seq, [message_ids_of(v.ids) for v in found]))
     return found
 
@@ -479,6 +482,9 @@ class _NoCall:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        return None
+
+    def set_input(self, messages: Any) -> None:
         return None
 
     def set_invalid(self, found: Any) -> None:
@@ -499,8 +505,9 @@ def _no_call(self: Any, *args: Any, **kwargs: Any) -> _NoCall:
     return _NO_CALL
 
 
-def _validate_only(self: TracedSession, body: Any, provider: str, **kwargs: Any) -> list[Any]:
-    return validate(body, provider)  # the untraced replay validates every request too
+def _validate_only(self: TracedSession, body: Any, provider: str, *, unrecorded: frozenset[str] = frozenset(),
+                   **kwargs: Any) -> list[Any]:
+    return [v for v in validate(body, provider) if v.code not in unrecorded]  # as the untraced replay
 
 
 _GATHERED: list[tuple] = []
