@@ -27,13 +27,20 @@ def _sessions(store: Path) -> int:
 
 def _import(src: Path, store: Path, **env: str) -> tuple[int, float, dict, str]:
     """A real import process: exit status, peak RSS in MB, its --json report, stderr."""
-    proc = subprocess.Popen([sys.executable, "-m", "tracer.cli", "import", "--json", str(src), "--store", str(store)],
+    # The import runs as the child of a small wrapper interpreter: a child spawned straight from this
+    # (long-lived, large) pytest process inherits its memory high-water mark through vfork+exec, so
+    # its ru_maxrss would report pytest's size, not the import's.
+    rss_file = store.parent / f"{store.name}.maxrss"
+    proc = subprocess.Popen([sys.executable, "-c", _WRAPPER, str(rss_file), sys.executable, "-m", "tracer.cli",
+                             "import", "--json", str(src), "--store", str(store)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
                             env={**os.environ, "PYTHONPATH": str(REPO), "PRUNEGATE_STORE": "", **env})
-    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss / 1024, json.loads(out) if out.strip() else {}, err.decode()
+    out, err = proc.communicate()
+    return proc.returncode, int(rss_file.read_text()) / 1024, json.loads(out) if out.strip() else {}, err.decode()
+
+
+_WRAPPER = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[2:]); _, s, u = os.wait4(p.pid, 0); "
+            "open(sys.argv[1], 'w').write(str(u.ru_maxrss)); sys.exit(os.waitstatus_to_exitcode(s))")
 
 
 def test_dev_zero_is_refused_in_one_line(tmp_path, capsys):
