@@ -18,16 +18,6 @@ import pyarrow as pa
 
 from tracer.contract import names as sn
 from tracer.queries._sql import (
-    BUDGET_CHECK,
-    DEFER,
-    FAIL,
-    MESSAGE,
-    PRUNE,
-    REINJECT,
-    SESSION,
-    SPILL,
-    UNIT_CLOSE,
-    VIOLATION,
     Source,
     _con,
     _df,
@@ -38,11 +28,11 @@ from tracer.queries._sql import (
 
 # What "jump to the next ..." can aim at: a label -> the span names that count.
 JUMP_TARGETS: dict[str, tuple[str, ...]] = {
-    "violation": (VIOLATION,),
-    "prune": (PRUNE,),
-    "deferral": (DEFER,),
-    "spill": (SPILL,),
-    "failure": (FAIL,),
+    "violation": (sn.VIOLATION,),
+    "prune": (sn.PRUNE,),
+    "deferral": (sn.DEFER,),
+    "spill": (sn.SPILL,),
+    "failure": (sn.FAIL,),
 }
 
 _MSG_FIELDS = _struct({
@@ -75,7 +65,7 @@ SELECT seq, start_time_ns AS t,
        j."{sn.MESSAGE_CONTENT}" AS content,
        j."{sn.CONTEXT_TOKENS}" AS context_tokens
 FROM (SELECT seq, start_time_ns, from_json(attributes, '{_MSG_FIELDS}') AS j
-      FROM ({_recorded(MESSAGE)}) r) x
+      FROM ({_recorded(sn.MESSAGE)}) r) x
 """
 # A session's unit closures, one row per member message.
 _CLOSES_SQL = f"""
@@ -83,7 +73,7 @@ SELECT seq, t, unnest(message_ids) AS message_id, unit_id, unit_kind
 FROM (SELECT seq, start_time_ns AS t, j."{sn.UNIT_ID}" AS unit_id, j."{sn.UNIT_KIND}" AS unit_kind,
              coalesce(j."{sn.UNIT_MESSAGE_IDS}", []) AS message_ids
       FROM (SELECT seq, start_time_ns, from_json(attributes, '{_CLOSE_FIELDS}') AS j
-            FROM ({_recorded(UNIT_CLOSE)}) r) x) y
+            FROM ({_recorded(sn.UNIT_CLOSE)}) r) x) y
 """
 
 # The messages in context after step $seq, from the relations msg_events and unit_closes.
@@ -171,15 +161,15 @@ _EVENT_FIELDS = _struct({
     sn.CONTEXT_TOKENS: "BIGINT", sn.HARD_CEILING: "BIGINT",
     sn.MESSAGE_CAUSE: "VARCHAR", sn.VIOLATION_MESSAGE: "VARCHAR", sn.ERROR: "VARCHAR",
 })  # decision, violation code, tokens, budget, reason and policy are columns (tracer.store.schema.PROMOTED)
-_DECISIONS = (BUDGET_CHECK, PRUNE, DEFER, SPILL, REINJECT, FAIL)
+_DECISIONS = (sn.BUDGET_CHECK, sn.PRUNE, sn.DEFER, sn.SPILL, sn.REINJECT, sn.FAIL)
 _IN_DECISIONS = ", ".join(f"'{n}'" for n in _DECISIONS)
 
 # Every span of a session that has a step, as one event-log row each (the root is left out).
 _EVENTS_SQL = f"""
 SELECT seq, t, e, name, span_id, status_code,
-       CASE WHEN name = '{MESSAGE}' THEN j."{sn.EVENT}"
-            WHEN name = '{BUDGET_CHECK}' THEN decision
-            WHEN name = '{VIOLATION}' THEN violation
+       CASE WHEN name = '{sn.MESSAGE}' THEN j."{sn.EVENT}"
+            WHEN name = '{sn.BUDGET_CHECK}' THEN decision
+            WHEN name = '{sn.VIOLATION}' THEN violation
             WHEN j."{sn.GEN_AI_OPERATION_NAME}" IS NOT NULL THEN j."{sn.GEN_AI_OPERATION_NAME}"
             ELSE replace(name, '{sn.PREFIX}', '') END AS what,
        coalesce(j."{sn.MESSAGE_ID}", j."{sn.UNIT_ID}", j."{sn.GEN_AI_TOOL_CALL_ID}",
@@ -198,11 +188,11 @@ SELECT seq, t, e, name, span_id, status_code,
 FROM (SELECT seq, start_time_ns AS t, coalesce(end_time_ns, start_time_ns) AS e, name, span_id, status_code,
              status_message, decision, violation, tokens_before, tokens_after, budget, reason, policy,
              CAST(attributes AS VARCHAR) AS attributes, from_json(attributes, '{_EVENT_FIELDS}') AS j
-      FROM spans WHERE session_id = $sid AND seq IS NOT NULL AND name NOT IN ('{SESSION}', '{sn.MESSAGES}')
+      FROM spans WHERE session_id = $sid AND seq IS NOT NULL AND name NOT IN ('{sn.SESSION}', '{sn.MESSAGES}')
       UNION ALL  -- below full detail (docs/spans.md) message events and unit closures are span events
       SELECT CAST(attributes->>'$."{sn.SEQ}"' AS BIGINT), time_ns, time_ns, event_name, span_id, NULL, NULL, NULL,
              NULL, NULL, NULL, NULL, NULL, NULL, CAST(attributes AS VARCHAR), from_json(attributes, '{_EVENT_FIELDS}')
-      FROM span_events WHERE session_id = $sid AND event_name IN ('{MESSAGE}', '{UNIT_CLOSE}')) x
+      FROM span_events WHERE session_id = $sid AND event_name IN ('{sn.MESSAGE}', '{sn.UNIT_CLOSE}')) x
 """
 
 def session_tables(src: Source, session_id: str) -> dict[str, pa.Table]:
@@ -312,7 +302,7 @@ def message_detail(src: Source, session_id: str, message_id: str) -> pd.DataFram
            attributes->>'{sn.MESSAGE_CAUSE}' AS cause,
            attributes->>'{sn.MESSAGE_CONTENT}' AS content,
            attributes->>'{sn.DELTA_TEXT}' AS delta_text
-    FROM ({records(MESSAGE)})
+    FROM ({records(sn.MESSAGE)})
     WHERE session_id = $sid AND attributes->>'{sn.MESSAGE_ID}' = $mid
     ORDER BY seq, start_time_ns
     """

@@ -13,21 +13,13 @@ import pyarrow as pa
 
 from tracer.contract import names as sn
 from tracer.queries._sql import (
-    BUDGET_CHECK,
-    DEFER,
-    FAIL,
-    MESSAGE,
-    PRUNE,
-    REINJECT,
-    SPILL,
-    VIOLATION,
     Source,
     _on_tables,
 )
 from tracer.queries.listing import session_root
 from tracer.queries.steps import session_tables
 
-_MARKED = ", ".join(f"'{n}'" for n in (PRUNE, DEFER, SPILL, FAIL, VIOLATION, REINJECT))
+_MARKED = ", ".join(f"'{n}'" for n in (sn.PRUNE, sn.DEFER, sn.SPILL, sn.FAIL, sn.VIOLATION, sn.REINJECT))
 
 
 def series_from_tables(tables: dict[str, pa.Table], *, max_points: int = 2000) -> pd.DataFrame:
@@ -36,9 +28,9 @@ def series_from_tables(tables: dict[str, pa.Table], *, max_points: int = 2000) -
     matters against the budget) and its last value."""
     sql = f"""
     WITH pts AS (
-        SELECT seq, t, context_tokens AS tokens FROM events WHERE name = '{MESSAGE}'
-        UNION ALL SELECT seq, t - 1, tokens_before FROM events WHERE name = '{BUDGET_CHECK}'
-        UNION ALL SELECT seq, e, tokens_after FROM events WHERE name = '{BUDGET_CHECK}'
+        SELECT seq, t, context_tokens AS tokens FROM events WHERE name = '{sn.MESSAGE}'
+        UNION ALL SELECT seq, t - 1, tokens_before FROM events WHERE name = '{sn.BUDGET_CHECK}'
+        UNION ALL SELECT seq, e, tokens_after FROM events WHERE name = '{sn.BUDGET_CHECK}'
     ),
     clean AS (SELECT * FROM pts WHERE tokens IS NOT NULL),
     bounds AS (SELECT min(seq) AS lo, max(seq) AS hi, count(*) AS n FROM clean),
@@ -81,7 +73,7 @@ def budget_from_tables(tables: dict[str, pa.Table], root: dict[str, Any] | None 
     """The budget and hard ceiling: the root's, else the latest budget check's."""
     row = _on_tables(tables, lambda con: con.execute(
         f"SELECT arg_max(budget, (seq, t)), arg_max(hard_ceiling, (seq, t)) FROM events "
-        f"WHERE name = '{BUDGET_CHECK}'").fetchall()[0])
+        f"WHERE name = '{sn.BUDGET_CHECK}'").fetchall()[0])
     root = root or {}
     return {"budget": root.get("budget") or row[0], "hard_ceiling": root.get("hard_ceiling") or row[1]}
 

@@ -19,14 +19,8 @@ from typing import Any
 
 import orjson
 
+from policies import messages as kinds
 from policies.messages import (
-    REDACTED_THINKING,
-    SERVER_TOOL_RESULT,
-    SERVER_TOOL_USE,
-    TEXT,
-    THINKING,
-    TOOL_RESULT,
-    TOOL_USE,
     Block,
     Message,
     is_compaction,
@@ -101,9 +95,9 @@ def block_dict(block: Block) -> dict[str, Any]:
         value = getattr(block, key)
         if value is not None:
             d[key] = value
-    if block.type == REDACTED_THINKING:
+    if block.type == kinds.REDACTED_THINKING:
         d["data"] = block.extra.get("data")
-    elif block.type == THINKING and block.extra.get("signature"):
+    elif block.type == kinds.THINKING and block.extra.get("signature"):
         d["signature"] = block.extra["signature"]  # the provider checks it when the block is sent again
     if is_compaction(block):  # the conversation's only summary of what came before it: kept whole
         d["extra"] = dict(block.extra)
@@ -119,15 +113,15 @@ def genai_parts(blocks: Iterable[Block]) -> list[dict[str, Any]]:
     """Blocks as GenAI semantic-convention message parts (``text``, ``tool_call``, ...)."""
     parts: list[dict[str, Any]] = []
     for b in blocks:
-        if b.type == TEXT:
+        if b.type == kinds.TEXT:
             parts.append({"type": "text", "content": b.text or ""})
-        elif b.type == THINKING:
+        elif b.type == kinds.THINKING:
             parts.append({"type": "reasoning", "content": b.text or ""})
-        elif b.type in (TOOL_USE, SERVER_TOOL_USE):
+        elif b.type in (kinds.TOOL_USE, kinds.SERVER_TOOL_USE):
             parts.append({"type": "tool_call", "id": b.id, "name": b.name, "arguments": b.input})
-        elif b.type in (TOOL_RESULT, SERVER_TOOL_RESULT):
+        elif b.type in (kinds.TOOL_RESULT, kinds.SERVER_TOOL_RESULT):
             parts.append({"type": "tool_call_response", "id": b.tool_use_id, "response": b.content})
-        elif b.type == REDACTED_THINKING:
+        elif b.type == kinds.REDACTED_THINKING:
             parts.append({"type": "reasoning", "content": ""})
         elif is_compaction(b):  # the conversation's summary so far: kept whole (content or encrypted_content)
             parts.append(dict(b.extra))

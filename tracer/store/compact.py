@@ -27,6 +27,7 @@ import random
 import secrets
 import shutil
 import time
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -428,14 +429,7 @@ def _retire(
                     os.unlink(old)
                 except FileNotFoundError:
                     pass
-        if absorbed:
-            layout.absorbed.mkdir(exist_ok=True)
-        for path in absorbed:
-            try:
-                os.replace(path, layout.absorbed / path.name)
-                result.segments_deleted += 1
-            except FileNotFoundError:
-                pass
+        result.segments_deleted += _move_into(layout.absorbed, absorbed)
         if bad:
             layout.quarantine.mkdir(exist_ok=True)
             for path in bad:
@@ -596,3 +590,18 @@ def _salvage(con: duckdb.DuckDBPyConnection, source: Path) -> str:
                                  if lost_groups else "")
     finally:
         con.execute("DETACH src")
+
+
+def _move_into(folder: Path, paths: Sequence[Path]) -> int:
+    """Move ``paths`` into ``folder`` (made if needed); how many moved. A file already gone was taken
+    by another compaction and is skipped."""
+    if paths:
+        folder.mkdir(exist_ok=True)
+    moved = 0
+    for path in paths:
+        try:
+            os.replace(path, folder / path.name)
+            moved += 1
+        except FileNotFoundError:
+            pass
+    return moved

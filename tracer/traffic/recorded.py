@@ -23,14 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from policies import Context
+from policies import messages as kinds
 from policies.messages import (
-    COMPACTION,
-    OTHER,
-    REDACTED_THINKING,
-    TEXT,
-    THINKING,
-    TOOL_RESULT,
-    TOOL_USE,
     Block,
     Message,
 )
@@ -500,10 +494,10 @@ def _message(mid: str, a: dict[str, Any]) -> Message:
 def _block(d: dict[str, Any]) -> Block:
     d = dict(d)
     kind = d.pop("type")
-    extra = {"data": d.pop("data")} if kind == REDACTED_THINKING and "data" in d else {}
-    if kind == THINKING and d.get("signature"):
+    extra = {"data": d.pop("data")} if kind == kinds.REDACTED_THINKING and "data" in d else {}
+    if kind == kinds.THINKING and d.get("signature"):
         extra["signature"] = d.pop("signature")
-    if kind == OTHER and isinstance(d.get("extra"), dict) and d["extra"].get("type") == COMPACTION:
+    if kind == kinds.OTHER and isinstance(d.get("extra"), dict) and d["extra"].get("type") == kinds.COMPACTION:
         extra = dict(d["extra"])  # a compaction block (block_dict keeps it whole)
     allowed = {k: d[k] for k in ("text", "id", "name", "input", "tool_use_id", "content", "is_error") if k in d}
     return Block(kind, extra=extra, **allowed)
@@ -516,17 +510,17 @@ def _from_structure(mid: str, role: str, a: dict[str, Any]) -> Message:
     answers = list(a.get(sn.MESSAGE_ANSWERS) or [])
     blocks: list[Block] = []
     for i, cid in enumerate(calls):
-        blocks.append(Block(TOOL_USE, id=cid, name=names[i] if i < len(names) else "tool", input={}))
+        blocks.append(Block(kinds.TOOL_USE, id=cid, name=names[i] if i < len(names) else "tool", input={}))
     for cid in answers:
-        blocks.append(Block(TOOL_RESULT, tool_use_id=cid, content=""))
+        blocks.append(Block(kinds.TOOL_RESULT, tool_use_id=cid, content=""))
     if not blocks or (role == "assistant" and not answers):
-        blocks.insert(0, Block(TEXT, text=""))
+        blocks.insert(0, Block(kinds.TEXT, text=""))
     msg = Message(id=mid, role=role, blocks=blocks, form="list")
     deficit = int(a.get(sn.MESSAGE_TOKENS) or 0) - DEFAULT_COUNTER.count(msg)
     if deficit > 0:
         filler = ("lorem " * deficit)[: 4 * deficit]
-        target = next(b for b in blocks if b.type in (TEXT, TOOL_RESULT))
-        if target.type == TEXT:
+        target = next(b for b in blocks if b.type in (kinds.TEXT, kinds.TOOL_RESULT))
+        if target.type == kinds.TEXT:
             target.text = filler
         else:
             target.content = filler
@@ -535,11 +529,11 @@ def _from_structure(mid: str, role: str, a: dict[str, Any]) -> Message:
 
 def _extend(msg: Message, text: str) -> None:
     if not msg.blocks:
-        msg.blocks.append(Block(TEXT, text=""))
+        msg.blocks.append(Block(kinds.TEXT, text=""))
     b = msg.blocks[-1]
-    if b.type == TOOL_RESULT and (b.content is None or isinstance(b.content, str)):
+    if b.type == kinds.TOOL_RESULT and (b.content is None or isinstance(b.content, str)):
         b.content = (b.content or "") + text
-    elif b.type == TEXT:
+    elif b.type == kinds.TEXT:
         b.text = (b.text or "") + text
 
 

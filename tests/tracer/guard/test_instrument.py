@@ -11,26 +11,9 @@ from opentelemetry.trace import StatusCode
 
 from policies import ApproxTokenCounter, HardCeilingExceeded, validate
 from tests.invariants import Scripted
+from tests.metered import FILLER, turn
+from tests.metered import body as anthropic_body
 from tracer.guard import PruneGuard, assistant_message, tool_calls, tool_results_message
-
-FILLER = "details " * 60
-
-
-def anthropic_body(messages: list[dict]) -> dict:
-    return {"model": "claude-x", "max_tokens": 256, "system": "be brief", "tools": [{"name": "lookup"}],
-            "messages": messages}
-
-
-def turn(i: int, *, tool: bool = False) -> list[dict]:
-    """One closed exchange: a question and an answer (optionally through a tool call)."""
-    out = [{"role": "user", "content": f"question {i} " + FILLER}]
-    if tool:
-        out.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"call_{i}", "name": "lookup",
-                                                      "input": {"q": i}}]})
-        out.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"call_{i}",
-                                                 "content": "result " + FILLER}]})
-    out.append({"role": "assistant", "content": f"answer {i} " + FILLER})
-    return out
 
 
 def test_within_budget_the_body_comes_back_unchanged(rec):
