@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_tracer  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.trace import INVALID_SPAN  # noqa: E402
 
 from bench.sources import SESSIONS, TAU_DIR, TAU_FILE, TRAFFIC  # noqa: E402
 from policies import Context, Gate, convert, get_policy  # noqa: E402
@@ -442,6 +443,8 @@ def _gather_decision(self: SpanObserver, ctx: Any, d: Any, **kw: Any) -> None:
 
 
 class _GatheredCall:
+    span = INVALID_SPAN  # a replay parents its checks on it
+
     def __enter__(self) -> _GatheredCall:
         return self
 
@@ -451,6 +454,9 @@ class _GatheredCall:
     def set_input(self, messages: Any) -> None:
         _GATHERED.append((time.time_ns(), messages))
 
+    def set_attributes(self, attributes: Any) -> None:
+        _GATHERED.append((time.time_ns(), attributes))
+
     def set_invalid(self, found: Any) -> None:
         _GATHERED.append((time.time_ns(), found))
 
@@ -459,7 +465,7 @@ class _GatheredCall:
 
 
 def _gather_chat(self: TracedSession, model: Any, *, provider: Any = None, seq: Any = None,
-                 attributes: Any = None) -> _GatheredCall:
+                 attributes: Any = None, start_time: Any = None) -> _GatheredCall:
     _GATHERED.append((time.time_ns(), model, provider, seq, attributes))
     return _GatheredCall()
 
@@ -471,13 +477,16 @@ def _gather_tool(self: TracedSession, name: str, call_id: str, *, arguments: Any
 
 
 def _gather_request(self: TracedSession, body: Any, provider: str, *, seq: Any = None,
-                    message_ids_of: Any = None, unrecorded: frozenset[str] = frozenset()) -> list[Any]:
+                    message_ids_of: Any = None, unrecorded: frozenset[str] = frozenset(),
+                    parent: Any = None) -> list[Any]:
     found = [v for v in validate(body, provider) if v.code not in unrecorded]  # as the untraced replay
     _GATHERED.append((time.time_ns(), seq, [message_ids_of(v.ids) for v in found]))
     return found
 
 
 class _NoCall:
+    span = INVALID_SPAN
+
     def __enter__(self) -> _NoCall:
         return self
 
@@ -485,6 +494,9 @@ class _NoCall:
         return None
 
     def set_input(self, messages: Any) -> None:
+        return None
+
+    def set_attributes(self, attributes: Any) -> None:
         return None
 
     def set_invalid(self, found: Any) -> None:

@@ -30,10 +30,11 @@ TRACER_STATS = "prunegate.tracer.stats"  # one row per pipeline shutdown, writte
 ANNOTATION = "prunegate.annotation"  # a person's label and note on a session, a decision or a violation
 COMPARISON = "prunegate.comparison"  # a saved comparison: its parameters and results (no session)
 PASSTHROUGH = "prunegate.passthrough"  # a live request the guard could not handle, sent unchanged
+UNSENT_REQUEST = "prunegate.unsent_request"  # a replay's request the gate failed before it went out
 
 DECISION_SPANS: tuple[str, ...] = (PRUNE, DEFER, SPILL, REINJECT, FAIL)  # children of a budget check
 SPAN_NAMES: tuple[str, ...] = (SESSION, MESSAGE, MESSAGES, UNIT_CLOSE, BUDGET_CHECK, *DECISION_SPANS, VIOLATION, TRACER_STATS,
-                                ANNOTATION, COMPARISON, PASSTHROUGH)
+                                ANNOTATION, COMPARISON, PASSTHROUGH, UNSENT_REQUEST)
 # spans people add after the fact: never part of a session's events, counts or activity times
 AFTERWARDS_SPANS: tuple[str, ...] = (ANNOTATION, COMPARISON)
 

@@ -20,7 +20,7 @@ import copy
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policies import Context, MemorySpillStore, Runtime, build_runtime, get_policy
 from policies.decision import Decision, DecisionKind
@@ -44,6 +44,9 @@ from tracer.traffic.events import (
     build_events,
 )
 from tracer.traffic.importers import Conversation
+
+if TYPE_CHECKING:
+    from tracer.spans.genai import ChatCall
 
 DEFAULT_BUDGET_SHARE = 0.6  # no --budget: prune at 60% of the session's full size
 DEFERRAL_REASONS = metrics.DEFERRAL_REASONS
@@ -265,6 +268,10 @@ class _Run:
         self.tools = attribution.tool_names(templates)
         self.templates = {m.id: m for m in templates}
         self.prev_request: list[tuple[str, int]] = []
+        # The tree (docs/spans.md "Replay timing and tree"): a request's ``chat`` span opens at the
+        # first check after the previous model call, and that request's checks are its children.
+        self.chat: ChatCall | None = None
+        self.calls_left = sum(1 for e in stream.events if e.kind == MODEL_CALL)
 
     # ------------------------------------------------------------------ the loop
     def play(self) -> None:
@@ -301,13 +308,24 @@ class _Run:
             r.failures = 1
             r.error = f"{type(exc).__name__}: {exc}"
             if self.session is not None:
-                self.session.violation("replay_failed", r.error, seq=ctx.seq)
+                self.session.violation("replay_failed", r.error, seq=ctx.seq,
+                                       parent=self.chat.span if self.chat is not None else None)
         finally:
             r.orphan_results = len(self.orphans)
             r.dangling_calls = len(self.dangling)
             if ctx.tokens > r.peak_tokens:
                 r.peak_tokens = ctx.tokens
             if self.session is not None:
+                from opentelemetry.trace import Status, StatusCode
+
+                chat, self.chat = self.chat, None
+                if chat is not None:  # the gate failed before this request went out: no model call
+                    chat.span.update_name(sn.UNSENT_REQUEST)
+                    chat.set_attributes({sn.GEN_AI_OPERATION_NAME: "none", sn.OI_SPAN_KIND: "CHAIN"})
+                    chat.span.set_status(Status(StatusCode.ERROR, r.error or "failed"))
+                    chat.end()
+                if r.failures:
+                    self.session.root.set_status(Status(StatusCode.ERROR, r.error or "failed"))
                 self._end_held()
                 self.session.end({
                     sn.REPLAY_FAILED: bool(r.failures),
@@ -318,7 +336,17 @@ class _Run:
     def _check(self) -> None:
         if self.ctx.tokens > self.r.peak_tokens:  # the peak counts the context before a check prunes it
             self.r.peak_tokens = self.ctx.tokens
+        spans = self.spans
+        if spans is not None:
+            self._open_chat()
+            spans.begin_check()
         self._count(self.runtime.check(self.ctx))
+
+    def _open_chat(self) -> None:
+        """Open the ``chat`` span of the next request (if one follows) for the checks that gate it."""
+        if self.chat is None and self.calls_left > 0 and self.session is not None and self.spans is not None:
+            self.chat = self.session.chat(self.conv.model, provider=self.conv.provider, seq=self.ctx.seq)
+            self.spans.parent = self.chat.span
 
     def _count(self, d: Decision) -> None:
         r = self.r
@@ -370,6 +398,7 @@ class _Run:
         ctx, r, provider = self.ctx, self.r, self.conv.provider
         body = ctx.render(provider)
         r.model_calls += 1
+        self.calls_left -= 1
         r.tokens_sent += ctx.tokens
         request = [(m.id, m.tokens) for m in ctx.iter_messages()]
         produced = self.templates.get(ev.message_id or "")
@@ -387,8 +416,16 @@ class _Run:
                                                        self.tools.get(ref.source),
                                                        self.removals.by_message.get(ref.source)))
         r.lost_references.extend(lost)
-        if self.session is not None:
-            chat = self.session.chat(self.conv.model, provider=provider, seq=ctx.seq, attributes={
+        if self.session is not None and self.spans is not None:
+            if self.chat is None:
+                self.calls_left += 1  # this call is still to come: open its span now
+                self._open_chat()
+                self.calls_left -= 1
+            chat, self.chat = self.chat, None
+            self.spans.parent = None
+            assert chat is not None  # opened just above
+            chat.set_attributes({
+                sn.SEQ: ctx.seq,
                 sn.REQUEST_TOKENS: ctx.tokens,
                 sn.REQUEST_MESSAGE_IDS: [mid for mid, _ in request],
                 sn.REQUEST_VALID: True,
@@ -397,7 +434,7 @@ class _Run:
             })
             chat.set_input(list(ctx.iter_messages()))  # gen_ai.input.messages, when content is captured
             found = self.session.check_request(body, provider, seq=ctx.seq, message_ids_of=self._message_ids_of,
-                                               unrecorded=self.unrecorded)
+                                               unrecorded=self.unrecorded, parent=chat.span)
             if found:
                 chat.set_invalid(found)
             chat.end()

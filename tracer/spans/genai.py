@@ -75,7 +75,7 @@ class ChatCall:
     """An open ``chat {model}`` span; finish it with :meth:`response`, :meth:`error` or :meth:`end`."""
 
     def __init__(self, session: TracedSession, model: str | None, provider: str | None, seq: int | None,
-                 attributes: Mapping[str, Any]) -> None:
+                 attributes: Mapping[str, Any], start_time: int | None = None) -> None:
         self.session = session
         self.model = model
         self.provider = provider
@@ -86,11 +86,21 @@ class ChatCall:
             sn.GEN_AI_CONVERSATION_ID: session.session_id,
             **attributes,
         }
-        self.span = session.start_span(f"{sn.OP_CHAT} {model}" if model else sn.OP_CHAT, attrs, seq=seq, kind=SpanKind.CLIENT)
+        self.span = session.start_span(f"{sn.OP_CHAT} {model}" if model else sn.OP_CHAT, attrs, seq=seq, kind=SpanKind.CLIENT,
+                                        start_time=start_time)
         self.ended = False
         self._started = time.perf_counter()  # gen_ai.client.operation.duration, when metrics are on
         self._usage: tuple[int | None, int | None] = (None, None)
         self._error_type: str | None = None
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Attributes known only when the request is sent (a replay opens the span before its checks)."""
+        from tracer.spans.session import clean  # session imports this module
+
+        try:
+            self.span.set_attributes(clean(attributes))
+        except Exception as exc:  # noqa: BLE001 - never reaches the agent
+            self.session._tracer_failed(exc)
 
     def set_input(self, messages: Sequence[Message]) -> None:
         """``gen_ai.input.messages`` (only when the session captures content)."""

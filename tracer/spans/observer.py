@@ -58,6 +58,7 @@ class SpanObserver(Observer):
         self._reserved: tuple[int, int] | None = None  # start times for the check in progress
         self.checks = 0
         self.last_decision_span: trace.Span | None = None
+        self.parent: trace.Span | None = None  # the open ``chat`` span whose request the checks gate, if any
         self._full = session.detail == "full"  # else message events and unit closures ride on check spans
         self._every_check = session.detail != "decisions"  # else within-budget checks are no span
 
@@ -162,14 +163,20 @@ class SpanObserver(Observer):
         if s.metrics is not None:
             s.metrics.decision(d, gated, s.source)
         name = DECISION_SPANS.get(d.kind)
+        parent = self.parent
         if name is None:  # within budget (most checks): no child, so one instant span (one record)
             if self._every_check:
-                s.emit(sn.BUDGET_CHECK, check_attrs, seq=d.seq, start_time=reserved[0] if reserved else None,
+                s.emit(sn.BUDGET_CHECK, check_attrs, seq=d.seq, parent=parent,
+                       start_time=reserved[0] if reserved else s.clock_back(d.duration_ns)[0],
                        events=() if self._full else s.take_held())
             self._removed.clear()
             return None
-        t_check, t_decision = reserved or s.clock_pair()
-        check = s.start_span(sn.BUDGET_CHECK, check_attrs, seq=d.seq, start_time=t_check)
+        if reserved is None:
+            t_check = s.clock_back(d.duration_ns)[0]
+            t_decision = t_check + 1  # the decision took the gate's time too
+        else:
+            t_check, t_decision = reserved
+        check = s.start_span(sn.BUDGET_CHECK, check_attrs, seq=d.seq, parent=parent, start_time=t_check)
         if not self._full:
             s.add_events(check, s.take_held())
         attrs = decision_attributes(d, gated)
@@ -211,6 +218,11 @@ class SpanObserver(Observer):
             units = set(d.summarized_units)
             out.extend(m for m in self._removed if self._unit_of.get(m) in units)
         return out
+
+    def begin_check(self) -> None:
+        """The gate is about to check: the check span starts now, so it lasts as long as the gate took
+        (without this, it starts ``Decision.duration_ns`` before it is reported)."""
+        self._reserved = self.session.clock_pair()
 
     def _reserve(self) -> None:
         """Start times for the budget check in progress, taken before its first removal is recorded."""

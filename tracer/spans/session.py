@@ -246,6 +246,19 @@ class TracedSession:
             self._last_ns = end
         return start, end
 
+    def clock_back(self, duration_ns: int) -> tuple[int, int]:
+        """(start, end) of a span that ends now and took ``duration_ns`` (the gate's own measure of
+        a check), its start clipped to just after the session's last time so emission order holds."""
+        now = time.time_ns()
+        with self._lock:
+            last = self._last_ns
+            end = now if now > last + 1 else last + 2
+            start = max(last + 1, end - max(duration_ns, 0))
+            if start >= end:
+                start = end - 1
+            self._last_ns = end
+        return start, end
+
     def common(self, seq: int | None) -> dict[str, Any]:
         if seq is not None and seq > self.seq:
             self.seq = seq
@@ -343,13 +356,16 @@ class TracedSession:
 
         On prunegate's own pipeline this is one span record (tracer.spans.direct), no span object."""
         direct = self._direct
-        if direct is not None and parent is None:
+        if direct is not None and (parent is None or type(parent) is DirectSpan):
             try:
                 attrs = self._direct_attrs(name, attributes, seq)
                 start, end = self.clock_pair(start_time)
                 span_id = direct.generate_span_id()
-                root = self._root_span_context
-                direct.emit((name, span_id, self._root_span_id, _INTERNAL, attrs, False, start, end,
+                if parent is None:
+                    root, parent_id = self._root_span_context, self._root_span_id
+                else:
+                    root, parent_id = parent._root, parent._span_id
+                direct.emit((name, span_id, parent_id, _INTERNAL, attrs, False, start, end,
                              _UNSET if error is None else Status(StatusCode.ERROR, error),
                              links if type(links) is tuple else tuple(links), events, root, direct))
                 return EndedSpan(root, span_id)
@@ -432,8 +448,10 @@ class TracedSession:
 
     def violation(self, code: str, message: str, *, call_ids: Sequence[str] = (),
                   message_ids: Sequence[str] = (), index: int | None = None, seq: int | None = None,
-                  cause: Eviction | None = None, attributes: Mapping[str, Any] | None = None) -> trace.Span:
-        """Record a ``prunegate.violation`` linked to the eviction that caused it (found when not given)."""
+                  cause: Eviction | None = None, attributes: Mapping[str, Any] | None = None,
+                  parent: trace.Span | None = None) -> trace.Span:
+        """Record a ``prunegate.violation`` linked to the eviction that caused it (found when not given),
+        under ``parent`` (the ``chat`` span of the request it breaks) or the root."""
         if cause is None:
             cause = self.cause_of(call_ids=call_ids, message_ids=message_ids)
         if cause is None and code == FIRST_MESSAGE_NOT_USER:
@@ -453,10 +471,11 @@ class TracedSession:
             _oi.CAUSE_SPAN: format(cause.span_context.span_id, "016x") if cause else None,
             _oi.CAUSE_TRACE: format(cause.span_context.trace_id, "032x") if cause else None,
             **(attributes or {}),
-        }, seq=seq, links=links, error=message)  # status ERROR: backends list it among the failures
+        }, seq=seq, links=links, error=message, parent=parent)  # status ERROR: backends list it among the failures
 
     def check_request(self, body: Any, provider: str, *, seq: int | None = None,
-                      message_ids_of: Any = None, unrecorded: frozenset[str] = frozenset()) -> list[Violation]:
+                      message_ids_of: Any = None, unrecorded: frozenset[str] = frozenset(),
+                      parent: trace.Span | None = None) -> list[Violation]:
         """Validate a rendered request body; record one violation span per problem. Returns them.
 
         ``message_ids_of(call_ids) -> list[str]`` maps a violation's call ids to context message ids;
@@ -465,7 +484,8 @@ class TracedSession:
         found = [v for v in validate(body, provider) if v.code not in unrecorded]
         for v in found:
             mids = list(message_ids_of(v.ids)) if message_ids_of is not None and v.ids else []
-            self.violation(v.code, v.message, call_ids=v.ids, message_ids=mids, index=v.index, seq=seq)
+            self.violation(v.code, v.message, call_ids=v.ids, message_ids=mids, index=v.index, seq=seq,
+                           parent=parent)
         if found:
             self._failures += 1
         return found
@@ -476,9 +496,9 @@ class TracedSession:
 
     # ------------------------------------------------------------------ GenAI spans
     def chat(self, model: str | None, *, provider: str | None = None, seq: int | None = None,
-             attributes: Mapping[str, Any] | None = None) -> ChatCall:
+             attributes: Mapping[str, Any] | None = None, start_time: int | None = None) -> ChatCall:
         """Open a ``chat {model}`` span (end it through the returned :class:`ChatCall`)."""
-        return ChatCall(self, model, provider or self.provider, seq, attributes or {})
+        return ChatCall(self, model, provider or self.provider, seq, attributes or {}, start_time)
 
     def tool(self, name: str, call_id: str, *, arguments: Any = None, side_effect: bool = False,
              seq: int | None = None) -> ToolCall:

@@ -183,3 +183,63 @@ def test_replay_refuses_unknown_policies_and_sessions(tmp_path, capsys):
     assert "no session 'missing'" in capsys.readouterr().err
     assert main(["replay", "--policy", "recency", "--store", str(tmp_path / "nothing")]) == 2
     assert "no store" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ timing and tree
+def _replay_rows(tmp_path, capsys, *args: str) -> tuple[str, list[dict]]:
+    tmp_path.mkdir(exist_ok=True)
+    src = tmp_path / "batch.json"
+    src.write_text(json.dumps(BATCH))
+    store = tmp_path / "s"
+    import_paths([src], store)
+    main(["replay", *args, "--store", str(store), "--json"])
+    replay_id = json.loads(capsys.readouterr().out)["sessions"][0]["replay_id"]
+    rows = Store(store).query(
+        "SELECT span_id, parent_span_id, name, seq, start_time_ns, end_time_ns, status_code FROM spans "
+        "WHERE session_id = ? ORDER BY seq, start_time_ns", [replay_id])
+    return replay_id, rows
+
+
+def test_replayed_checks_take_the_gates_time_under_the_chat_span_of_the_request_they_gated(tmp_path, capsys):
+    _, rows = _replay_rows(tmp_path, capsys, "--policy", "recency", "--param", "target=0.5", "--budget", "60")
+    by_id = {r["span_id"]: r for r in rows}
+    [root] = [r for r in rows if r["parent_span_id"] is None]
+    chats = [r for r in rows if r["name"].startswith("chat")]
+    checks = [r for r in rows if r["name"] == "prunegate.budget_check"]
+    assert len(chats) == 2 and checks
+    for c in chats:
+        assert c["parent_span_id"] == root["span_id"] and c["end_time_ns"] > c["start_time_ns"]
+    # every check before the last model call hangs under a chat span, inside its time, and lasts
+    for chk in checks:
+        parent = by_id[chk["parent_span_id"]]
+        if parent["span_id"] != root["span_id"]:
+            assert parent["name"].startswith("chat")
+            assert parent["start_time_ns"] <= chk["start_time_ns"] < chk["end_time_ns"] <= parent["end_time_ns"]
+    under_chat = [c for c in checks if by_id[c["parent_span_id"]]["name"].startswith("chat")]
+    assert len(under_chat) >= len(checks) - 2
+    assert min(c["end_time_ns"] - c["start_time_ns"] for c in under_chat) >= 1_000  # ≥ 1 µs: the gate ran
+    prunes = [r for r in rows if r["name"] == "prunegate.prune"]
+    assert prunes and all(by_id[p["parent_span_id"]]["name"] == "prunegate.budget_check" for p in prunes)
+    assert all(p["end_time_ns"] - p["start_time_ns"] >= 1_000 for p in prunes)
+    # each chat span ends when its request is sent: before the next request's checks begin
+    first, second = sorted(chats, key=lambda r: r["start_time_ns"])
+    assert first["end_time_ns"] <= second["start_time_ns"]
+
+
+def test_replayed_violations_and_a_hard_ceiling_failure_are_errors_under_the_chat_span(tmp_path, capsys):
+    _, rows = _replay_rows(tmp_path, capsys, "--policy", EvictCalls.name, "--ungated", "--budget", "40")
+    by_id = {r["span_id"]: r for r in rows}
+    orphans = [r for r in rows if r["name"] == "prunegate.violation"]
+    assert orphans and all(r["status_code"] == "ERROR" for r in orphans)
+    invalid = [by_id[r["parent_span_id"]] for r in orphans if by_id[r["parent_span_id"]]["name"].startswith("chat")]
+    assert invalid and all(c["status_code"] == "ERROR" for c in invalid)  # the request the violation broke
+
+    _, rows = _replay_rows(tmp_path / "h", capsys, "--policy", "recency", "--budget", "20", "--hard-ceiling", "30")
+    by_id = {r["span_id"]: r for r in rows}
+    [root] = [r for r in rows if r["parent_span_id"] is None]
+    assert root["status_code"] == "ERROR"
+    [fail] = [r for r in rows if r["name"] == "prunegate.fail"]
+    assert fail["status_code"] == "ERROR"
+    chat = by_id[by_id[fail["parent_span_id"]]["parent_span_id"]]
+    # the request it stopped never went out: not a model call, an error
+    assert chat["name"] == "prunegate.unsent_request" and chat["status_code"] == "ERROR"
