@@ -22,8 +22,8 @@ from dashboard.components import data
 from dashboard.components.charts import OKABE_ITO
 from dashboard.components.safe import esc, md
 from dashboard.components.widgets import show_table
-from tracer.lab import sweep as sweeps
 from tracer.lab.recommend import describe, recommend
+from tracer.queries import access
 
 PALETTE = OKABE_ITO  # one colour per policy, told apart under the common colour-vision deficiencies
 LEGEND = ("★ on the Pareto frontier (no other arm has both higher retention and a lower cost) · ● not on it · "
@@ -34,11 +34,11 @@ REPLAY_PAGE = "views/replay.py"
 
 @st.cache_data(ttl=30, show_spinner=False, max_entries=32)
 def _load(path: str, mtime_ns: int) -> dict[str, Any]:
-    return sweeps.load(path)
+    return access.sweep(path)
 
 
 def _sweeps() -> list[Path]:
-    return list(reversed(sweeps.list_sweeps(data.store_path())))  # newest first
+    return list(reversed(access.sweeps(data.store_path())))  # newest first
 
 
 def figure(arms: list[dict[str, Any]], x_key: str = "cost_per_session") -> go.Figure:

@@ -1,6 +1,6 @@
 """Saved comparisons: a comparison kept with its parameters and results, reopened from a URL.
 
-Saving writes one ``prunegate.comparison`` span through the store's normal path
+Saving writes one record in the sweeps' format through the store
 (:func:`tracer.queries.writes.save_comparison`), so it lives wherever the store does.
 ``/compare?saved=<id>`` shows the stored numbers as they were, without re-running anything.
 """

@@ -24,7 +24,7 @@ from tracer import queries
 from tracer.contract import names as sn
 from tracer.queries import catalog
 from tracer.queries.writes import annotate, save_comparison
-from tracer.store import ENV_STORE, Store
+from tracer.store import ENV_STORE, Store, records
 from tracer.store import catalog as store_catalog
 from tracer.wire.export import select_rows
 
@@ -188,7 +188,7 @@ def test_a_saved_comparison_reopens_from_its_url_with_the_same_numbers(store: di
     with Store(store["path"]).reader() as r:
         listed = queries.saved_comparisons(r)
         ident = listed.loc[listed["title"] == "prunes, kept", "id"].iloc[0]
-        assert r.query(f"SELECT count(*) AS n FROM spans WHERE name = '{sn.COMPARISON}' AND session_id IS NULL")[0]["n"] >= 1
+    assert (Path(store["path"]) / records.COMPARISONS / f"{ident}.json").is_file()  # a record beside the sweeps
     again = page("compare", saved=str(ident))
     assert "prunes, kept" in [s.value for s in again.subheader]
     reopened = next(d.value for d in again.dataframe if "mean diff" in d.value.columns)  # stored unrounded
@@ -199,20 +199,14 @@ def test_a_saved_comparison_reopens_from_its_url_with_the_same_numbers(store: di
     assert any("No saved comparison nope" in e.value for e in missing.error)
 
 
-def test_save_comparison_writes_through_any_store_that_takes_a_table(tmp_path: Path) -> None:
-    """The bucket store takes tables the same way; here a plain Store and a writer-only object."""
-    written = []
-
-    class Writer:
-        def write_table(self, table):  # noqa: ANN001, ANN202 - the Writable protocol
-            written.append(table)
-
-    ident = save_comparison(Writer(), "t", {"a": 1}, {"tables": {"x": [{"v": 1.5}]}})
-    assert written[0].num_rows == 1 and written[0].column("name").to_pylist() == [sn.COMPARISON]
+def test_save_comparison_writes_through_a_store_or_its_location(tmp_path: Path) -> None:
+    """A Store object (the dashboard's) or a location (a path here; a bucket URL in test_records)."""
     s = Store(tmp_path / "s")
     ident = save_comparison(s, "kept", {"budget": 100}, {"tables": {"x": [{"v": 1.5}]}})
+    other = save_comparison(tmp_path / "s", "again", {"budget": 200}, {})
     with s.reader() as r:
         got = queries.saved_comparison(r, ident)
+        assert set(queries.saved_comparisons(r)["id"]) == {ident, other}
     assert got is not None and got["params"] == {"budget": 100} and got["results"]["tables"]["x"] == [{"v": 1.5}]
 
 

@@ -28,7 +28,7 @@ VIOLATION = "prunegate.violation"
 MESSAGES = "prunegate.messages"  # below full detail: message events past one span's 128 events
 TRACER_STATS = "prunegate.tracer.stats"  # one row per pipeline shutdown, written by the store sink
 ANNOTATION = "prunegate.annotation"  # a person's label and note on a session, a decision or a violation
-COMPARISON = "prunegate.comparison"  # a saved comparison: its parameters and results (no session)
+COMPARISON = "prunegate.comparison"  # a saved comparison of an older store (now a record: tracer.store.records)
 PASSTHROUGH = "prunegate.passthrough"  # a live request the guard could not handle, sent unchanged
 UNSENT_REQUEST = "prunegate.unsent_request"  # a replay's request the gate failed before it went out
 

@@ -6,7 +6,8 @@ streams per session: :func:`tracer.lab.compare.run_replays`) and hands the resul
 :func:`summarize` gives each arm its retention and cost per session, each with its 95% interval
 over sessions (:mod:`tracer.lab.metrics`, the project's one interval method); :func:`record` adds what is needed to find and reproduce
 the sweep (the sessions, the options, the ``prunegate compare`` command of every arm); and
-:func:`save` writes it to ``<store>/sweeps/`` as one JSON file (written whole, then renamed).
+:func:`save` writes it to ``<store>/sweeps/`` as one JSON file through the store
+(:mod:`tracer.store.records`: whole or not at all, in a directory or a bucket).
 
 The interval depends only on the per-session values, so an arm replayed alone (its reproducing
 command) gets the interval it had in the sweep.
@@ -14,24 +15,20 @@ command) gets the interval it had in the sweep.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
-import time
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracer.contract.settings import spool_base
 from tracer.lab import metrics
 from tracer.lab.compare import Comparison
 from tracer.lab.replay import ReplaySpec, SessionResult
-from tracer.store import BucketURL, resolve_store
+from tracer.store import BucketURL, records
 
-SWEEPS_DIR = "sweeps"
+SWEEPS_DIR = records.COMPARISONS
 NOT_A_TOOL = "(not a tool result)"
 
 
@@ -161,12 +158,10 @@ def record(cmp: Comparison, *, options: dict[str, Any], sessions: Iterable[Any],
     for a, spec, optimal in zip(arms_, cmp.specs, pareto(arms_), strict=True):
         a["pareto"] = optimal
         a["command"] = arm_command(options, spec)
-    now = time.time_ns()
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now // 10**9))
+    command = compare_command(options, policies=policies, budgets=budgets, gated=gated)
     return {
-        "id": f"sweep-{stamp}.{now % 10**9:09d}Z-{uuid.uuid4().hex[:6]}",  # sorts by time
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now // 10**9)),
-        "command": compare_command(options, policies=policies, budgets=budgets, gated=gated),
+        **records.stamp("sweep", command),  # id, kind, title, created, time_ns: an id that sorts by time
+        "command": command,
         "options": options,
         "sessions": [{"id": c.session_id, "name": c.name, "model": c.model} for c in sessions],
         "prices": prices, "models": models,
@@ -208,63 +203,25 @@ def run_sweep(store: Any, convs: Any, policies: Sequence[tuple[str, Any]], *, po
 
 
 def save(store_path: str | os.PathLike[str] | BucketURL, rec: dict[str, Any]) -> Path | str:
-    """Write the record into ``<store>/sweeps/<id>.json`` (whole or not at all; on a bucket, one PUT:
-    the URL is returned)."""
-    where = resolve_store(store_path)
-    if isinstance(where, BucketURL):
-        from tracer.store.s3 import S3Store
-
-        return S3Store(str(where)).put_json(f"{SWEEPS_DIR}/{rec['id']}.json", rec)
-    folder = where / SWEEPS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{rec['id']}.json"
-    tmp = folder / f".{rec['id']}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(rec, indent=1))
-    os.replace(tmp, path)
-    return path
+    """Write the record into ``<store>/sweeps/<id>.json`` through the store
+    (:func:`tracer.store.records.put_record`: whole or not at all, a directory or a bucket); where it is."""
+    return records.put_record(store_path, SWEEPS_DIR, rec["id"], rec)
 
 
 def list_sweeps(store_path: str | os.PathLike[str] | BucketURL) -> list[Path]:
     """The stored sweeps, oldest first (their names start with their UTC time to the nanosecond).
     A bucket's are copied into a local cache first (sweeps are immutable: each is fetched once)."""
-    where = resolve_store(store_path)
-    if isinstance(where, BucketURL):
-        return _cached_bucket_sweeps(where)
-    folder = where / SWEEPS_DIR
-    if not folder.is_dir():
-        return []
-    return sorted(folder.glob("sweep-*.json"))
-
-
-def _cached_bucket_sweeps(where: BucketURL) -> list[Path]:
-    from tracer.store.s3 import S3Store
-
-    store = S3Store(where)
-    folder = spool_base() / "bucket-sweeps" / hashlib.sha256(str(where).encode()).hexdigest()[:16]
-    folder.mkdir(parents=True, exist_ok=True)
-    out = []
-    for key in store.list_keys(f"{SWEEPS_DIR}/"):
-        name = key.rsplit("/", 1)[-1]
-        if not (name.startswith("sweep-") and name.endswith(".json")):
-            continue
-        local = folder / name
-        if not local.exists():
-            tmp = folder / f".{name}.{os.getpid()}.tmp"
-            tmp.write_text(json.dumps(store.get_json(key), indent=1))
-            os.replace(tmp, local)
-        out.append(local)
-    return sorted(out)
+    return records.record_paths(store_path, SWEEPS_DIR, "sweep-")
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """One stored sweep (ValueError naming the file when it is not one)."""
-    p = Path(path)
     try:
-        data = json.loads(p.read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"sweep {p}: {exc}") from None
+        data = records.read_record(path)
+    except ValueError as exc:
+        raise ValueError(f"sweep {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
-        raise ValueError(f"sweep {p}: not a prunegate sweep (no 'arms')")
+        raise ValueError(f"sweep {path}: not a prunegate sweep (no 'arms')")
     return data
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -57,6 +58,21 @@ def save_comparison(path: PathLike | StoreLocation, title: str, params: dict[str
     return store_comparison(Store(path), title, params, results)
 
 
+def sweeps(path: PathLike | StoreLocation) -> list[Path]:
+    """The store's sweeps (``prunegate compare`` runs and the run form's), oldest first, as local files
+    (:func:`tracer.lab.sweep.list_sweeps`; a bucket's are fetched once)."""
+    from tracer.lab.sweep import list_sweeps
+
+    return list_sweeps(path)
+
+
+def sweep(record: PathLike) -> dict[str, Any]:
+    """One sweep listed by :func:`sweeps` (:func:`tracer.lab.sweep.load`; ValueError naming the file)."""
+    from tracer.lab.sweep import load
+
+    return load(record)
+
+
 def lost_references(src: StoreReader, session_id: str) -> pd.DataFrame:
     """References a replay's model calls needed and no longer had (:func:`tracer.queries.lost.lost_references`)."""
     from tracer.queries.lost import lost_references as lost
@@ -79,4 +95,4 @@ def conversations(path: PathLike | StoreLocation, session_ids: Iterable[str]) ->
 
 
 __all__ = ["StoreLocation", "annotate", "conversations", "lost_at", "lost_references", "save_comparison",
-           "snapshot", "store_location", "version"]
+           "snapshot", "store_location", "sweep", "sweeps", "version"]

@@ -75,16 +75,41 @@ SELECT attributes->>'{sn.COMPARISON_ID}' AS id, attributes->>'{sn.COMPARISON_TIT
        start_time_ns AS time_ns, attributes->>'{sn.COMPARISON_PARAMS}' AS params,
        attributes->>'{sn.COMPARISON_RESULTS}' AS results
 FROM spans WHERE name = '{sn.COMPARISON}'
-"""
+"""  # saved comparisons of stores from before they were records
+
+
+def _saved_records(src: Source) -> list[dict[str, Any]]:
+    """The saved comparisons stored as records (:mod:`tracer.store.records`) of the store ``src``
+    reads (none for a bare connection, which has no store)."""
+    from tracer.store import records
+
+    layout = getattr(src, "layout", None)
+    if layout is None:
+        return []
+    out = []
+    for path in records.record_paths(layout.root, records.COMPARISONS, "saved-"):
+        rec = records.read_record(path)
+        if isinstance(rec, dict) and rec.get("kind") == "saved":
+            out.append(rec)
+    return out
 
 
 def saved_comparisons(src: Source) -> pd.DataFrame:
     """Saved comparisons, newest first: id, title, time and parameters (JSON text)."""
-    return _df(src, f"SELECT id, title, time_ns, params FROM ({_SAVED}) ORDER BY time_ns DESC, id")
+    old = _df(src, f"SELECT id, title, time_ns, params FROM ({_SAVED})")
+    new = pd.DataFrame([{"id": r["id"], "title": r["title"], "time_ns": r["time_ns"],
+                         "params": json.dumps(r.get("params", {}))} for r in _saved_records(src)],
+                       columns=["id", "title", "time_ns", "params"])
+    frames = [f for f in (new, old) if not f.empty]
+    both = pd.concat(frames, ignore_index=True) if frames else old
+    return both.sort_values(["time_ns", "id"], ascending=[False, True], ignore_index=True)
 
 
 def saved_comparison(src: Source, ident: str) -> dict[str, Any] | None:
     """One saved comparison: id, title, time_ns, ``params`` and ``results`` decoded; None when unknown."""
+    for rec in _saved_records(src):
+        if rec["id"] == ident:
+            return {k: rec.get(k) for k in ("id", "title", "time_ns", "params", "results")}
     rows = _con(src).execute(f"SELECT * FROM ({_SAVED}) WHERE id = $id LIMIT 1", {"id": ident}).fetchall()
     if not rows:
         return None

@@ -1,14 +1,15 @@
-"""Annotations and saved comparisons: what a person adds to the store after the fact, as spans.
+"""Annotations and saved comparisons: what a person adds to the store after the fact.
 
-Both go through the store's normal path (a segment, then compaction), so they live wherever the
-store does, travel with ``prunegate export`` and need no second database:
+Both go through the store, so they live wherever the store does (a directory or a bucket) and need
+no second database:
 
 - an **annotation** (``prunegate.annotation``) is a label and a note on a session, a decision or a
   violation: a child span of the annotated span, in its trace and session, with no ``seq`` (it is not
   an event of the session; the catalog leaves it out of counts and activity times);
-- a **saved comparison** (``prunegate.comparison``) holds a comparison's parameters and results as
-  JSON, under an id a URL can carry (``/compare?saved=<id>``), so it reopens with the same numbers
-  without re-running. It belongs to no session.
+- a **saved comparison** holds a comparison's parameters and results as JSON, under an id a URL can
+  carry (``/compare?saved=<id>``), so it reopens with the same numbers without re-running. It is a
+  record in the sweeps' format and place (:mod:`tracer.store.records`), not a span; stores from
+  before kept it as a ``prunegate.comparison`` span, which :mod:`tracer.queries.annotations` still reads.
 
 Reading them back: :mod:`tracer.queries.annotations`.
 """
@@ -112,15 +113,16 @@ def _session(r: Any, session_id: str) -> str:
     return str(rows[0]["session_id"])
 
 
-def save_comparison(store: Writable, title: str, params: dict[str, Any], results: dict[str, Any]) -> str:
-    """Store a comparison's ``params`` (what was run) and ``results`` (what came out), both plain JSON;
-    returns its id (``/compare?saved=<id>`` reopens it)."""
+def save_comparison(store: Any, title: str, params: dict[str, Any], results: dict[str, Any]) -> str:
+    """Store a comparison's ``params`` (what was run) and ``results`` (what came out), both plain JSON,
+    as a record beside the sweeps (:mod:`tracer.store.records`, one format for both; ``store`` is a
+    store or its location); returns its id (``/compare?saved=<id>`` reopens it)."""
+    from tracer.store import records
+
     title = (title or "").strip()
     if not title:
         raise AnnotationError("a saved comparison needs a title")
-    ident = secrets.token_hex(6)
-    attrs = {sn.COMPARISON_ID: ident, sn.COMPARISON_TITLE: title[:200],
-             sn.COMPARISON_PARAMS: json.dumps(params, default=str),
-             sn.COMPARISON_RESULTS: json.dumps(results, default=str)}
-    _write(store, _row(sn.COMPARISON, attrs, trace_id=secrets.token_hex(16), parent=None, session_id=None))
-    return ident
+    rec = {**records.stamp("saved", title[:200]), "params": json.loads(json.dumps(params, default=str)),
+           "results": json.loads(json.dumps(results, default=str))}
+    records.put_record(getattr(store, "path", store), records.COMPARISONS, rec["id"], rec)
+    return str(rec["id"])
