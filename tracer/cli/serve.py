@@ -43,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"{METRICS_PORT}; 0 picks one)")
     parser.add_argument("--conversation-memory", type=options.positive, default=256, metavar="MIB",
                         help="conversations waiting for --conversation-idle hold at most this much content "
-                        "(default 256 MiB); past it requests get 429 with Retry-After until some are done")
+                        "(default 256 MiB); past it the conversations quiet the longest are spilled to the "
+                        "journal (read back when due), and when even those fill it requests get 429 with Retry-After")
     parser.set_defaults(func=run)
 
 
@@ -102,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     s = receiver.stats
     refused = ", ".join(f"{n} x {code}" for code, n in sorted(s.refused.items())) or "none"
     print(f"prunegate serve: stopped; committed {s.spans} spans from {s.requests} requests "
-          f"({s.sessions} GenAI sessions); refused: {refused}", flush=True)
+          f"({s.sessions} GenAI sessions); refused: {refused}; conversations spilled past the memory cap: "
+          f"{receiver.conversations.spilled} (read back: {receiver.conversations.reloaded})", flush=True)
     return status.SUCCESS
 
 

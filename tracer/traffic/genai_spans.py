@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from policies import convert
@@ -438,6 +438,7 @@ class Chain:
     keys: set[str] = field(default_factory=set)
     traces: set[str] = field(default_factory=set)
     size: int = 0  # bytes the owner says the latest call holds (the receiver's memory cap)
+    spilled: bool = False  # the latest call's content is on disk (the receiver's journal), not in ``last``
 
 
 class Stitcher:
@@ -479,6 +480,7 @@ class Stitcher:
         else:
             self._unindex_latest(chain)
         chain.last = call
+        chain.spilled = False
         chain.latest = hashes[-1] if hashes else 0
         chain.span_ids.append(call.span_id)
         if self.keep_calls:
@@ -495,7 +497,7 @@ class Stitcher:
             self.ops += 1
             fits = [c for c in self._by_latest.get(h, ())
                     if (key is None or _key(c.last) is None or _key(c.last) == key)
-                    and extends(c.last.input, call.input)]
+                    and (c.spilled or extends(c.last.input, call.input))]  # spilled: the hash alone
             self.ops += len(fits)
             if fits:
                 return min(fits, key=lambda c: c.id)
@@ -508,7 +510,7 @@ class Stitcher:
             at = self._by_head.setdefault((trace, chain.head), [])
             if chain not in at:
                 at.append(chain)
-        if chain.last.input:
+        if chain.last.input or chain.spilled:
             self._by_latest.setdefault(chain.latest, []).append(chain)
 
     def _unindex_latest(self, chain: Chain) -> None:
@@ -531,6 +533,13 @@ class Stitcher:
                 at.remove(chain)
                 if not at:
                     del self._by_head[(trace, chain.head)]
+
+    def spill(self, chain: Chain) -> None:
+        """Drop the latest call's messages from memory (its owner keeps them on disk); the chain stays
+        indexed, so later calls still join it (by key, first message, or the hash of its request)."""
+        if chain.last.input or chain.last.output:
+            chain.last = replace(chain.last, input=[], output=[])
+        chain.spilled = True
 
     def put_back(self, chain: Chain) -> None:
         """Index a removed chain again (its commit failed: it waits for the next try)."""

@@ -9,8 +9,13 @@ then it becomes one import session. Three promises:
   quiet conversations come off the front of an arrival-ordered map, so a round touches only the
   calls that came and the conversations that are due;
 - **bounded**: the conversations waiting hold at most ``max_bytes`` of content (each counts the
-  size of its latest call); past that :meth:`Conversations.full` is true and ``serve`` answers 429
-  with Retry-After, so senders hold their spans until conversations finish;
+  size of its latest call). With a journal, the conversations quiet the longest are *spilled* past
+  that: their latest call's messages leave memory (they are in the journal) while the conversation
+  stays indexed, so its next call still joins it; when it is due its latest call is read back from
+  the journal and it becomes a session like any other. A spilled conversation still counts
+  :data:`SPILLED_COST` bytes; when even those fill the cap (or there is no journal),
+  :meth:`Conversations.full` is true and ``serve`` answers 429 with Retry-After, so senders hold
+  their spans until conversations finish;
 - **persisted**: every waiting call's span is appended (fsynced) to a journal under the store's
   local root before the request is acknowledged; a ``serve`` started after a ``kill -9`` adopts
   the journals no live process holds (``flock``), so every conversation whose spans were
@@ -36,6 +41,7 @@ from tracer.store.rows import SpanRow
 log = logging.getLogger(__name__)
 
 JOURNAL_DIR = "serve-waiting"
+SPILLED_COST = 256  # bytes a spilled conversation is counted for (its ids and index entries stay in memory)
 _FIELDS = ("trace_id", "span_id", "name", "start_time_ns", "attributes", "events")
 
 
@@ -124,6 +130,9 @@ class Conversations:
         self.max_bytes = max_bytes
         self.stitcher = Stitcher(keep_calls=False)
         self._order: OrderedDict[int, float] = OrderedDict()  # chain id -> last arrival, oldest first
+        self._in_memory: OrderedDict[int, None] = OrderedDict()  # chains not spilled, oldest arrival first
+        self.spilled = 0  # conversations spilled so far (a counter: some came back, some were committed)
+        self.reloaded = 0  # spilled conversations read back from the journal when due
         self._live: set[str] = set()  # span ids waiting (journaled, not yet committed)
         self._bytes = 0
         self._lock = threading.Lock()
@@ -180,6 +189,45 @@ class Conversations:
                 chain.size = len(line)
                 self._order[chain.id] = now
                 self._order.move_to_end(chain.id)
+                self._in_memory[chain.id] = None
+                self._in_memory.move_to_end(chain.id)
+            if self.journal is not None:
+                self._spill_over_cap()
+
+    def _spill_over_cap(self) -> None:
+        """Past the cap, spill the conversations that arrived longest ago (under ``_lock``)."""
+        chains = self.stitcher.chains
+        while self._bytes > self.max_bytes and self._in_memory:
+            cid, _ = self._in_memory.popitem(last=False)
+            chain = chains.get(cid)
+            if chain is None or chain.spilled or chain.size <= SPILLED_COST:
+                continue
+            self.stitcher.spill(chain)
+            self._bytes += SPILLED_COST - chain.size
+            chain.size = SPILLED_COST
+            self.spilled += 1
+
+    def _reload(self, chains: list[Any]) -> None:
+        """Read the latest call of each spilled chain back from the journal (one pass over it)."""
+        from tracer.traffic.genai_spans import ModelCall
+        from tracer.traffic.importers import call_of_row
+
+        want = {c.span_ids[-1]: c for c in chains if c.spilled}
+        if not want or self.journal is None:
+            return
+        with self._journal_lock, open(self.journal.path, "rb") as f:
+            for line in f:
+                sid = _span_of(line)
+                chain = want.get(sid) if sid is not None else None
+                if chain is None:
+                    continue
+                call = call_of_row(json.loads(line), "otlp")
+                if isinstance(call, ModelCall):
+                    chain.last = call
+                    del want[sid]
+                    self.reloaded += 1
+        for sid in want:
+            log.warning("prunegate serve: the journal lost the latest call %s of a spilled conversation", sid)
 
     def adopt(self) -> int:
         """Take over the journals of ``serve`` processes that died; returns how many spans."""
@@ -211,9 +259,11 @@ class Conversations:
                 if not force and now - t < self.idle:
                     break
                 del self._order[cid]
+                self._in_memory.pop(cid, None)
                 chain = self.stitcher.chains[cid]
                 self.stitcher.remove(chain)
                 out.append(chain)
+        self._reload(out)
         return out
 
     def done(self, chains: list[Any]) -> None:
@@ -234,6 +284,10 @@ class Conversations:
         now = time.monotonic() if now is None else now
         with self._lock:
             for chain in chains:
+                if chain.spilled:  # read back for the commit that failed: out of memory again
+                    self.stitcher.spill(chain)
+                else:
+                    self._in_memory[chain.id] = None
                 self.stitcher.put_back(chain)
                 self._order[chain.id] = now
 

@@ -15,14 +15,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.tracer.wire.test_serve import Served, post
 from tracer.store import Store
-from tracer.wire.waiting import Conversations, journal_line
+from tracer.wire.waiting import SPILLED_COST, Conversations, journal_line
 
 OUT = [{"role": "assistant", "parts": [{"type": "text", "content": "ok"}], "finish_reason": "stop"}]
 
 
-def _request(conv: int, turn: int) -> list[dict]:
-    """Conversation ``conv``'s request at ``turn``: its own system prompt, then user/assistant pairs."""
-    msgs = [{"role": "system", "parts": [{"type": "text", "content": f"agent {conv}"}]}]
+def _request(conv: int, turn: int, pad: int = 0) -> list[dict]:
+    """Conversation ``conv``'s request at ``turn``: its own system prompt (``pad`` more characters),
+    then user/assistant pairs."""
+    msgs = [{"role": "system", "parts": [{"type": "text", "content": f"agent {conv}" + "x" * pad}]}]
     for t in range(turn + 1):
         msgs.append({"role": "user", "parts": [{"type": "text", "content": f"question {t} of {conv}"}]})
         if t < turn:
@@ -30,17 +31,18 @@ def _request(conv: int, turn: int) -> list[dict]:
     return msgs
 
 
-def _attrs(conv: int, turn: int, keyed: bool) -> dict[str, str]:
+def _attrs(conv: int, turn: int, keyed: bool, pad: int = 0) -> dict[str, str]:
     attrs = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o",
-             "gen_ai.input.messages": json.dumps(_request(conv, turn)), "gen_ai.output.messages": json.dumps(OUT)}
+             "gen_ai.input.messages": json.dumps(_request(conv, turn, pad)), "gen_ai.output.messages": json.dumps(OUT)}
     if keyed:
         attrs["gen_ai.conversation.id"] = f"c{conv}"
     return attrs
 
 
-def _row(conv: int, turn: int, keyed: bool) -> dict:
+def _row(conv: int, turn: int, keyed: bool, pad: int = 0) -> dict:
     return {"trace_id": f"{conv:016x}{turn:016x}", "span_id": f"{conv:012x}{turn:04x}", "name": "chat gpt-4o",
-            "start_time_ns": 1_700_000_000_000_000_000 + conv * 1000 + turn, "attributes": _attrs(conv, turn, keyed)}
+            "start_time_ns": 1_700_000_000_000_000_000 + conv * 1000 + turn,
+            "attributes": _attrs(conv, turn, keyed, pad)}
 
 
 def _round_ops(waiting: int) -> int:
@@ -82,6 +84,36 @@ def test_memory_cap_is_reached_and_freed():
     assert conversations.full()
     conversations.done(conversations.due(now=2.0))
     assert not conversations.full() and conversations.waiting_bytes == 0
+
+
+def test_past_the_cap_the_oldest_conversations_spill_to_the_journal_and_keep_stitching(tmp_path):
+    rows = [_row(c, 0, keyed=c % 2 == 0, pad=4000) for c in range(50)]
+    cap = sum(len(journal_line(r)) for r in rows[:10])
+    conversations = Conversations(idle=5, max_bytes=cap, journal_root=tmp_path)
+    conversations.add(rows, now=0.0)
+    assert 40 <= conversations.spilled <= 45 and conversations.waiting_bytes <= cap
+    assert not conversations.full()
+    spilled = [c for c in conversations.stitcher.chains.values() if c.spilled]
+    assert spilled and all(c.last.input == [] for c in spilled)  # their messages left memory
+    # the next turn of every conversation still joins it: keyed ones by id, the others by request hash
+    conversations.add([_row(c, 1, keyed=c % 2 == 0, pad=4000) for c in range(50)], now=1.0)
+    assert len(conversations.stitcher) == 50
+    due = conversations.due(now=10.0)
+    assert len(due) == 50 and all(len(c.span_ids) == 2 for c in due)
+    assert all(len(c.last.input) == 4 for c in due)  # system, question 0, answer, question 1: read back
+    assert conversations.reloaded == sum(1 for c in due if c.spilled) > 0
+    conversations.done(due)
+    assert conversations.waiting_bytes == 0 and len(conversations) == 0
+
+
+def test_spilled_conversations_fill_the_cap_at_last_and_without_a_journal_nothing_spills(tmp_path):
+    rows = [_row(c, 0, keyed=True, pad=4000) for c in range(50)]
+    conversations = Conversations(idle=1, max_bytes=10 * SPILLED_COST, journal_root=tmp_path)
+    conversations.add(rows, now=0.0)
+    assert conversations.spilled == 50 and conversations.full()  # what serve answers 429 for
+    unjournaled = Conversations(idle=1, max_bytes=10 * SPILLED_COST)
+    unjournaled.add(rows, now=0.0)
+    assert unjournaled.full() and unjournaled.spilled == 0
 
 
 def test_journal_keeps_what_waits_and_is_adopted_once_its_process_is_gone(tmp_path):
@@ -158,14 +190,19 @@ def _big_request(conv: int, size: int) -> bytes:
         {"scope": {"name": "some.genai.lib"}, "spans": [span]}]}]}).encode()
 
 
-def test_at_the_memory_cap_serve_answers_429_and_stores_nothing_of_the_request(tmp_path):
-    s = Served(tmp_path / "store", "--compact-every", "0", "--conversation-idle", "600", "--conversation-memory", "1")
+def test_past_the_memory_cap_serve_spills_to_the_journal_and_every_conversation_becomes_a_whole_session(tmp_path):
+    s = Served(tmp_path / "store", "--compact-every", "0", "--conversation-idle", "1", "--conversation-memory", "1")
     try:
-        assert post(s.url, _big_request(1, 1_200_000))[0] == 200  # waits, and fills the 1 MiB cap
-        status, headers, body = post(s.url, _big_request(2, 10))
-        assert status == 429 and int(headers["Retry-After"]) > 0 and b"cap" in body
+        for conv in range(1, 4):  # 3 x 0.6 MB into a 1 MiB cap: the oldest spill, nothing is refused
+            assert post(s.url, _big_request(conv, 600_000))[0] == 200
+        deadline = time.monotonic() + 30
+        while len(_imports(s.store)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.3)
     finally:
-        out = s.stop()  # at shutdown the waiting conversation becomes a session
-    names = {r["span_id"] for r in Store(s.store).query("SELECT span_id FROM spans WHERE scope_name = 'some.genai.lib'")}
-    assert names == {_row(1, 1, keyed=True)["span_id"]}  # the refused request left nothing
-    assert "1 x 429" in out and "(1 GenAI sessions)" in out
+        out = s.stop()
+    assert "refused: none" in out and "spilled past the memory cap: 2 (read back: 2)" in out, out
+    rows = Store(s.store).query(
+        "SELECT s.session_id, max(length(s.attributes->>'prunegate.message.content')) AS chars FROM spans s "
+        "JOIN sessions USING (session_id) WHERE sessions.source = 'import' AND s.name = 'prunegate.message' GROUP BY 1")
+    # each conversation a session, its 600 kB question read back from the journal whole
+    assert len(rows) == 3 and all(r["chars"] >= 600_000 for r in rows), rows
