@@ -152,26 +152,25 @@ class Context:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_anthropic(cls, body: dict, **kwargs: Any) -> Context:
-        messages, rest = convert.from_anthropic(body)
-        ctx = cls(provider=convert.ANTHROPIC, request_extra=rest, **kwargs)
+    def _from(cls, provider: str, parsed: tuple[list[Message], dict], kwargs: dict[str, Any]) -> Context:
+        """A context holding ``parsed`` (messages, the body's other keys) for ``provider``."""
+        messages, rest = parsed
+        ctx = cls(provider=provider, request_extra=rest, **kwargs)
         ctx.extend(messages)
         return ctx
 
     @classmethod
+    def from_anthropic(cls, body: dict, **kwargs: Any) -> Context:
+        return cls._from(convert.ANTHROPIC, convert.from_anthropic(body), kwargs)
+
+    @classmethod
     def from_openai(cls, body: dict, **kwargs: Any) -> Context:
-        messages, rest = convert.from_openai(body)
-        ctx = cls(provider=convert.OPENAI, request_extra=rest, **kwargs)
-        ctx.extend(messages)
-        return ctx
+        return cls._from(convert.OPENAI, convert.from_openai(body), kwargs)
 
     @classmethod
     def from_responses(cls, body: dict, **kwargs: Any) -> Context:
         """A context for an OpenAI Responses API body (``input`` items; the other keys kept as they are)."""
-        messages, rest = convert.from_responses(body)
-        ctx = cls(provider=convert.RESPONSES, request_extra=rest, **kwargs)
-        ctx.extend(messages)
-        return ctx
+        return cls._from(convert.RESPONSES, convert.from_responses(body), kwargs)
 
     def to_anthropic(self) -> dict:
         return convert.to_anthropic(list(self._messages.values()), self.request_extra)

@@ -63,6 +63,16 @@ def tool_names(view: ContextView) -> dict[str, str]:
     return out
 
 
+def rewritten(new: Message, changed: bool) -> Message | None:
+    """A rewritten copy as a proposal carries it: None when nothing changed; a message whose content
+    was absent now has some (a placeholder), so it is sent as a string."""
+    if not changed:
+        return None
+    if new.form == "absent":
+        new.form = "str"
+    return new
+
+
 def goal(view: ContextView, target: float) -> int:
     """Tokens to free so the context ends at ``target`` × budget (the gate's budget is the trigger)."""
     return view.tokens - int(view.budget * target)

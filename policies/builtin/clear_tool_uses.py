@@ -20,7 +20,7 @@ from ..errors import PolicyError
 from ..messages import TOOL_RESULT, Message
 from ..policy import ContextView, Proposal, Rewrite
 from . import _params
-from ._text import tool_names
+from ._text import rewritten, tool_names
 
 EDIT_TYPE = "clear_tool_uses_20250919"
 PLACEHOLDER = "[tool result cleared by context editing]"
@@ -134,8 +134,4 @@ class ClearToolUsesPolicy:
             elif b.call_id in clear and self._clears_input(names.get(b.call_id or "")) and b.input not in ({}, None):
                 b.input = {}
                 changed = True
-        if not changed:
-            return None
-        if new.form == "absent":
-            new.form = "str"
-        return new
+        return rewritten(new, changed)

@@ -55,10 +55,4 @@ class CompactPolicy:
             proposal.notes = f"below the trigger ({view.tokens} < {trigger} tokens)"
             return proposal
         plan = self._summarize.plan(view, need=view.tokens)  # everything it can take: the whole closed run
-        proposal.error = plan.error
-        proposal.notes = f"trigger {trigger} tokens; {plan.note}"
-        if plan.summary is not None:
-            proposal.summaries.append(plan.summary)
-            for uid in plan.summary.unit_ids:
-                proposal.scores[uid] = float(view.unit(uid).tokens)
-        return proposal
+        return plan.propose(proposal, view, f"trigger {trigger} tokens")

@@ -13,7 +13,7 @@ from ..errors import PolicyError
 from ..messages import TOOL_RESULT, Message
 from ..policy import ContextView, Proposal, Rewrite
 from . import _params
-from ._text import goal, preview, tool_names
+from ._text import goal, preview, rewritten, tool_names
 
 MASK_PREFIX = "[masked tool result for "
 
@@ -83,11 +83,7 @@ class MaskPolicy:
                 continue
             b.content = placeholder(b.tool_use_id, tool, text, self.preview_chars)
             changed = True
-        if not changed:
-            return None
-        if new.form == "absent":
-            new.form = "str"
-        return new
+        return rewritten(new, changed)
 
     def plan(self, view: ContextView, need: int, exclude_units: frozenset[str] = frozenset()) -> MaskPlan:
         """Rewrites of the oldest maskable results until ``need`` tokens are saved."""

@@ -83,6 +83,17 @@ class SummaryPlan:
     error: str | None
     note: str
 
+    def propose(self, proposal: Proposal, view: ContextView, why: str) -> Proposal:
+        """``proposal`` carrying this plan: its error, ``why`` and the plan's note, the summary (if
+        any) with each unit it replaces scored by its tokens."""
+        proposal.error = self.error
+        proposal.notes = f"{why}; {self.note}"
+        if self.summary is not None:
+            proposal.summaries.append(self.summary)
+            for uid in self.summary.unit_ids:
+                proposal.scores[uid] = float(view.unit(uid).tokens)
+        return proposal
+
 
 def summarizer_name(summarizer: Summarizer) -> str:
     return str(getattr(summarizer, "name", None) or getattr(summarizer, "__name__", None) or type(summarizer).__name__)
@@ -160,12 +171,5 @@ class SummarizePolicy:
         proposal = Proposal(policy=self.name)
         if need <= 0:
             return proposal
-        plan = self.plan(view, need)
-        proposal.error = plan.error
-        proposal.notes = f"target {self.target:g} of budget; {plan.note}"
-        if plan.summary is not None:
-            proposal.summaries.append(plan.summary)
-            for uid in plan.summary.unit_ids:
-                proposal.scores[uid] = float(view.unit(uid).tokens)
-        return proposal
+        return self.plan(view, need).propose(proposal, view, f"target {self.target:g} of budget")
 

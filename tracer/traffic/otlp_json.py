@@ -55,8 +55,7 @@ def _get(obj: Mapping[str, Any], camel: str, default: Any = None) -> Any:
 def _id(value: Any, nbytes: int, where: str, *, required: bool = True) -> str | None:
     """A trace/span id: hex (the OTLP JSON rule) or base64 (protobuf JSON), as lowercase hex."""
     if value in (None, ""):
-        if required:
-            raise _Bad(where, "missing id")
+        _missing(where, required)
         return None
     if not isinstance(value, str):
         raise _Bad(where, f"id must be a string, got {type(value).__name__}")
@@ -74,6 +73,17 @@ def _id(value: Any, nbytes: int, where: str, *, required: bool = True) -> str | 
             raw = None
     if raw is None:
         raise _Bad(where, f"{value!r} is not a {2 * nbytes}-hex-digit id")
+    return _id_hex(raw, where, required)
+
+
+def _missing(where: str, required: bool) -> None:
+    """An absent id: an error when it is required, else None."""
+    if required:
+        raise _Bad(where, "missing id")
+
+
+def _id_hex(raw: bytes, where: str, required: bool) -> str | None:
+    """The id's bytes as lowercase hex; all zeros is an invalid id (None when it may be absent)."""
     if not any(raw):
         if required:
             raise _Bad(where, "id is all zeros (invalid)")
@@ -285,16 +295,11 @@ def rows_from_protobuf(request: Any) -> Iterator[SpanRow]:
 
 def _pb_id(raw: bytes, nbytes: int, where: str, *, required: bool = True) -> str | None:
     if not raw:
-        if required:
-            raise _Bad(where, "missing id")
+        _missing(where, required)
         return None
     if len(raw) != nbytes:
         raise _Bad(where, f"{base64.b64encode(raw).decode()!r} is not a {2 * nbytes}-hex-digit id")
-    if not any(raw):
-        if required:
-            raise _Bad(where, "id is all zeros (invalid)")
-        return None
-    return raw.hex()
+    return _id_hex(raw, where, required)
 
 
 def _pb_time(value: int, where: str) -> int:
