@@ -208,6 +208,14 @@ def to_anthropic(messages: list[Message], rest: dict | None = None) -> dict:
 
 
 # --------------------------------------------------------------------------- openai -> model
+def content_part(part: dict) -> Block:
+    """A chat content part as a block: a text part as text (its other keys kept beside), any other
+    part kept whole, to be sent back as it came."""
+    if part.get("type") == "text" and isinstance(part.get("text"), str):
+        return Block(TEXT, text=part["text"], extra={k: v for k, v in part.items() if k not in ("type", "text")})
+    return Block(OTHER, extra=dict(part))
+
+
 def from_openai(body: dict) -> tuple[list[Message], dict]:
     """Messages of an OpenAI Chat Completions body, and the body's other keys."""
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
@@ -244,12 +252,9 @@ def from_openai(body: dict) -> tuple[list[Message], dict]:
         elif isinstance(content, list):
             form = "list"
             for j, part in enumerate(content):
-                if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                    blocks.append(Block(TEXT, text=part["text"], extra={k: v for k, v in part.items() if k not in ("type", "text")}))
-                elif isinstance(part, dict):
-                    blocks.append(Block(OTHER, extra=dict(part)))
-                else:
+                if not isinstance(part, dict):
                     raise StructureError(f"{where}.content.{j}: content part must be an object")
+                blocks.append(content_part(part))
         else:
             raise StructureError(f"{where}: content must be a string, a list or null")
         msg = Message(id="", role=role, blocks=blocks, form=form, extra=extra, origin=OPENAI)

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..convert import content_part
 from ..errors import StructureError
 from ..messages import OTHER, TEXT, THINKING, TOOL_RESULT, TOOL_USE, Block, Message
 from ._native import Originals
@@ -165,10 +166,8 @@ def _content_blocks(content: Any) -> list[Block]:
     for part in content or []:
         if isinstance(part, str):
             blocks.append(Block(TEXT, text=part, extra={"_bare": True}))
-        elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-            blocks.append(Block(TEXT, text=part["text"], extra={k: v for k, v in part.items() if k not in ("type", "text")}))
         elif isinstance(part, dict):
-            blocks.append(Block(OTHER, extra=dict(part)))
+            blocks.append(content_part(part))
         else:
             raise StructureError(f"content part of type {type(part).__name__}: expected a string or a dict")
     return blocks or [Block(TEXT, text="", extra={"_empty": True})]

@@ -71,7 +71,7 @@ def test_bad_gate_settings_are_refused(kwargs, msg):
 
 def test_a_non_policy_is_refused():
     with pytest.raises(PolicyError, match="is not a policy"):
-        Gate(object(), budget=10)  # type: ignore[arg-type]
+        Gate(object(), budget=10)  # type: ignore[arg-type]  # not a policy: the error is the point
 
 
 # ---------------------------------------------------------------------------- within budget

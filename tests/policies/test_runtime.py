@@ -16,7 +16,7 @@ class Events(Observer):
     def __init__(self) -> None:
         self.seen: list[tuple[str, str, dict]] = []
 
-    def on_message(self, ctx, message, event, **info) -> None:  # type: ignore[no-untyped-def]
+    def on_message(self, ctx, message, event, **info) -> None:  # type: ignore[no-untyped-def]  # the Observer's signature
         self.seen.append((event, message.id, info))
 
 

@@ -39,7 +39,7 @@ class EvictIds:
 
     name = "test-evict-ids"
 
-    def __init__(self, ids: list[str] = ()) -> None:  # type: ignore[assignment]
+    def __init__(self, ids: list[str] = ()) -> None:  # type: ignore[assignment]  # an empty tuple default: never mutated
         self.ids = list(ids)
 
     def propose(self, view):

@@ -47,7 +47,7 @@ class Capture:
     def __init__(self, tmp: Path) -> None:
         self.tracing = setup_tracing(tmp / "s", otlp_endpoint=False, auto_compact=False)
         self.records: list[tuple] = []
-        self.tracing.store_processor.on_end_record = self.records.append  # type: ignore[method-assign]
+        self.tracing.store_processor.on_end_record = self.records.append  # type: ignore[method-assign]  # the test takes the records
 
     def session(self) -> TracedSession:
         return TracedSession(self.tracing.provider, SessionConfig(source="synthetic", capture_content=True))
