@@ -11,6 +11,8 @@ the base URL of a Phoenix already running.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -114,20 +116,31 @@ def _phoenix_spans(base: str, project: str = PROJECT) -> list[dict[str, Any]]:
             return out
 
 
-def test_an_exported_store_arrives_whole_in_phoenix_and_reads_well(phoenix, store, capsys) -> None:
-    stored = {(r["trace_id"], r["span_id"]) for r in store.query("SELECT trace_id, span_id FROM spans")}
-    code = main(["export", "--store", str(store.path), "--otlp-endpoint", phoenix, "--project", PROJECT, "--json"])
-    result = json.loads(capsys.readouterr().out)
-    assert code == 0 and result["failed"] == 0 and result["sent"] == len(stored)
-
-    deadline = time.monotonic() + 300  # Phoenix ingests in the background
+@pytest.fixture(scope="module")
+def exported(phoenix: str, store: Store) -> tuple[dict[str, Any], int]:
+    """The store exported once into PROJECT, once Phoenix has ingested it: (export's JSON report,
+    Phoenix's record count). Once only: Phoenix keeps a span id once across projects (a second export
+    of the same spans into another project is accepted and dropped, so waiting for it never ends)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["export", "--store", str(store.path), "--otlp-endpoint", phoenix, "--project", PROJECT, "--json"])
+    assert code == 0, out.getvalue()
+    n = store.query("SELECT count(*) AS n FROM spans")[0]["n"]
+    deadline = time.monotonic() + 90  # Phoenix ingests in the background (seconds here)
     count = -1
     while time.monotonic() < deadline:
         projects = _graphql(phoenix, "{ projects { edges { node { name recordCount } } } }")["projects"]["edges"]
         count = next((p["node"]["recordCount"] for p in projects if p["node"]["name"] == PROJECT), 0)
-        if count >= len(stored):
+        if count >= n:
             break
-        time.sleep(2)
+        time.sleep(1)
+    return json.loads(out.getvalue()), count
+
+
+def test_an_exported_store_arrives_whole_in_phoenix_and_reads_well(phoenix, store, exported) -> None:
+    stored = {(r["trace_id"], r["span_id"]) for r in store.query("SELECT trace_id, span_id FROM spans")}
+    result, count = exported
+    assert result["failed"] == 0 and result["sent"] == len(stored)
     spans = _phoenix_spans(phoenix)
     ids = [(s["context"]["trace_id"], s["context"]["span_id"]) for s in spans]
     assert count == len(ids) == len(set(ids)) == len(stored)  # every span, once
@@ -162,6 +175,13 @@ def test_an_exported_store_arrives_whole_in_phoenix_and_reads_well(phoenix, stor
     assert all(by_id[s["attributes"]["prunegate.violation.cause_span_id"]]["name"] == "prunegate.prune" for s in caused)
 
 
+def _seconds(span: dict[str, Any]) -> float:
+    """A span's duration from Phoenix's own timestamps."""
+    from datetime import datetime
+
+    return (datetime.fromisoformat(span["end_time"]) - datetime.fromisoformat(span["start_time"])).total_seconds()
+
+
 def _attr(attributes: dict[str, Any], dotted: str) -> Any:
     """An attribute as Phoenix's REST API returns it, flat (``a.b.c``) or nested (``{"a": {"b": ...}}``)."""
     if dotted in attributes:
@@ -177,24 +197,13 @@ def _attr(attributes: dict[str, Any], dotted: str) -> Any:
     return node
 
 
-def test_exported_llm_spans_show_their_input_durations_status_and_tree_in_phoenix(phoenix, store) -> None:
+def test_exported_llm_spans_show_their_input_durations_status_and_tree_in_phoenix(phoenix, store, exported) -> None:
     """What a user looks at on an LLM span in Phoenix: the request's messages, its duration, its
     status (ERROR for an invalid request), and where it sits in the trace."""
-    project = f"{PROJECT}-llm-{time.time_ns()}"  # its own project, even on a Phoenix used before
-    assert main(["export", "--store", str(store.path), "--otlp-endpoint", phoenix, "--project", project]) == 0
     stored = {r["span_id"]: r for r in store.query(
         "SELECT span_id, parent_span_id, name, status_code, end_time_ns - start_time_ns AS ns, "
         "attributes->>'gen_ai.input.messages' AS inp FROM spans")}
-    deadline = time.monotonic() + 600  # Phoenix ingests in the background: minutes on a loaded machine
-    spans: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        try:
-            spans = _phoenix_spans(phoenix, project)
-        except OSError:
-            spans = []
-        if len(spans) >= len(stored):
-            break
-        time.sleep(2)
+    spans = _phoenix_spans(phoenix)
     assert len(spans) == len(stored)
     by_id = {s["context"]["span_id"]: s for s in spans}
     llm = [s for s in spans if s["span_kind"] == "LLM" and s["name"].startswith("chat ")]  # prunegate's, not
@@ -204,15 +213,19 @@ def test_exported_llm_spans_show_their_input_durations_status_and_tree_in_phoeni
         sent = json.loads(mine["inp"])
         assert json.loads(_attr(s["attributes"], "input.value")) == sent  # the request's messages
         assert _attr(s["attributes"], "llm.input_messages.0.message.role") == sent[0]["role"]
-        # the duration as recorded, in Phoenix's own timestamps
-        from datetime import datetime
-
-        shown = (datetime.fromisoformat(s["end_time"]) - datetime.fromisoformat(s["start_time"])).total_seconds()
-        assert abs(shown - mine["ns"] / 1e9) < 1e-3
+        assert abs(_seconds(s) - mine["ns"] / 1e9) < 1e-3  # the duration as recorded, in Phoenix's timestamps
         assert s["status_code"] == ("ERROR" if mine["status_code"] == "ERROR" else "UNSET")
         parent = by_id[s["parent_id"]]  # a child of its session's root, in the same trace
         assert parent["name"] == "prunegate.session" and parent["context"]["trace_id"] == s["context"]["trace_id"]
     assert any(s["status_code"] == "ERROR" for s in llm)  # the ungated replay sent invalid requests
+    # a replay's model call lasts from its first check to its send, and the checks that gated it are
+    # its children in Phoenix's tree, each as long as the gate took
+    replayed = [s for s in llm if str(_attr(s["attributes"], "prunegate.session.id")).startswith("replay-")]
+    assert replayed and all(_seconds(s) > 0 for s in replayed)
+    checks = [s for s in spans if s["name"] == "prunegate.budget_check" and s["parent_id"] in by_id
+              and by_id[s["parent_id"]]["name"].startswith("chat ")]
+    assert checks and all(_seconds(s) > 0 for s in checks)
+    assert {by_id[s["parent_id"]]["context"]["span_id"] for s in checks} <= {s["context"]["span_id"] for s in replayed}
     violations = [s for s in spans if s["name"] == "prunegate.violation"]
     assert violations and all(s["status_code"] == "ERROR" for s in violations)
     for s in spans:  # the tree: every parent arrived
