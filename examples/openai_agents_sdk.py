@@ -10,7 +10,6 @@ Prints a JSON summary (requests, invalid ones, largest request vs the budget) as
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool, set_tracing_disabled  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
-from scripted import PROMPT, SYSTEM, get_weather, lookup_order, main  # noqa: E402
+from scripted import PROMPT, SYSTEM, ask_in_mode, get_weather, lookup_order, main  # noqa: E402
 
 from policies.adapters.openai_agents import prune_input  # noqa: E402
 from tracer import PruneGuard  # noqa: E402
@@ -36,16 +35,9 @@ def run(base_url: str, *, budget: int, store: str | None, mode: str = "sync") ->
     config = RunConfig(call_model_input_filter=prune_input(guard))
     # --------------------------------------------------------------------------------------------
     question = f"{PROMPT} ({mode})"
-    if mode == "sync":
-        Runner.run_sync(agent, question, run_config=config, max_turns=100)
-    elif mode == "async":
-        asyncio.run(Runner.run(agent, question, run_config=config, max_turns=100))
-    else:
-        async def stream() -> None:
-            result = Runner.run_streamed(agent, question, run_config=config, max_turns=100)
-            async for _ in result.stream_events():
-                pass
-        asyncio.run(stream())
+    ask_in_mode(mode, lambda: Runner.run_sync(agent, question, run_config=config, max_turns=100),
+                lambda: Runner.run(agent, question, run_config=config, max_turns=100),
+                lambda: Runner.run_streamed(agent, question, run_config=config, max_turns=100).stream_events())
     guard.close()
     return guard
 

@@ -10,8 +10,8 @@ Prints a JSON summary (requests, invalid ones, largest request vs the budget) as
 
 from __future__ import annotations
 
-import asyncio
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
-from scripted import PROMPT, SYSTEM, get_weather, lookup_order, main  # noqa: E402
+from scripted import PROMPT, SYSTEM, ask_in_mode, get_weather, lookup_order, main  # noqa: E402
 
 from policies.adapters.pydantic_ai import prune_history  # noqa: E402
 from tracer import PruneGuard  # noqa: E402
@@ -35,16 +35,12 @@ def run(base_url: str, *, budget: int, store: str | None, mode: str = "sync",
                   capabilities=[prune_history(guard, write_back=write_back)])
     # --------------------------------------------------------------------------------------------
     question = f"{PROMPT} ({mode})"
-    if mode == "sync":
-        agent.run_sync(question)
-    elif mode == "async":
-        asyncio.run(agent.run(question))
-    else:
-        async def stream() -> None:
-            async with agent.run_stream(question) as result:
-                async for _ in result.stream_text():
-                    pass
-        asyncio.run(stream())
+    async def stream() -> AsyncIterator[str]:
+        async with agent.run_stream(question) as result:
+            async for text in result.stream_text():
+                yield text
+
+    ask_in_mode(mode, lambda: agent.run_sync(question), lambda: agent.run(question), stream)
     guard.close()
     return guard
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,6 +224,21 @@ def error_body(provider: str, message: str) -> dict[str, Any]:
     if provider == convert.ANTHROPIC:
         return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
     return {"error": {"message": message, "type": "invalid_request_error", "param": "messages", "code": None}}
+
+
+def ask_in_mode(mode: str, sync: Callable[[], Any], run_async: Callable[[], Awaitable[Any]],
+                stream: Callable[[], AsyncIterator[Any]]) -> None:
+    """Ask once the way ``mode`` says: ``sync`` calls ``sync``; ``async`` runs ``run_async()``; any
+    other mode reads ``stream()`` to its end (every framework example offers the three)."""
+    if mode == "sync":
+        sync()
+    elif mode == "async":
+        asyncio.run(run_async())
+    else:
+        async def drain() -> None:
+            async for _ in stream():
+                pass
+        asyncio.run(drain())
 
 
 def ask_runnable(agent: Any, mode: str) -> None:
