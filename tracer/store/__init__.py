@@ -130,9 +130,11 @@ class Store:
 
     def fingerprint(self) -> str:
         """Changes whenever the store does (a segment written or compacted away, the database
-        rewritten); caches keyed by it are never stale. Stats the directory only, reads no data."""
+        rewritten, a sweep or saved comparison added); caches keyed by it are never stale. Stats the
+        directory only, reads no data."""
         import hashlib
 
+        from tracer.store.records import COMPARISONS
         from tracer.store.segments import list_segments
 
         names = [p.name for p in list_segments(self.layout)]
@@ -141,7 +143,11 @@ class Store:
             main = f"{stat.st_mtime_ns}:{stat.st_size}"
         except OSError:
             main = "-"
-        return hashlib.sha1("\n".join([main, *names]).encode()).hexdigest()
+        try:  # a record is renamed into its folder: the folder's time moves
+            records = str((self.layout.root / COMPARISONS).stat().st_mtime_ns)
+        except OSError:
+            records = "-"
+        return hashlib.sha1("\n".join([main, records, *names]).encode()).hexdigest()
 
     # -- reading ---------------------------------------------------------------------------------
     def reader(self, *, attach_timeout: float = 2.0, sessions: list[str] | None = None) -> StoreReader:

@@ -51,7 +51,9 @@ def check_both(where: Any, rec: dict[str, Any], ident: str) -> None:
 
 def test_a_sweep_and_a_saved_comparison_in_a_directory(tmp_path: Path) -> None:
     store = tmp_path / "s"
+    before = Store(store).fingerprint()
     rec, ident = write_both(store)
+    assert Store(store).fingerprint() != before  # the dashboard's caches, keyed by it, see them at once
     check_both(store, rec, ident)
     folder = store / records.COMPARISONS
     assert sorted(p.name for p in folder.iterdir()) == sorted(f"{r['id']}.json" for r in read_all(store))  # no temp left
