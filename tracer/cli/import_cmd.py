@@ -36,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "import is for files you own, and replay needs it to reproduce token counts exactly)")
     parser.add_argument("--batch-spans", type=options.positive, default=2048, metavar="N",
                         help="sessions are written whole, several to a segment of about N spans (default 2048)")
+    options.add_detail(parser, "full")
     options.add_json(parser, 'print {"sessions", "messages", "tool_calls", "refused", "renamed_ids", ...} as JSON')
     options.add_otlp_options(parser)
     parser.set_defaults(func=run)
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     store = options.store_of(args)
     report = import_paths(args.paths, store, fmt=args.format, capture_content=args.content,
-                          batch_spans=args.batch_spans)
+                          batch_spans=args.batch_spans, detail=args.detail)
     sent_status, sent = send_after(args, store, report.session_ids, "import")
     print_report(report, store.path, as_json=args.json, sent=sent)
     if not report.complete:

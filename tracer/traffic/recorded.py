@@ -202,22 +202,25 @@ class ImportReport:
 
 def import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | os.PathLike[str] | None = None, *,
                  fmt: str = "auto", capture_content: bool = True, batch_spans: int = 2048,
-                 wait_busy: float = 60.0) -> ImportReport:
+                 wait_busy: float = 60.0, detail: str = "full") -> ImportReport:
     """Read ``paths`` and commit every conversation into ``store``, each session exactly once.
 
     A conversation already in the store (same stable id), or committed meanwhile by another
     process, is skipped. Refusals are collected, never raised. Sessions the store refuses go to
     the spool (counted in the report). The counts of stored sessions and spans are read back
-    from the store (see :mod:`tracer.traffic.committer`).
+    from the store (see :mod:`tracer.traffic.committer`). ``detail`` is how much each recorded
+    conversation keeps (docs/spans.md "Detail levels"); OTLP files go in as they are.
     """
+    from tracer.spans.session import check_detail
     from tracer.traffic.jsonparse import deep_enough
 
+    check_detail(detail)
     with deep_enough():  # recorded content may nest a few thousand levels (parsing, encoding, counting)
-        return _import_paths(paths, store, fmt, capture_content, batch_spans, wait_busy)
+        return _import_paths(paths, store, fmt, capture_content, batch_spans, wait_busy, detail)
 
 
 def _import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | os.PathLike[str] | None, fmt: str,
-                  capture_content: bool, batch_spans: int, wait_busy: float) -> ImportReport:
+                  capture_content: bool, batch_spans: int, wait_busy: float, detail: str) -> ImportReport:
     from tracer.traffic.committer import SessionCommitter
 
     store = store if isinstance(store, Store) else Store(store)
@@ -236,7 +239,7 @@ def _import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | 
                 otlp.append((item, read[0]))
                 logs.extend(read[1])
         else:
-            _record(item, existing, committer, convs, capture_content)
+            _record(item, existing, committer, convs, capture_content, detail)
     # another instrumentation's model calls: decoded once every file is read, so that GenAI log
     # events written to a file of their own find their spans
     for item, rows in otlp:
@@ -244,7 +247,7 @@ def _import_paths(paths: Iterable[str | os.PathLike[str]], store: Store | str | 
             if isinstance(conv, Refusal):
                 report.refused.append(conv)
             else:
-                _record(conv, existing, committer, convs, capture_content)
+                _record(conv, existing, committer, convs, capture_content, detail)
     result = committer.finish()
     for sid, reason in result.failed.items():
         conv = convs[sid]
@@ -312,9 +315,8 @@ def _import_otlp(store: Store, item: OtlpFile, report: ImportReport,
     report.otlp_spans += result.imported
     own = {r["session_id"] for r in rows if r["name"] == sn.SESSION and r.get("session_id")}
     for sid in sorted(own - existing):
-        mine = [r["attributes"] for r in rows if r["session_id"] == sid and r["name"] == sn.MESSAGE
-                and r["attributes"].get(sn.EVENT) in ARRIVALS
-                and not r["attributes"].get(sn.MESSAGE_SUMMARY_OF)]
+        mine = [a for a in _message_events(r for r in rows if r["session_id"] == sid)
+                if a.get(sn.EVENT) in ARRIVALS and not a.get(sn.MESSAGE_SUMMARY_OF)]
         report.otlp_sessions[sid] = (sum(1 for r in rows if r["session_id"] == sid), len(mine),
                                      sum(len(a.get(sn.MESSAGE_CALL_IDS) or []) for a in mine))
     existing |= own
@@ -323,15 +325,27 @@ def _import_otlp(store: Store, item: OtlpFile, report: ImportReport,
     return foreign, logs
 
 
+def _message_events(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The attributes of every message event of ``rows``: message spans (``full``) and, below full
+    detail, the message span events that check and ``prunegate.messages`` spans carry (docs/spans.md)."""
+    for r in rows:
+        if r["name"] == sn.MESSAGE:
+            yield r["attributes"]
+        for e in r.get("events") or ():
+            if e["name"] == sn.MESSAGE:
+                yield e["attributes"]
+
+
 def _record(conv: Conversation, existing: set[str], committer: Any, convs: dict[str, Conversation],
-            capture_content: bool) -> None:
+            capture_content: bool, detail: str) -> None:
     sid = session_id_for(conv)
     if sid in existing or sid in convs:  # in the store already, or twice in this input
         committer.report.already.append(sid)
         return
     convs[sid] = conv
     state = committer.add(sid, lambda provider: record_conversation(conv, provider, session_id=sid,
-                                                                    capture_content=capture_content))
+                                                                    capture_content=capture_content,
+                                                                    detail=detail))
     if state is not ClaimState.BUSY:  # recorded: keep what the report needs, not the messages (memory
         convs[sid] = _summary(conv)   # stays flat however large the input)
 

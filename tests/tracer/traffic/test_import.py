@@ -280,13 +280,15 @@ def test_reading_the_traffic_directory_yields_no_refusal():
 
 
 # ---------------------------------------------------------------------------------- OTLP JSON
-def test_prunegate_traces_exported_as_otlp_json_import_back_as_the_same_sessions(tmp_path):
+@pytest.mark.parametrize("detail", ["full", "checks", "decisions"])
+def test_prunegate_traces_exported_as_otlp_json_import_back_as_the_same_sessions(tmp_path, detail):
+    """At every detail level: below full the message counts come from span events (docs/spans.md)."""
     from tracer.store import Store
     from tracer.traffic import write_otlp_json
 
     src = tmp_path / "trip.json"
     src.write_text(json.dumps(ANTHROPIC_BODY))
-    [sid] = import_paths([src], tmp_path / "a").session_ids
+    [sid] = import_paths([src], tmp_path / "a", detail=detail).session_ids
     write_otlp_json(Store(tmp_path / "a").spans(sid), tmp_path / "export.jsonl")
     report = import_paths([tmp_path / "export.jsonl"], tmp_path / "b")
     assert (report.sessions, report.messages, report.tool_calls, report.otlp_files) == (1, 5, 2, 1)
@@ -331,3 +333,42 @@ def test_a_malformed_otlp_line_is_refused_with_its_line_and_nothing_of_that_file
     assert code == 1 and out["sessions"] == 0 and out["otlp_files"] == 0
     [refused] = out["refused"]
     assert refused["file"] == str(src) and refused["line"] == 2
+
+
+def test_import_detail_sets_what_the_store_keeps_at_each_level(tmp_path, capsys):
+    """``import --detail``: the shipped τ-bench sample at each level, spans and span events per kind
+    counted in the real store (docs/spans.md "Detail levels"); the session list's message counts agree."""
+    from tests.traffic import SAMPLE
+    from tracer.contract import names as sn
+    from tracer.store import Store
+
+    src = SAMPLE / TAU.relative_to(TAU.parents[1])
+    spans, events, messages, details = {}, {}, {}, {}
+    for level in ("full", "checks", "decisions"):
+        store = tmp_path / level
+        code, out = run_json(capsys, "import", str(src), "--store", str(store), "--detail", level)
+        assert code == 0 and out["refused"] == [] and out["sessions"] > 0
+        with Store(store).reader() as r:
+            spans[level] = {x["name"]: x["n"] for x in r.query("SELECT name, count(*) AS n FROM spans GROUP BY name")}
+            events[level] = {x["event_name"]: x["n"] for x in r.query(
+                "SELECT event_name, count(*) AS n FROM span_events GROUP BY event_name")}
+            details[level] = {x["d"] for x in r.query(
+                f"SELECT attributes->>'{sn.DETAIL}' AS d FROM spans WHERE name = ?", [sn.SESSION])}
+        messages[level] = {x["name"]: x["messages"] for x in list_sessions(store)}
+        assert details[level] == {level}
+    full = spans["full"]
+    assert full[sn.MESSAGE] > 0 and sn.MESSAGES not in full and events["full"].get(sn.MESSAGE, 0) == 0
+    for level in ("checks", "decisions"):  # no gate on an import: every message event rides on messages spans
+        assert sn.MESSAGE not in spans[level]
+        assert events[level][sn.MESSAGE] == full[sn.MESSAGE]
+        assert spans[level][sn.MESSAGES] >= spans[level][sn.SESSION]
+        others = {k: n for k, n in spans[level].items() if k != sn.MESSAGES}
+        assert others == {k: n for k, n in full.items() if k not in (sn.MESSAGE, sn.UNIT_CLOSE)}  # roots and chat spans alike
+        assert messages[level] == messages["full"]
+    assert sum(spans["decisions"].values()) < sum(full.values()) / 2  # the point of the setting: fewer spans
+
+
+def test_import_refuses_an_unknown_detail(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["import", str(TAU), "--store", str(tmp_path / "s"), "--detail", "everything"])
+    assert exc.value.code == 2 and "--detail" in capsys.readouterr().err
