@@ -112,7 +112,9 @@ _WRITERS: weakref.WeakKeyDictionary[Any, tuple[Any, Any, DirectWriter]] = weakre
 def direct_writer(provider: Any, tracer: Any, root: trace.Span | None = None) -> DirectWriter | None:
     """A writer for ``provider`` when span records are equivalent to the SDK's spans there, else None.
 
-    ``root`` None: for a new trace (the sampler samples every root, :func:`start_root`)."""
+    ``root`` None: for a new trace (the sampler samples every root, :func:`start_root`). Processors
+    are prunegate's :class:`~tracer.spans.pipeline.ReliableSpanProcessor` or classes that say
+    ``takes_records = True`` (they take ``on_end_record(record)``: the import committer's)."""
     if not getattr(provider, DIRECT_FLAG, False) or not isinstance(provider, TracerProvider):
         return None
     try:
@@ -121,7 +123,8 @@ def direct_writer(provider: Any, tracer: Any, root: trace.Span | None = None) ->
         processors = provider._active_span_processor._span_processors
         sampler = provider.sampler
         limits = provider._span_limits
-        if not processors or not all(type(p) is ReliableSpanProcessor for p in processors):
+        if not processors or not all(type(p) is ReliableSpanProcessor or getattr(type(p), "takes_records", False) is True
+                                     for p in processors):
             return None
         if not (isinstance(sampler, ParentBased) and sampler._local_parent_sampled is ALWAYS_ON):
             return None

@@ -35,9 +35,10 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from tracer.contract.settings import FAULT_STOP_ENV
+from tracer.spans.direct import DIRECT_FLAG
 from tracer.store import Store
 from tracer.store.claims import Claim, ClaimState, take
-from tracer.store.rows import spans_to_table
+from tracer.store.rows import records_to_table
 from tracer.store.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -83,15 +84,22 @@ class SessionIds(IdGenerator):
 
 
 class _Collect(SpanProcessor):
-    """Keeps ended spans in memory until the committer takes them."""
+    """Keeps ended spans in memory until the committer takes them: span records from a session's
+    direct path (tracer.spans.direct: no SDK span object per span, what made a session's commit cost
+    milliseconds), SDK spans for anything else (its root, when not direct)."""
+
+    takes_records = True  # tracer.spans.direct.direct_writer: sessions may hand records here
 
     def __init__(self) -> None:
-        self.spans: list[ReadableSpan] = []
+        self.spans: list[Any] = []
 
     def on_end(self, span: ReadableSpan) -> None:
         self.spans.append(span)
 
-    def take(self) -> list[ReadableSpan]:
+    def on_end_record(self, record: tuple) -> None:
+        self.spans.append(record)
+
+    def take(self) -> list[Any]:
         spans, self.spans = self.spans, []
         return spans
 
@@ -131,6 +139,7 @@ class SessionCommitter:
         self._collect = _Collect()
         self.provider = TracerProvider(resource=Resource.create({"service.name": "prunegate"}), id_generator=self.ids)
         self.provider.add_span_processor(self._collect)
+        setattr(self.provider, DIRECT_FLAG, True)  # sessions write span records (tracer.spans.direct)
         self.report = CommitReport(spool_dir=str(self.spool.path))
         self._batch: list[_Pending] = []
         self._batch_rows = 0
@@ -158,7 +167,7 @@ class SessionCommitter:
         self.ids.seed(sid)
         try:
             record(self.provider)
-            table = spans_to_table(self._collect.take())
+            table = records_to_table(self._collect.take())
         except Exception as exc:  # one conversation that cannot be recorded must not stop the rest
             self._collect.take()
             if claim is not None:

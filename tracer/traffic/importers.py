@@ -685,7 +685,7 @@ def conversation_of_chain(last: Any, first_trace: str, span_ids: Sequence[str], 
     key = last.conversation_id or last.session_id or first_trace
     name = f"{Path(file).stem}:{key}"
     try:
-        msgs = [m.copy() for m in last.messages]
+        msgs = [m.shallow_copy() for m in last.messages]  # own blocks (ids are renamed), shared payloads
         for i, m in enumerate(msgs):
             m.id = f"t{i}"
             m.origin = None
