@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,19 +63,27 @@ def test_every_adapter_refuses_something_that_is_not_a_guard(build):
 
 
 # ----------------------------------------------------------------------------------- LangChain
-def test_langchain_middleware_keeps_a_second_system_message(tmp_path):
+def ask_langchain(store: Path, messages: list, before: Sequence[Any] = ()) -> tuple[ScriptedConversation, PruneGuard]:
+    """A LangChain agent with the gate as its last middleware (``before`` ahead of it), asked
+    ``messages`` once against the stand-in (one scripted round); the guard closed."""
     from langchain.agents import create_agent
-    from langchain_core.messages import HumanMessage, SystemMessage
 
     from policies.adapters.langchain_middleware import prune_middleware
 
     conversation = ScriptedConversation(1)
-    guard = PruneGuard("recency", budget=50_000, provider="openai", store=str(tmp_path / "store"))
+    guard = PruneGuard("recency", budget=50_000, provider="openai", store=str(store))
     with StandIn(recording=conversation) as server:
         agent = create_agent(chat_model(server.url), lc_tools(), system_prompt=SYSTEM,
-                             middleware=[prune_middleware(guard)])
-        agent.invoke({"messages": [SystemMessage("Answer in French."), HumanMessage("hello")]})
+                             middleware=[*before, prune_middleware(guard)])
+        agent.invoke({"messages": messages})
     guard.close()
+    return conversation, guard
+
+
+def test_langchain_middleware_keeps_a_second_system_message(tmp_path):
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    conversation, guard = ask_langchain(tmp_path / "store", [SystemMessage("Answer in French."), HumanMessage("hello")])
     first = conversation.requests[0].body
     assert roles(first)[:3] == [("system", SYSTEM), ("system", "Answer in French."), ("user", "hello")]
     assert all(r.valid for r in conversation.requests) and guard.errors == 0
@@ -81,24 +92,15 @@ def test_langchain_middleware_keeps_a_second_system_message(tmp_path):
 def test_a_history_the_adapter_cannot_convert_is_sent_unchanged_counted_and_traced(tmp_path, caplog):
     """A middleware stacked before the gate hands it message dicts (LangChain's models take them; the
     adapter converts LangChain messages only): the request goes out unchanged and the agent runs on."""
-    from langchain.agents import create_agent
     from langchain.agents.middleware import AgentMiddleware
     from langchain_core.messages import convert_to_openai_messages
-
-    from policies.adapters.langchain_middleware import prune_middleware
 
     class AsDicts(AgentMiddleware):
         def wrap_model_call(self, request, handler):
             return handler(request.override(messages=convert_to_openai_messages(request.messages)))
 
-    conversation = ScriptedConversation(1)
     store = tmp_path / "store"
-    guard = PruneGuard("recency", budget=50_000, provider="openai", store=str(store))
-    with StandIn(recording=conversation) as server:
-        agent = create_agent(chat_model(server.url), lc_tools(), system_prompt=SYSTEM,
-                             middleware=[AsDicts(), prune_middleware(guard)])
-        agent.invoke({"messages": [{"role": "user", "content": "hello"}]})
-    guard.close()
+    conversation, guard = ask_langchain(store, [{"role": "user", "content": "hello"}], before=[AsDicts()])
     assert len(conversation.requests) == 2 and all(r.valid for r in conversation.requests), "the agent ran on"
     assert guard.errors == 2 and "cannot gate a dict" in (guard.last_error or "")
     assert caplog.text.count("passing the request through unchanged") == 2
@@ -107,18 +109,9 @@ def test_a_history_the_adapter_cannot_convert_is_sent_unchanged_counted_and_trac
 
 
 def test_langchain_chat_message_is_converted_not_refused(tmp_path):
-    from langchain.agents import create_agent
     from langchain_core.messages import ChatMessage
 
-    from policies.adapters.langchain_middleware import prune_middleware
-
-    conversation = ScriptedConversation(1)
-    guard = PruneGuard("recency", budget=50_000, provider="openai", store=str(tmp_path / "store"))
-    with StandIn(recording=conversation) as server:
-        agent = create_agent(chat_model(server.url), lc_tools(), system_prompt=SYSTEM,
-                             middleware=[prune_middleware(guard)])
-        agent.invoke({"messages": [ChatMessage(role="user", content="hello there")]})
-    guard.close()
+    conversation, guard = ask_langchain(tmp_path / "store", [ChatMessage(role="user", content="hello there")])
     assert guard.errors == 0
     assert roles(conversation.requests[0].body)[1] == ("user", "hello there")
     assert all(r.valid for r in conversation.requests)
