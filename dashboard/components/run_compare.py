@@ -108,7 +108,8 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     for row in result["rows"]:
         lines.append(f"{row['policy']} · {'gated' if row['gated'] else 'ungated'}: {row['invalid_requests']} invalid "
                      f"requests, {row['orphan_results']} orphan results, {row['prunes']} prunes, "
-                     f"{row['deferrals']} deferrals over {row['sessions']} sessions")
+                     + ("deferrals — (ungated: not applicable)" if row["deferrals"] is None
+                        else f"{row['deferrals']} deferrals") + f" over {row['sessions']} sessions")
     return lines
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tracer.traffic.recorded import ImportReport
 
-__all__ = ["depends_on", "describe", "format_row", "print_report", "recording"]
+__all__ = ["deferrals_text", "depends_on", "describe", "format_row", "print_report", "recording"]
 
 
 def format_row(row: dict[str, Any]) -> str:
@@ -21,9 +21,14 @@ def format_row(row: dict[str, Any]) -> str:
             f"{row['model_calls']} model calls, {row['invalid_requests']} invalid requests, "
             f"{row['orphan_results']} orphan results, {row['dangling_calls']} dangling calls, "
             f"{row['duplicated_side_effects']} duplicated side effects, {row['tokens_sent']} tokens sent, "
-            f"peak {row['peak_tokens']}, {row['prunes']} prunes, {row['deferrals']} deferrals, "
+            f"peak {row['peak_tokens']}, {row['prunes']} prunes, {deferrals_text(row['deferrals'])}, "
             f"{row['spills']} spills, {row['reinjects']} re-injections, {row['failures']} failures, "
             f"retention {ret}")
+
+
+def deferrals_text(n: int | None) -> str:
+    """Deferrals as a line says them; None (an ungated arm cannot defer) is not applicable, not 0."""
+    return "no deferrals (ungated: not applicable)" if n is None else f"{n} deferrals"
 
 
 def depends_on(args: argparse.Namespace, store: Any, recorded: int) -> dict[str, Any]:

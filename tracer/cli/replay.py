@@ -13,7 +13,7 @@ import json
 import sys
 
 from tracer.cli import add_command, options, status
-from tracer.cli.output import depends_on, describe, format_row, recording
+from tracer.cli.output import deferrals_text, depends_on, describe, format_row, recording
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     for r in results:
         line = (f"{r.name}: {r.model_calls} model calls, {r.invalid_requests} invalid, {r.orphan_results} orphan results, "
                 f"{r.dangling_calls} dangling calls, {r.duplicated_side_effects} duplicated side effects, "
-                f"{r.prunes} prunes, {r.deferrals} deferrals, peak {r.peak_tokens} tokens")
+                f"{r.prunes} prunes, {deferrals_text(None if not r.gated else r.deferrals)}, peak {r.peak_tokens} tokens")
         if r.error:
             line += f"; FAILED: {r.error}"
         print(line + (f" -> {r.replay_id}" if args.trace else ""))

@@ -265,8 +265,8 @@ def aggregate(specs: Sequence[ReplaySpec], results: Sequence[Sequence[SessionRes
     rows = []
     for spec, rs in zip(specs, results, strict=True):
         row: dict[str, Any] = {"policy": spec.name, "gated": spec.gated, "sessions": len(rs)}
-        for key in SUMMED:
-            row[key] = sum(getattr(r, key) for r in rs)
+        for key in SUMMED:  # None where the arm cannot have it (an ungated arm's deferrals)
+            row[key] = sum(getattr(r, key) for r in rs) if _metrics.applies(key, spec.gated) else None
         row["peak_tokens"] = max((r.peak_tokens for r in rs), default=0)
         refs = sum(r.references for r in rs)
         row["retention"] = round(sum(r.retained for r in rs) / refs, 4) if refs else None

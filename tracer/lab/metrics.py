@@ -51,6 +51,9 @@ COMPARED: tuple[Metric, ...] = (
     Metric("retention", "share of references still available at the model call that used them; none without references"),
 )
 NAMES: tuple[str, ...] = tuple(m.name for m in COMPARED)
+# Metrics an ungated arm cannot have: without the gate the runtime prunes whatever the policy picks
+# and never waits for a commit boundary, so its "deferrals" is not applicable (None, shown "—"), not 0.
+GATED_ONLY: tuple[str, ...] = ("deferrals",)
 # A decision counts as a deferral when it deferred, or when its reason starts with one of these
 # (a deferral that then spilled or failed at the hard ceiling: "pending_calls; spilled to hold ...").
 DEFERRAL_REASONS: tuple[str, ...] = ("pending_calls", "open_messages", "no_safe_prune", "policy_error")
@@ -63,9 +66,16 @@ def attribute(name: str) -> str:
     return sn.REPLAY_METRIC_PREFIX + name
 
 
+def applies(name: str, gated: bool | None) -> bool:
+    """Whether metric ``name`` means anything for an arm gated or not (None: a recorded session)."""
+    return not (gated is False and name in GATED_ONLY)
+
+
 def value(result: Any, name: str) -> float | None:
     """A replay's value of metric ``name`` (None: undefined for this session, e.g. retention
-    without references)."""
+    without references, or deferrals of an ungated replay)."""
+    if not applies(name, getattr(result, "gated", None)):
+        return None
     v = getattr(result, name)
     return None if v is None else float(v)
 
@@ -202,7 +212,7 @@ def result_rows(specs: Sequence[Any], results: Sequence[Sequence[Any]]) -> list[
 
 
 __all__ = [
-    "COMPARED", "DEFERRAL_REASONS", "DIGITS", "LEVEL", "NAMES", "RECORDED_EXTRA", "Interval", "Metric", "Pair", "arm_label",
+    "COMPARED", "DEFERRAL_REASONS", "DIGITS", "GATED_ONLY", "LEVEL", "NAMES", "RECORDED_EXTRA", "Interval", "Metric", "Pair", "applies", "arm_label",
     "attribute", "difference_summary", "interval", "pairs", "result_rows", "root_attributes", "rounded",
     "t95", "value",
 ]

@@ -75,6 +75,9 @@ def session_metrics(
         for rec, p, g in zip(recorded, df["policy"], df["gated"], strict=True)
     ]
     df["policy"] = df["policy"].where(~recorded, "(recorded)")
+    ungated = (df["gated"].notna() & df["gated"].eq(False)).to_numpy(dtype=bool)
+    for name in m.GATED_ONLY:  # not applicable to an ungated replay: NaN (shown "—"), not 0
+        df[name] = df[name].astype("float64").where(~ungated)
     cols = ["session_id", "source_id", "label", "source", "policy", "gated", "arm", "budget", *METRICS]
     return df[cols].sort_values(["source_id", "arm"], kind="stable").reset_index(drop=True)
 

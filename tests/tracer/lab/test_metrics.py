@@ -88,8 +88,11 @@ def test_the_compare_views_functions_give_the_commands_intervals(compared: dict[
         base = metrics.arm_label("recency", gated)
         for metric in metrics.NAMES:
             summary = queries.difference_summary(replays, metric, base).set_index("arm")
-            dash = summary.loc[metrics.arm_label("salience", gated)].to_dict()
             want = _cli(compared["out"], gated, metric)
+            if want["n"] == 0:  # nothing to pair (an ungated arm's deferrals): no row, as no interval
+                assert metrics.arm_label("salience", gated) not in summary.index, (gated, metric)
+                continue
+            dash = summary.loc[metrics.arm_label("salience", gated)].to_dict()
             got = {k: (None if isinstance(v, float) and v != v else v) for k, v in dash.items() if k in want}
             assert got == want, (gated, metric)
             checked += want["ci_low"] is not None and want["ci_low"] != want["ci_high"]
@@ -187,3 +190,37 @@ def test_pairs_match_sessions_and_skip_undefined_values() -> None:
     assert summary == {"arm": "b", "baseline": "a", "metric": "retention", "n": 2, "mean_diff": metrics.rounded(iv.mean),
                        "ci_low": metrics.rounded(iv.low), "ci_high": metrics.rounded(iv.high), "level": 0.95}
     assert metrics.difference_summary(rows, "retention", "c") == []  # no session ran the baseline
+
+
+def test_ungated_arms_report_no_deferrals_anywhere(compared: dict[str, Any]) -> None:
+    """An ungated arm cannot defer: the command's rows, the per-session metrics read from the store
+    and the Compare page say "not applicable" (None / "—"), never 0; gated arms keep their counts."""
+    rows = {(r["policy"], r["gated"]): r for r in compared["out"]["rows"]}
+    for policy in POLICIES:
+        assert rows[(policy, False)]["deferrals"] is None
+        assert isinstance(rows[(policy, True)]["deferrals"], int)
+    assert sum(rows[(p, True)]["deferrals"] for p in POLICIES) > 0  # the gated arms did defer here
+    diffs = [d for d in compared["out"]["differences"] if d["metric"] == "deferrals"]
+    assert {d["gated"]: d["n"] for d in diffs}[False] == 0 and {d["gated"]: d["n"] for d in diffs}[True] > 0
+    with Store(compared["path"]).reader() as r:
+        frame = queries.session_metrics(r)
+    replays = frame[frame["source"] == "replay"]
+    ungated = replays[replays["gated"].eq(False)]
+    gated = replays[replays["gated"].eq(True)]
+    assert len(ungated) >= 2 * len(compared["names"]) and ungated["deferrals"].isna().all()
+    assert gated["deferrals"].notna().all() and gated["deferrals"].sum() > 0
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("views/compare.py")
+    at.run()
+    at.selectbox(key="compare_metric").set_value("deferrals").run()
+    assert not at.exception, [e.value for e in at.exception]
+    [side] = [d.value for d in at.dataframe if "metric" in d.value.columns and "recency · ungated" in d.value.columns]
+    shown = side.set_index("metric").loc["deferrals"].to_dict()
+    assert shown["recency · ungated"] == MISSING and shown["salience · ungated"] == MISSING
+    assert _as_shown(shown["recency · gated"]) is not None
+    [summary] = [d.value for d in at.dataframe if words("sd") in d.value.columns]  # mean per arm, 95% CI
+    by_arm = summary.set_index(words("arm"))
+    assert by_arm.loc["recency · ungated", words("n")] == 0
+    assert by_arm.loc["recency · ungated", words("mean")] == MISSING
+    assert _as_shown(by_arm.loc["recency · gated", words("mean")]) is not None
