@@ -222,6 +222,7 @@ def from_openai(body: dict) -> tuple[list[Message], dict]:
         raise StructureError("openai body: expected an object with a 'messages' list")
     rest = {k: v for k, v in body.items() if k != "messages"}
     out: list[Message] = []
+    names: dict[str, str] = {}  # call id -> its function's name, given to the result that answers it
     for i, raw in enumerate(body["messages"]):
         where = f"messages.{i}"
         if not isinstance(raw, dict):
@@ -239,7 +240,8 @@ def from_openai(body: dict) -> tuple[list[Message], dict]:
             if not isinstance(call_id, str) or not call_id:
                 raise StructureError(f"{where}: tool message is missing its 'tool_call_id'")
             form = "str" if isinstance(content, str) else ("absent" if content is _ABSENT else "list")
-            blocks.append(Block(TOOL_RESULT, tool_use_id=call_id, content=None if content is _ABSENT else content))
+            blocks.append(Block(TOOL_RESULT, tool_use_id=call_id, name=names.get(call_id),
+                                content=None if content is _ABSENT else content))
             out.append(Message(id="", role="tool", blocks=blocks, form=form, extra=extra, origin=OPENAI))
             continue
         if content is _ABSENT:
@@ -264,7 +266,9 @@ def from_openai(body: dict) -> tuple[list[Message], dict]:
                 raise StructureError(f"{where}: 'tool_calls' must be a list on an assistant message")
             msg.extra["_has_tool_calls"] = True
             for j, call in enumerate(calls):
-                msg.blocks.append(_openai_call(call, f"{where}.tool_calls.{j}"))
+                block = _openai_call(call, f"{where}.tool_calls.{j}")
+                names[block.id or ""] = block.name or ""
+                msg.blocks.append(block)
         out.append(msg)
     return out, rest
 
@@ -454,7 +458,7 @@ def from_responses(body: dict) -> tuple[list[Message], dict]:
 def responses_messages(items: list[Any], where: str = "input") -> list[Message]:
     """Messages for a list of Responses input items (see the comment above :data:`RESPONSES`)."""
     out: list[Message] = []
-    issued: set[str] = set()
+    issued: dict[str, str] = {}  # call id -> the call's name, given to the output that answers it
     group: Message | None = None
     for i, item in enumerate(items):
         at = f"{where}.{i}"
@@ -469,7 +473,7 @@ def responses_messages(items: list[Any], where: str = "input") -> list[Message]:
         if kind in _CALLS or kind in _SERVER_ITEMS or (kind == "message" and role == "assistant"):
             block = _responses_output_block(item, kind, at)
             if block.call_id is not None:
-                issued.add(block.call_id)
+                issued[block.call_id] = block.name or ""
             if group is None:
                 group = Message(id="", role="assistant", blocks=[], form="items", origin=RESPONSES,
                                 extra={GROUP: True})
@@ -536,7 +540,7 @@ def _responses_message(item: dict, where: str) -> Message:
     return Message(id="", role=item["role"], blocks=blocks, form="list", extra=extra, origin=RESPONSES)
 
 
-def _responses_output(item: dict, kind: str, issued: set[str], where: str) -> Message:
+def _responses_output(item: dict, kind: str, issued: dict[str, str], where: str) -> Message:
     key = _OUTPUTS[kind]
     call_id = item.get(key)
     if not isinstance(call_id, str) or not call_id:
@@ -548,7 +552,8 @@ def _responses_output(item: dict, kind: str, issued: set[str], where: str) -> Me
     if "output" not in item:
         rest[_NO_OUTPUT] = True
     return Message(id="", role="tool", form="item", origin=RESPONSES, blocks=[Block(
-        TOOL_RESULT, tool_use_id=call_id, content=item.get("output"), extra={ITEM: rest, "link": key})])
+        TOOL_RESULT, tool_use_id=call_id, name=issued[call_id] or None, content=item.get("output"),
+        extra={ITEM: rest, "link": key})])
 
 
 _NO_OUTPUT = "_no_output"

@@ -38,7 +38,9 @@ BLOCK_TYPES = (
 class Block:
     """One content block.
 
-    ``type`` is one of :data:`BLOCK_TYPES`. Fields that do not apply to a type stay ``None``.
+    ``type`` is one of :data:`BLOCK_TYPES`. Fields that do not apply to a type stay ``None``. A tool
+    result's ``name`` is the name of the call it answers when the same request holds that call (OpenAI
+    speaks a result as ``functions.NAME``; the token counters read it).
     ``extra`` holds provider keys kept verbatim (``signature``, ``cache_control``, an OpenAI
     ``arguments`` string, the exact ``type`` of a server tool result, ...).
     """

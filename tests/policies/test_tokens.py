@@ -195,3 +195,49 @@ def test_the_gpt5_framing_chosen_by_model_counts_recorded_requests_closer_than_c
         chat = count(bpe_mod.TiktokenCounter(framing="chat", model=s.model), s.messages, s.extra)
         assert abs(auto - s.truth) / s.truth <= 0.05
         assert abs(auto - s.truth) < abs(chat - s.truth)
+
+
+def test_a_tool_result_is_spoken_by_its_call_s_name_in_both_openai_formats():
+    # OpenAI renders a result as spoken by functions.NAME; the name lives on the call, so the conversion
+    # hands it to the result that answers it (Chat Completions tool messages, Responses outputs)
+    from policies import convert
+
+    chat, _ = convert.from_openai({"messages": [
+        {"role": "assistant", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_exchange_rate", "arguments": "{}"}},
+            {"id": "c2", "type": "function", "function": {"name": "get_capital", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c2", "content": "London"},
+        {"role": "tool", "tool_call_id": "c1", "content": "0.92"},
+        {"role": "tool", "tool_call_id": "c9", "content": "a call this request does not hold"}]})
+    assert [m.blocks[0].name for m in chat[1:]] == ["get_capital", "get_exchange_rate", None]
+    items = [{"type": "function_call", "call_id": "r1", "name": "get_exchange_rate", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "r1", "output": "GBP/USD: 0.92"},
+             {"type": "function_call_output", "call_id": "r0", "output": "answers previous_response_id"}]
+    responses, _ = convert.from_responses({"model": "gpt-5.4", "input": items})
+    assert responses[1].blocks[0].name == "get_exchange_rate"
+    assert convert.to_responses(responses)["input"] == items, "the name is not sent back"
+
+    harmony = bpe_mod.TiktokenCounter(model="gpt-5.4")
+    assert harmony.count(responses[1]) == 5 + harmony.tokens("functions.get_exchange_rate to=assistant") \
+        + harmony.tokens("GBP/USD: 0.92")
+    gpt4o = bpe_mod.TiktokenCounter(model="gpt-4o")
+    assert gpt4o.count(chat[1]) == 3 + gpt4o.tokens("functions.get_capital") + gpt4o.tokens("London")
+    assert gpt4o.count(chat[3]) == 3 + gpt4o.tokens(bpe_mod.RESULT_NAME) + gpt4o.tokens(
+        "a call this request does not hold"), "an unknown call's result keeps the mean name"
+
+
+def test_openai_per_turn_counts_follow_the_provider_s_growth_between_requests():
+    # every recorded OpenAI turn with usage (pydantic-ai cassettes; the shipped sample holds the gpt-5.4
+    # Responses turn and three gpt-4o-family Chat Completions turns): the growth of usage between two
+    # consecutive requests against the count of what was appended, within 2 tokens a turn (the gpt-5.4
+    # turn was 3 under while its result was spoken as functions.tool)
+    from bench.bench_tokens import count, load
+
+    turns = [s for s in load(TAU2.parent) if s.api != "anthropic" and s.previous is not None]
+    assert any(bpe_mod.framing_for(s.model) == "harmony" for s in turns), "the gpt-5.4 turn is recorded"
+    assert len(turns) >= 4
+    for s in turns:
+        counter = counter_for("openai", s.model)
+        mine = count(counter, s.messages, s.extra) - count(counter, s.previous.messages, s.previous.extra)
+        grown = s.truth - s.previous.truth
+        assert abs(mine - grown) <= (1 if bpe_mod.framing_for(s.model) == "harmony" else 2), (s.file, mine, grown)
