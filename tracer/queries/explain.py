@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracer.contract import names as sn
-from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _one, scratch
+from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _one, records, scratch
 
 __all__ = ["evicted_units", "gated_counterpart", "violating_units", "violations_at"]
 
@@ -86,7 +86,8 @@ def gated_counterpart(src: Source, session_id: str, seq: int) -> dict[str, Any] 
     """The gated replay of the same source session under the same policy (and parameters; the
     same arrival seed and streaming preferred), and its step matching ``seq``: where the last
     message that had arrived here by ``seq`` arrived there, moved on to the first model call from
-    that step when ``seq`` is a model call. None when the store holds no such replay."""
+    that step when ``seq`` is a model call. None when the store holds no such replay. Message
+    events are read as spans and, below full detail, as span events (docs/spans.md)."""
     twin = _one(src, f"""
         WITH me AS (
             SELECT attributes->>'{sn.SESSION_SOURCE_ID}' AS source_id, policy,
@@ -112,14 +113,14 @@ def gated_counterpart(src: Source, session_id: str, seq: int) -> dict[str, Any] 
     twin_id = str(twin[0])
     row = _one(src, f"""
         WITH here AS (
-            SELECT attributes->>'{sn.MESSAGE_ID}' AS mid, max(seq) AS s FROM spans
-            WHERE session_id = $sid AND name = '{MESSAGE}' AND seq <= $seq
+            SELECT attributes->>'{sn.MESSAGE_ID}' AS mid, max(seq) AS s FROM ({records(MESSAGE)})
+            WHERE session_id = $sid AND seq <= $seq
               AND attributes->>'{sn.EVENT}' IN ('append', 'open')
             GROUP BY 1
         ),
         there AS (
-            SELECT attributes->>'{sn.MESSAGE_ID}' AS mid, min(seq) AS s FROM spans
-            WHERE session_id = $twin AND name = '{MESSAGE}' AND attributes->>'{sn.EVENT}' IN ('append', 'open')
+            SELECT attributes->>'{sn.MESSAGE_ID}' AS mid, min(seq) AS s FROM ({records(MESSAGE)})
+            WHERE session_id = $twin AND attributes->>'{sn.EVENT}' IN ('append', 'open')
             GROUP BY 1
         ),
         matched AS (SELECT arg_max(there.s, here.s) AS s FROM here JOIN there USING (mid)),

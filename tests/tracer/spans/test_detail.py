@@ -145,3 +145,31 @@ def test_the_replay_view_and_replays_read_every_level_alike(tmp_path: Path) -> N
     convs = {c.session_id: c for c in iter_conversations(store, picked)}
     texts = {d: [(m.role, m.plain_text()) for m in convs[sid].messages] for d, sid in ids.items()}
     assert texts["full"] == texts["checks"] == texts["decisions"] and texts["full"]
+
+
+def test_the_gated_counterpart_step_is_the_same_at_every_level(tmp_path: Path) -> None:
+    """The dashboard's "same step in the gated replay" (tracer.queries.explain.gated_counterpart)
+    matches steps by message events: message spans at ``full``, span events below it."""
+    from tracer.queries import explain
+
+    from dataclasses import replace
+
+    conv = next(c for c in read_file(TAU) if isinstance(c, Conversation) and c.tool_calls >= 2)
+    conv = replace(conv, session_id="imp-counterpart")  # as a session from the store: the replays name their source
+    found: dict[str, list[tuple[int, int | None]]] = {}
+    seqs: list[int] = []
+    for detail in LEVELS:  # full first
+        store = Store(tmp_path / detail)
+        provider = store_tracer_provider(store)
+        try:
+            ungated, _ = (replay_session(conv, ReplaySpec("recency", gated=g, detail=detail), tracer_provider=provider,
+                                         capture_content=True).replay_id for g in (False, True))
+        finally:
+            close_provider(provider)
+        with store.reader() as r:
+            if detail == "full":  # every step is a span's at full; the same steps (seq) at every level
+                seqs = [row["seq"] for row in r.query(
+                    "SELECT DISTINCT seq FROM spans WHERE session_id = ? AND seq IS NOT NULL ORDER BY seq", [ungated])]
+            found[detail] = [(seq, (explain.gated_counterpart(r, ungated, seq) or {}).get("step")) for seq in seqs]
+    assert any(step is not None for _, step in found["full"])
+    assert found["checks"] == found["decisions"] == found["full"]
