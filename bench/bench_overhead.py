@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -694,7 +695,7 @@ def rss(limit: int, workers: int) -> tuple[float, list[str]]:
 
 
 # ------------------------------------------------------------------------------ profiles
-def profile(what: str, n: int, top: int) -> None:
+def profile(what: str, n: int, top: int, detail: str = "full") -> None:
     """cProfile of a traced path, top functions by own time (docs/performance.md)."""
     import cProfile
     import pstats
@@ -704,7 +705,7 @@ def profile(what: str, n: int, top: int) -> None:
     try:
         if what == "check":
             convs = check_conversations(n)
-            obs, finish = traced_observers(root)
+            obs, finish = traced_observers(root, detail=detail)
             for c in convs[:3]:  # warm-up
                 drive(c, obs)
             prof.enable()
@@ -715,7 +716,7 @@ def profile(what: str, n: int, top: int) -> None:
         else:
             source = [TAU_DIR] if TAU_DIR.is_dir() else [SOURCE]
             convs_r = [c for c in read_paths(source) if isinstance(c, Conversation)][:n]
-            spec = REPLAY_SPEC
+            spec = replace(REPLAY_SPEC, detail=detail)
             run_replays(convs_r[:5], [spec], store_path=root / "warm")
             prof.enable()
             run_replays(convs_r, [spec], store_path=root / "s")
@@ -821,6 +822,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="print a cProfile of a traced path instead (split: py-spy, traced vs untraced replay)")
     parser.add_argument("--seconds", type=float, default=20.0, help="--profile split: seconds sampled per run")
     parser.add_argument("--spy-child", choices=("traced", "untraced"), help=argparse.SUPPRESS)
+    parser.add_argument("--detail", choices=LEVELS, default="full", help="--profile check/replay: the detail level")
     parser.add_argument("--top", type=int, default=20, help="functions shown by --profile")
     args = parser.parse_args(argv)
     if args.spy_child:
@@ -829,7 +831,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile == "split":
         return spy_split(args.seconds, args.sessions or 60)
     if args.profile:
-        profile(args.profile, args.sessions or (40 if args.profile == "check" else 60), args.top)
+        profile(args.profile, args.sessions or (40 if args.profile == "check" else 60), args.top, args.detail)
         return 0
     limit = args.limit or 10**9
     if args.rss_child:
