@@ -150,9 +150,9 @@ def test_the_replay_view_and_replays_read_every_level_alike(tmp_path: Path) -> N
 def test_the_gated_counterpart_step_is_the_same_at_every_level(tmp_path: Path) -> None:
     """The dashboard's "same step in the gated replay" (tracer.queries.explain.gated_counterpart)
     matches steps by message events: message spans at ``full``, span events below it."""
-    from tracer.queries import explain
-
     from dataclasses import replace
+
+    from tracer.queries import explain
 
     conv = next(c for c in read_file(TAU) if isinstance(c, Conversation) and c.tool_calls >= 2)
     conv = replace(conv, session_id="imp-counterpart")  # as a session from the store: the replays name their source
