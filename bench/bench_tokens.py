@@ -29,7 +29,10 @@ The Anthropic counter is calibrated (``policies/tokens/calibrated.py``); ``--fit
 per-message rates on the training dialogues' turns, then its per-request rates on the *training*
 cassettes, and prints them for both measures (o200k tokens, characters); the table reports the
 *held-out* cassettes separately (a file is held out when its index in sorted order is divisible
-by 3, so a conversation never sits on both sides). OpenAI counts involve no fitted parameter. Last, JSON tool results of the tau-bench gpt-4o
+by 3, so a conversation never sits on both sides). OpenAI counts involve no fitted parameter; the
+"OpenAI …" rows give them per turn (growth between consecutive requests, as above) and per request
+by model family and framing, in % and in tokens (a turn there is 25-62 tokens, so one token is
+2-4 %). Last, JSON tool results of the tau-bench gpt-4o
 trajectories (OpenAI traffic, no usage recorded) against o200k_base's exact count of each message:
 the first 300 (the approximate counter's JSON rate was set on the ones after them).
 
@@ -504,20 +507,24 @@ def openai_framing_table(samples: list[Sample]) -> list[dict[str, Any]]:
         label = "gpt-5 / o-series" if family == "harmony" else "gpt-4o family"
         for framing in ("auto", "chat", "harmony"):
             turn, whole = [], []
+            diff: dict[str, list[int]] = {"per turn": [], "whole request": []}  # counted minus recorded, tokens
             for s in group:
                 counter = TiktokenCounter("o200k_base", framing=framing, model=s.model)
                 got = count(counter, s.messages, s.extra)
                 whole.append((got - s.truth) / s.truth)
+                diff["whole request"].append(got - s.truth)
                 if s.previous is not None:
                     grown = s.truth - s.previous.truth
                     mine = got - count(counter, s.previous.messages, s.previous.extra)
                     turn.append((mine - grown) / grown)
+                    diff["per turn"].append(mine - grown)
             name = "framing by model" if framing == "auto" else f"{framing} framing"
             for kind, rel in (("per turn", turn), ("whole request", whole)):
                 if rel:
                     rows.append({"set": f"OpenAI {label}, {kind}", "counter": name, "n": len(rel),
                                  "mae_pct": 100 * statistics.fmean(abs(e) for e in rel),
-                                 "signed_pct": 100 * statistics.fmean(rel)})
+                                 "signed_pct": 100 * statistics.fmean(rel),
+                                 "signed_tokens": statistics.fmean(diff[kind])})
     return rows
 
 
@@ -596,9 +603,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['set']:28} {r['counter']:30} {r['n']:>3} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f} "
               f"{r['min_pct']:+7.1f} {r['max_pct']:+7.1f}   {inc}")
     if frows:
-        print(f"\n{'set':38} {'counter':22} {'n':>4} {'MAE %':>7} {'signed %':>9}")
+        print(f"\n{'set':38} {'counter':22} {'n':>4} {'MAE %':>7} {'signed %':>9} {'signed tokens':>14}")
         for r in frows:
-            print(f"{r['set']:38} {r['counter']:22} {r['n']:>4} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f}")
+            print(f"{r['set']:38} {r['counter']:22} {r['n']:>4} {r['mae_pct']:7.1f} {r['signed_pct']:+9.1f} "
+                  f"{r['signed_tokens']:+14.1f}")
     if jrows:
         print(f"\n{'set':38} {'counter':22} {'n':>4} {'signed %':>9} {'min %':>7} {'max %':>7} {'under':>9}")
         for r in jrows:
