@@ -21,7 +21,6 @@ import pyarrow.compute as pc
 
 from tracer.contract import names as sn
 from tracer.queries._sql import (
-    MESSAGE,
     SESSION,
     Source,
     _con,
@@ -65,7 +64,7 @@ SELECT session_id,
        count(DISTINCT attributes->>'{sn.MESSAGE_ID}')
            FILTER (WHERE attributes->>'{sn.EVENT}' IN ('append', 'open')) AS messages,
        max(TRY_CAST(attributes->>'{sn.CONTEXT_TOKENS}' AS BIGINT)) AS peak_tokens
-FROM spans WHERE name = '{MESSAGE}' AND session_id IN (SELECT unnest(CAST($ids AS VARCHAR[])))
+FROM ({store_catalog.message_records("spans", "session_id IN (SELECT unnest(CAST($ids AS VARCHAR[])))")})
 GROUP BY session_id
 """
 

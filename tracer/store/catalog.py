@@ -28,22 +28,36 @@ import duckdb
 
 from tracer.contract import names as sn
 
-CATALOG_VERSION = "2"  # bump when the rows below change: the next compaction rebuilds them
+CATALOG_VERSION = "3"  # bump when the rows below change: the next compaction rebuilds them
 META_KEY = "catalog_version"
 
 _AFTER = ", ".join(f"'{n}'" for n in sn.AFTERWARDS_SPANS)  # annotations: not the session's activity
 
 
+def message_records(rel: str, where: str = "true") -> str:
+    """(session_id, attributes) of every message event of ``rel`` matching ``where``: message spans
+    and, for sessions recorded below full detail, the message span events that check and
+    ``prunegate.messages`` spans carry (docs/spans.md "Detail levels")."""
+    return f"""
+    SELECT session_id, attributes FROM {rel}
+    WHERE name = '{sn.MESSAGE}' AND session_id IS NOT NULL AND ({where})
+    UNION ALL
+    SELECT session_id, e.attributes FROM (
+        SELECT session_id, unnest(from_json(events, '[{{"name":"VARCHAR","attributes":"JSON"}}]')) AS e
+        FROM {rel} WHERE events IS NOT NULL AND events <> '[]' AND session_id IS NOT NULL AND ({where})
+    ) WHERE e.name = '{sn.MESSAGE}'"""
+
+
 def index_sql(rel: str, where: str = "true", *, messages: bool = True) -> str:
     """One row per session of ``rel`` (a relation with the store's span columns) matching ``where``;
     with ``messages``, also its message count and peak context tokens (a JSON read of every message
-    span: what compaction does once, and a reader only for the sessions of pending segments)."""
+    event, :func:`message_records`: what compaction does once, and a reader only for the sessions of pending segments)."""
     msgs = f"""
     SELECT session_id,
            count(DISTINCT attributes->>'{sn.MESSAGE_ID}')
                FILTER (WHERE attributes->>'{sn.EVENT}' IN ('append', 'open')) AS messages,
            max(TRY_CAST(attributes->>'{sn.CONTEXT_TOKENS}' AS BIGINT)) AS peak_tokens
-    FROM {rel} WHERE name = '{sn.MESSAGE}' AND session_id IS NOT NULL AND ({where}) GROUP BY session_id
+    FROM ({message_records(rel, where)}) GROUP BY session_id
 """ if messages else "SELECT NULL::VARCHAR AS session_id WHERE false"
     return f"""
 WITH roots AS (
@@ -81,7 +95,7 @@ SELECT session_id, lower(text) AS text
 FROM (
     SELECT session_id, concat_ws(' ', attributes->>'{sn.MESSAGE_CONTENT}',
                                  CAST(attributes->'{sn.MESSAGE_TOOL_NAMES}' AS VARCHAR)) AS text
-    FROM {rel} WHERE name = '{sn.MESSAGE}' AND session_id IS NOT NULL
+    FROM ({message_records(rel)})
     UNION ALL
     SELECT session_id, concat_ws(' ', attributes->>'{sn.GEN_AI_TOOL_NAME}', decision, reason, violation)
     FROM {rel}

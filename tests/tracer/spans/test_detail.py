@@ -173,3 +173,31 @@ def test_the_gated_counterpart_step_is_the_same_at_every_level(tmp_path: Path) -
             found[detail] = [(seq, (explain.gated_counterpart(r, ungated, seq) or {}).get("step")) for seq in seqs]
     assert any(step is not None for _, step in found["full"])
     assert found["checks"] == found["decisions"] == found["full"]
+
+
+def test_the_session_list_counts_messages_and_finds_text_at_every_level(tmp_path: Path) -> None:
+    """The session list (tracer.queries.catalog) reads message counts, peak context and searchable
+    text from message events, spans or span events: before compaction (no catalog: read per page)
+    and after it (the catalog compaction writes), the same rows at every level."""
+    from tests.traffic import SAMPLE
+    from tracer.queries import catalog
+    from tracer.traffic import import_paths
+
+    src = SAMPLE / TAU.relative_to(TAU.parents[1])
+    word = "baggage"  # in the sample's conversations (asserted below at full)
+    pages: dict[tuple[str, bool], list[tuple]] = {}
+    found: dict[tuple[str, bool], int] = {}
+    for detail in LEVELS:
+        store = Store(tmp_path / detail)
+        assert import_paths([src], store, detail=detail).sessions > 0
+        for compacted in (False, True):
+            if compacted:
+                store.compact()
+            with store.reader() as r:
+                rows = catalog.session_page(r, limit=100)["rows"]
+                pages[detail, compacted] = sorted(
+                    (x.label, int(x.messages), int(x.peak_tokens)) for x in rows.itertuples())
+                found[detail, compacted] = catalog.session_page(r, search=word, limit=100)["total"]
+    assert all(m > 0 for _, m, _ in pages["full", False])
+    assert found["full", False] > 0
+    assert len(set(map(tuple, pages.values()))) == 1 and len(set(found.values())) == 1, (pages.keys(), found)
