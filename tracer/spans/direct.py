@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 DIRECT_FLAG = "_prunegate_direct"  # set on providers built by setup_tracing
 _SCALARS = (str, int, bool, float)
+_SCALAR_SET = frozenset(_SCALARS)
+_SEQUENCES = (list, tuple)
 UNSET = Status(StatusCode.UNSET)
 _DEFAULT_LIMITS = SpanLimits()
 
@@ -66,8 +68,12 @@ def put_sdk(out: dict[str, Any], attributes: Mapping[str, Any]) -> dict[str, Any
     from opentelemetry.attributes import BoundedAttributes
 
     for key, value in attributes.items():
-        if type(value) in _SCALARS:
+        kind = type(value)
+        if kind in _SCALARS:
             out[key] = value
+        elif kind in _SEQUENCES and len(kinds := set(map(type, value))) <= 1 and kinds <= _SCALAR_SET:
+            out[key] = tuple(value)  # one scalar type throughout (or empty): what the SDK would keep, without
+            #                          building a BoundedAttributes per key (a model call's lists)
         else:
             checked = BoundedAttributes(attributes={key: value})
             if key in checked:

@@ -145,6 +145,12 @@ class SpanObserver(Observer):
         gated = self.gated if gated is None else gated
         self.checks += 1
         reserved, self._reserved = self._reserved, None
+        name = DECISION_SPANS.get(d.kind)
+        if name is None and not self._every_check:  # within budget at decisions: no span, nothing to build
+            if s.metrics is not None:
+                s.metrics.decision(d, gated, s.source)
+            self._removed.clear()
+            return None
         check_attrs = {
             sn.CHECK: d.check,
             sn.DECISION: str(d.kind),
@@ -162,13 +168,11 @@ class SpanObserver(Observer):
         }
         if s.metrics is not None:
             s.metrics.decision(d, gated, s.source)
-        name = DECISION_SPANS.get(d.kind)
         parent = self.parent
         if name is None:  # within budget (most checks): no child, so one instant span (one record)
-            if self._every_check:
-                s.emit(sn.BUDGET_CHECK, check_attrs, seq=d.seq, parent=parent,
-                       start_time=reserved[0] if reserved else s.clock_back(d.duration_ns)[0],
-                       events=() if self._full else s.take_held())
+            s.emit(sn.BUDGET_CHECK, check_attrs, seq=d.seq, parent=parent,
+                   start_time=reserved[0] if reserved else s.clock_back(d.duration_ns)[0],
+                   events=() if self._full else s.take_held())
             self._removed.clear()
             return None
         if reserved is None:

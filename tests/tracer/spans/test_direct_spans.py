@@ -213,3 +213,17 @@ def test_a_chunk_is_cleaned_as_each_record_would_be(odd):
     assert [dumps(d) for d in got] == [dumps(clean_attributes(d)) for d in chunk]
     assert all("n" not in d for d in got)
     assert chunk[0]["n"] is None  # the records' own dicts are not changed
+
+
+@pytest.mark.parametrize("value", [
+    ["a", "b"], ("x",), [], [1, 2], [1.0, 2.5], [True, False], [1, True], ["a", 1], [None, "a"], ["a", None],
+    [[1]], {"a": 1}, [1, 2**70], b"x", None, "s", 3, 2.5, False])
+def test_put_sdk_keeps_what_the_sdk_keeps(value: object) -> None:
+    """put_sdk's shortcut for lists of one scalar type stores exactly what BoundedAttributes would."""
+    from opentelemetry.attributes import BoundedAttributes
+
+    from tracer.spans.direct import put_sdk
+
+    want = dict(BoundedAttributes(attributes={"k": value}))
+    got = put_sdk({}, {"k": value})
+    assert got == want and [type(v) for v in got.values()] == [type(v) for v in want.values()]
