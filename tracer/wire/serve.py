@@ -53,6 +53,7 @@ from tracer.traffic.otlp_json import _Bad, rows_from_protobuf, rows_from_request
 from tracer.wire.waiting import JOURNAL_DIR, Conversations
 
 log = logging.getLogger(__name__)
+COMMIT_CHUNK = 256  # conversations recorded and committed at a time (about one segment of spans)
 
 PATH = "/v1/traces"
 PROTOBUF = "application/x-protobuf"
@@ -195,33 +196,46 @@ class Receiver:
 
     def flush_conversations(self, *, force: bool = False) -> int:
         """Commit the conversations quiet for ``conversation_idle`` seconds (every one with ``force``,
-        at shutdown); returns how many sessions were committed. A store that refuses them keeps
-        them waiting for the next call (logged)."""
-        from tracer.traffic.importers import Refusal, conversation_of_chain, no_content_refusal
+        at shutdown), :data:`COMMIT_CHUNK` at a time (so a backlog never sits in memory as
+        conversations all at once); returns how many sessions were committed. A store that refuses
+        them keeps them waiting for the next call (logged)."""
+        from tracer.traffic.importers import no_content_refusal
 
         with self._flushing:
             waiting = self.conversations
             if waiting.empty:
                 empty, waiting.empty = waiting.empty, {}
                 log.warning("prunegate serve: GenAI spans not turned into a session: %s", no_content_refusal("otlp", empty))
-            chains = waiting.due(force=force)
-            if not chains:
-                return 0
-            convs = []
-            for chain in chains:
-                conv = conversation_of_chain(chain.last, chain.first_trace, chain.span_ids, "otlp")
-                if isinstance(conv, Refusal):
-                    log.warning("prunegate serve: GenAI spans not turned into a session: %s", conv)
-                else:
-                    convs.append(conv)
-            try:
-                n = self._commit(convs) if convs else 0
-            except _Refused as exc:
-                waiting.put_back(chains)
-                log.warning("prunegate serve: %s; trying again later", exc)
-                return 0
-            waiting.done(chains)
-            return n
+            total = 0
+            while True:
+                chains = waiting.due(force=force, limit=COMMIT_CHUNK)
+                if not chains:
+                    return total
+                n = self._commit_chains(chains)
+                if n is None:
+                    return total
+                total += n
+
+    def _commit_chains(self, chains: list[Any]) -> int | None:
+        """One chunk of due chains as sessions; None when the store refused them (they wait again)."""
+        from tracer.traffic.importers import Refusal, conversation_of_chain
+
+        waiting = self.conversations
+        convs = []
+        for chain in chains:
+            conv = conversation_of_chain(chain.last, chain.first_trace, chain.span_ids, "otlp")
+            if isinstance(conv, Refusal):
+                log.warning("prunegate serve: GenAI spans not turned into a session: %s", conv)
+            else:
+                convs.append(conv)
+        try:
+            n = self._commit(convs) if convs else 0
+        except _Refused as exc:
+            waiting.put_back(chains)
+            log.warning("prunegate serve: %s; trying again later", exc)
+            return None
+        waiting.done(chains)
+        return n
 
     def _sessions(self, rows: list[SpanRow]) -> None:
         """GenAI chat spans -> import sessions, committed whole (or a 503: the retry redoes it)."""

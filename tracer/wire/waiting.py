@@ -248,13 +248,13 @@ class Conversations:
             log.info("prunegate serve: adopted %d waiting spans from %s", len(rows), path.name)
         return n
 
-    def due(self, *, force: bool = False, now: float | None = None) -> list[Any]:
-        """Take the chains quiet for ``idle`` seconds (all with ``force``), oldest first. Give each
-        back with :meth:`done` (committed) or :meth:`put_back` (not)."""
+    def due(self, *, force: bool = False, now: float | None = None, limit: int | None = None) -> list[Any]:
+        """Take the chains quiet for ``idle`` seconds (all with ``force``), oldest first, at most
+        ``limit``. Give each back with :meth:`done` (committed) or :meth:`put_back` (not)."""
         now = time.monotonic() if now is None else now
-        out = []
+        out: list[Any] = []
         with self._lock:
-            while self._order:
+            while self._order and (limit is None or len(out) < limit):
                 cid, t = next(iter(self._order.items()))
                 if not force and now - t < self.idle:
                     break

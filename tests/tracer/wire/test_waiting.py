@@ -75,6 +75,15 @@ def test_due_takes_only_quiet_conversations_and_each_call_once():
     assert chain.span_ids == [_row(0, 0, False)["span_id"], _row(0, 1, False)["span_id"]]
 
 
+def test_due_takes_at_most_the_limit_oldest_first_and_the_rest_next_time():
+    conversations = Conversations(idle=1)
+    conversations.add([_row(c, 0, keyed=True) for c in range(5)], now=0.0)
+    first = conversations.due(now=5.0, limit=2)
+    assert [c.last.conversation_id for c in first] == ["c0", "c1"]
+    conversations.done(first)
+    assert [c.last.conversation_id for c in conversations.due(now=5.0)] == ["c2", "c3", "c4"]
+
+
 def test_memory_cap_is_reached_and_freed():
     rows = [_row(c, 0, keyed=True) for c in range(50)]
     conversations = Conversations(idle=1, max_bytes=sum(len(journal_line(r)) for r in rows[:40]))
