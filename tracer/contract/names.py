@@ -82,6 +82,8 @@ TEXT_REPLACED = "prunegate.text.replaced"
 REPLAY_LABEL = "prunegate.replay.label"
 REPLAY_SEED = "prunegate.replay.seed"
 REPLAY_STREAM_RESULTS = "prunegate.replay.stream_results"
+REPLAY_MODE = "prunegate.replay.mode"  # the gate's mode the replay ran in (grow | ...): what a re-run needs
+REPLAY_RERUN_OF = "prunegate.replay.rerun_of"  # a re-run at full detail of this replay (tracer.lab.rerun)
 REPLAY_FAILED = "prunegate.replay.failed"
 REPLAY_ERROR = "prunegate.replay.error"
 # replay sessions, at the end: one attribute per metric of tracer.lab.metrics (its ``attribute(name)``)

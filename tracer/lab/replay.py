@@ -73,6 +73,7 @@ class ReplaySpec:
     mode: str = "grow"
     label: str | None = None
     detail: str = "full"  # how much the replay records (docs/spans.md "Detail levels"); not part of the arm
+    rerun_of: str | None = None  # the replay this one re-runs at another detail (tracer.lab.rerun); not the arm
 
     def __post_init__(self) -> None:
         """Refuse impossible numbers before any session is replayed (not part way through)."""
@@ -242,8 +243,8 @@ class _Run:
                 policy=spec.policy, policy_params=spec.param_dict, gated=spec.gated, budget=budget,
                 hard_ceiling=spec.hard_ceiling, capture_content=capture, source_id=conv.session_id,
                 attributes={sn.REPLAY_LABEL: spec.name, sn.REPLAY_SEED: spec.seed,
-                            sn.REPLAY_STREAM_RESULTS: spec.stream_results,
-                            sn.GEN_AI_REQUEST_MODEL: conv.model},
+                            sn.REPLAY_STREAM_RESULTS: spec.stream_results, sn.REPLAY_MODE: spec.mode,
+                            sn.REPLAY_RERUN_OF: spec.rerun_of, sn.GEN_AI_REQUEST_MODEL: conv.model},
                 detail=spec.detail,
             ))
             spans = SpanObserver(self.session, hold_decisions=True)  # a prune's lost references come later
