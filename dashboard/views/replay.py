@@ -226,6 +226,22 @@ if GOTO in st.session_state:
         st.session_state[PLAY] = False  # reached the end
 
 st.caption(md(session_label(info)) + f" · source {md(info.get('source') or '?')} · steps {lo}–{hi}")
+if info.get("source") == "replay" and st.button(
+        "Every span: re-run at full detail", key="replay_rerun_full", icon=":material/zoom_in:",
+        help="A replay recorded at decisions or checks keeps fewer spans (docs/spans.md). This re-runs it at full "
+             "(deterministic, recorded as a re-run of this one) and opens the same step there."):
+    from tracer.lab.rerun import rerun_at_full
+
+    try:
+        full_id = rerun_at_full(path, session_id)
+    except LookupError as exc:
+        st.error(str(exc))
+    else:
+        if full_id == session_id:
+            st.caption("This replay was recorded at full detail: every span is here already.")
+        else:
+            st.query_params["session"] = full_id
+            st.rerun()
 annotated = sess["annotations"]  # read with the session, once per store state
 if not annotated.empty:
     st.text("Labels: " + ", ".join(dict.fromkeys(str(v) for v in annotated["label"])) + "  (Annotations below)")
