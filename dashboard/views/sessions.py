@@ -114,12 +114,13 @@ st.text(f"Showing {first:,}–{first + len(df) - 1:,} of {total:,} (page {page_n
 # (violations) sit before the wide columns (names of the recording, labels), so they are on screen
 # at 1,500 px: the grid draws only the columns in view. An ungated runtime never defers: its checks
 # that found nothing to prune are not deferrals, so its deferrals read "—".
-ungated = [g is False for g in df["gated"]]
+gate_of: list[bool | None] = [None if g is None or pd.isna(g) else bool(g) for g in df["gated"]]  # numpy bools fail `is True`
+ungated = [g is False for g in gate_of]
 table = pd.DataFrame({
     "kind": ["↻ replay" if k == "replay" else "● recorded" for k in df["kind"]],
     "session": df["session_id"],
     "policy": [f"{p} · {'gated' if g is True else 'ungated' if g is False else '?'}" if isinstance(p, str) else ""
-               for p, g in zip(df["policy"], df["gated"], strict=True)],
+               for p, g in zip(df["policy"], gate_of, strict=True)],
     "violations": df["violations"],
     "prunes": df["prunes"],
     "deferrals": [None if u else d for u, d in zip(ungated, df["deferrals"], strict=True)],
