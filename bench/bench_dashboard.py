@@ -28,6 +28,12 @@ page's rerun after the widget change. The goal is under 1 s each.
     .venv/bin/python bench/bench_dashboard.py [--turns 1000] [--stream 6] [--repeat 5] [--store DIR] [--browser]
                                               [--sessions 10000] [--skip-steps] [--baseline DIR]
 
+``--pages`` (alone): every page and the key interactions in chromium against a real server, at
+``--scales`` sessions (default 100 and 10,000; the stores are built once and kept under
+~/.cache/prunegate/bench), ``-n`` rounds each, p50 / p95 side by side (docs/dashboard.md, "Speed"):
+
+    flock /tmp/prunegate-bench.lock .venv/bin/python bench/bench_dashboard.py --pages --scales 100,10000 -n 5
+
 ``--baseline DIR`` (a checkout of another commit) also runs that commit's Replay page and this
 one's taking turns on the same compacted store, and prints the medians and their ratio: under a
 shared machine's load, the honest way to say whether a change made the page slower.
@@ -381,6 +387,173 @@ def sessions_bench(sessions: int) -> list[tuple[str, float]]:
     return rows
 
 
+# ----------------------------------------------------------------------------- every page in chromium
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "prunegate" / "bench"
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"][data-test-connection-state="CONNECTED"]'
+
+
+def scale_store(sessions: int, rebuild: bool = False) -> Path:
+    """A compacted store of ``sessions`` sessions (the demo-like template cloned, see
+    :func:`clone_sessions`), built once and kept under ``~/.cache/prunegate/bench``."""
+    import shutil
+
+    from tracer.store.schema import SCHEMA_VERSION
+
+    key = f"dashboard-{sessions}-schema{SCHEMA_VERSION}"
+    path = CACHE / key
+    if (path / "READY").exists() and not rebuild:
+        return path / "store"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    template = CACHE / f"template-schema{SCHEMA_VERSION}"
+    if not (template / "READY").exists() or rebuild:
+        shutil.rmtree(template, ignore_errors=True)
+        template.mkdir(parents=True)
+        template_store(template / "store")
+        (template / "READY").write_text("")
+    t0 = time.perf_counter()
+    spans = clone_sessions(template / "store", path / "store", sessions)
+    Store(path / "store").compact()
+    (path / "READY").write_text(f"{spans}\n")
+    print(f"built {path / 'store'}: {spans:,} spans in {time.perf_counter() - t0:.0f} s")
+    return path / "store"
+
+
+TIMEOUT_S = 60.0
+
+
+def _ready(pg: Any, done: Callable[[], bool], timeout: float = 120.0, idle: bool = True) -> float:
+    """Wait until ``done()`` holds and Streamlit is idle for three polls in a row (and every Plotly
+    chart on the page is drawn); the time the quiet streak began (what a user waits for).
+    ``idle=False``: a page whose timer reruns it (Live) counts once ``done()`` holds."""
+    deadline = time.perf_counter() + timeout
+    began: float | None = None
+    streak = 0
+    while time.perf_counter() < deadline:
+        now = time.perf_counter()
+        ok = done() and (not idle or pg.locator(IDLE).count() > 0) and pg.locator("h1").count() > 0 and (
+            pg.locator('[data-testid="stPlotlyChart"]').count()
+            <= pg.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count())
+        if ok:
+            began = now if began is None else began
+            streak += 1
+            if streak >= 3:
+                return began
+        else:
+            began, streak = None, 0
+        time.sleep(0.05)
+    raise TimeoutError(f"not ready after {timeout:.0f} s at {pg.url}")
+
+
+def _thumb(pg: Any) -> str:
+    loc = pg.locator('[data-testid="stSliderThumbValue"]')
+    return str(loc.first.inner_text()) if loc.count() else ""
+
+
+def browser_pages(store_dir: Path, sid: str, step: int, n: int) -> dict[str, list[float]]:
+    """Seconds per page and interaction, ``n`` times each, in chromium against a real server over
+    ``store_dir``: from the navigation or click to the page idle with its charts drawn."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.dashboard.browser.chromium import CHROMIUM, CHROMIUM_ARGS, dashboard_server
+
+    out: dict[str, list[float]] = {}
+    pages = [("start /", "/"), ("sessions /sessions", "/sessions"),
+             ("replay /replay (a step)", f"/replay?session={sid}&step={step}"),
+             ("violations /violations", "/violations"), ("compare /compare (results)", "/compare"),
+             ("frontier /compare?tab=Frontier", "/compare?tab=Frontier"),
+             ("annotations /annotations", "/annotations"), ("live /live", "/live")]
+    with tempfile.TemporaryDirectory(prefix="bench-dashboard-logs-") as logs, \
+            dashboard_server(store_dir, Path(logs)) as (base, _), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        pg = browser.new_context(viewport={"width": 1500, "height": 1500}).new_page()
+        pg.goto(base + "/")  # warm the server process (imports), not timed
+        _ready(pg, lambda: True)
+        for i in range(n):
+            for name, path in pages:
+                t0 = time.perf_counter()
+                pg.goto(base + path)
+                drawn = pg.get_by_text("refreshed", exact=False)  # Live: its first panel (a timer reruns it)
+                try:
+                    took = _ready(pg, (lambda d=drawn: d.count() > 0) if path == "/live" else (lambda: True),
+                                  timeout=TIMEOUT_S, idle=path != "/live") - t0
+                except TimeoutError:
+                    took = float("inf")  # reported as "> TIMEOUT_S"
+                out.setdefault("page: " + name, []).append(took)
+            # sessions table: a row's selection opens its replay
+            pg.goto(base + "/sessions")
+            _ready(pg, lambda: pg.locator('[data-testid="stDataFrame"] canvas').count() > 0)
+            box = pg.locator('[data-testid="stDataFrame"]').first.bounding_box()
+            t0 = time.perf_counter()
+            pg.mouse.click(box["x"] + 18, box["y"] + 35 + 17 + 35 * (i % 5))
+            out.setdefault("sessions row → replay", []).append(
+                _ready(pg, lambda: "/replay" in pg.evaluate("location.href") and _thumb(pg) != "") - t0)
+            pg.goto(f"{base}/replay?session={sid}&step={step}")
+            _ready(pg, lambda: _thumb(pg) != "")
+            for label, button in (("next step", "next step ▶"), ("previous step", "◀ previous step"),
+                                  ("next violation", "Next violation")):
+                before = _thumb(pg)
+                t0 = time.perf_counter()
+                pg.get_by_role("button", name=button).first.click()
+                out.setdefault("replay: " + label, []).append(_ready(pg, lambda b=before: _thumb(pg) != b) - t0)
+                if label == "next violation":  # back, so every round jumps the same way
+                    pg.goto(f"{base}/replay?session={sid}&step={step}")
+                    _ready(pg, lambda: _thumb(pg) != "")
+            pg.get_by_role("heading", name="Annotations").scroll_into_view_if_needed()
+            pg.get_by_label("Label", exact=True).fill(f"bench-{i}")
+            t0 = time.perf_counter()
+            pg.get_by_role("button", name="Save annotation").click()
+            saved = pg.get_by_text("Saved the annotation", exact=False)
+            out.setdefault("replay: save an annotation", []).append(_ready(pg, lambda s=saved: s.count() > 0) - t0)
+        browser.close()
+    return out
+
+
+def _s(x: float) -> str:
+    return f"> {TIMEOUT_S:.0f}" if x == float("inf") else f"{x:.2f}"
+
+
+def _pick_session(store_dir: Path) -> tuple[str, int]:
+    """The first clone of a replay with a violation (the same session in every scale's store) and
+    a step before its first violation."""
+    with Store(store_dir).reader() as r:
+        row = r.con.execute(
+            "SELECT session_id, min(seq) FROM spans WHERE name = 'prunegate.violation' AND session_id LIKE '%-c0' "
+            "GROUP BY session_id ORDER BY session_id LIMIT 1").fetchall()[0]
+    return str(row[0]), max(0, int(row[1]) - 3)
+
+
+def pages_bench(scales: list[int], n: int, rebuild: bool) -> int:
+    """Every page and interaction at each scale, side by side: p50 / p95 and n."""
+    figures: dict[int, dict[str, list[float]]] = {}
+    for sessions in scales:
+        store_dir = scale_store(sessions, rebuild)
+        with Store(store_dir).reader() as r:
+            count, spans = r.con.execute("SELECT count(DISTINCT session_id), count(*) FROM spans").fetchall()[0]
+        sid, step = _pick_session(store_dir)
+        print(f"{sessions}: {count:,} sessions, {spans:,} spans in {store_dir}; replay {sid} at step {step}")
+        figures[sessions] = browser_pages(store_dir, sid, step, n)
+        print(json.dumps({"sessions": sessions, "spans": spans, "seconds": figures[sessions]}), flush=True)
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    print(f"\nload average (1, 5, 15 min) at the end: {load}")
+
+    def q(xs: list[float], p: float) -> float:
+        xs = sorted(xs)
+        return xs[min(len(xs) - 1, max(0, round(p * (len(xs) - 1))))]
+
+    head = " | ".join(f"{s:,} sessions p50 / p95 (n)" for s in scales)
+    print(f"| page or interaction | {head} |")
+    print("|---|" + "---|" * len(scales))
+    for name in figures[scales[0]]:
+        cells = " | ".join(f"{_s(q(figures[s][name], .5))} / {_s(q(figures[s][name], .95))} ({len(figures[s][name])})"
+                           for s in scales)
+        print(f"| {name} | {cells} |")
+    worst = max(q(v, .95) for v in figures[scales[-1]].values())
+    print(f"\nslowest p95 at {scales[-1]:,} sessions: {_s(worst)} s (goal: under 1 s)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=1000)
@@ -394,7 +567,15 @@ def main(argv: list[str] | None = None) -> int:
                          "this one's, taking turns on the same store, with the ratio")
     ap.add_argument("--browser", action="store_true",
                     help="also time steps end to end in /usr/bin/chromium against a real server")
+    ap.add_argument("--pages", action="store_true",
+                    help="only: every page and interaction in chromium at --scales sessions, p50/p95")
+    ap.add_argument("--scales", default="100,10000", help="session counts for --pages (comma-separated)")
+    ap.add_argument("-n", type=int, default=10, help="rounds of every page and interaction for --pages")
+    ap.add_argument("--rebuild", action="store_true", help="--pages: rebuild the cached stores")
     args = ap.parse_args(argv)
+
+    if args.pages:
+        return pages_bench([int(x) for x in args.scales.split(",")], args.n, args.rebuild)
 
     if args.skip_steps:
         return _report_sessions(sessions_bench(args.sessions)) if args.sessions else 0
