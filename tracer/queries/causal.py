@@ -32,6 +32,8 @@ def violations(src: Source, *, session_id: str | None = None, limit: int = 2000)
                links
         FROM spans
         WHERE name = '{VIOLATION}' AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR))
+        ORDER BY start_time_ns DESC, session_id, seq
+        LIMIT $limit  -- the newest only, before the links are unnested and joined (the same rows as below)
     ),
     l AS (
         SELECT v.span_id AS violation_span_id, v.trace_id AS violation_trace_id,
