@@ -17,7 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from dashboard.components.safe import esc, md, short
-from dashboard.components.widgets import words
+from dashboard.components.widgets import MISSING, words
 from tests.dashboard_fixtures import (
     HOSTILE,
     HOSTILE_NAME,
@@ -73,6 +73,11 @@ def frame(at: AppTest, *columns: str):  # noqa: ANN201 - a pandas DataFrame
         if set(shown) <= set(d.value.columns):
             return d.value.rename(columns=shown)
     raise AssertionError(f"no table with columns {columns}; tables: {[list(d.value.columns) for d in at.dataframe]}")
+
+
+def number(cell: object) -> float:
+    """A table cell as a number: drawn as text ("1,234") in a column that also holds "—"."""
+    return float(str(cell).replace(",", ""))
 
 
 def texts(at: AppTest) -> str:
@@ -251,8 +256,12 @@ def test_compare_page_shows_arms_side_by_side(store: dict) -> None:
     at = page("compare")
     side = frame(at, "metric")
     assert {"salience · ungated", "salience · gated", "recency · gated"} <= set(side.columns)
-    violations = side.set_index("metric").loc["violations"]
-    assert violations["salience · gated"] == 0 and violations["salience · ungated"] > 0
+    by_metric = side.set_index("metric")
+    violations = by_metric.loc["violations"]
+    # an ungated column holds "—" (its deferrals are not applicable), so its cells are drawn as text
+    assert number(violations["salience · gated"]) == 0 and number(violations["salience · ungated"]) > 0
+    assert by_metric.loc["deferrals", "salience · ungated"] == MISSING
+    assert number(by_metric.loc["deferrals", "salience · gated"]) >= 0
     summary = frame(at, "arm", "ci_low", "n").set_index("arm")
     assert summary.loc["salience · ungated", "n"] >= 5 and "ci_low" in summary.columns
     assert len(at.get("plotly_chart")) >= 3

@@ -16,6 +16,7 @@ from typing import Any
 
 from tracer.contract import names as sn
 from tracer.store import Store
+from tracer.store.lookups import rerun_session, root_attributes
 
 __all__ = ["rerun_at_full", "rerun_of"]
 
@@ -23,9 +24,7 @@ __all__ = ["rerun_at_full", "rerun_of"]
 def rerun_of(store: Store, replay_id: str) -> str | None:
     """The id of a stored re-run at full of ``replay_id``, if there is one (the oldest)."""
     with store.reader() as r:
-        rows = r.query(f"SELECT session_id FROM spans WHERE name = ? AND attributes->>'{sn.REPLAY_RERUN_OF}' = ? "
-                       "ORDER BY start_time_ns, session_id LIMIT 1", [sn.SESSION, replay_id])
-    return str(rows[0]["session_id"]) if rows else None
+        return rerun_session(r, replay_id)
 
 
 def rerun_at_full(store: Store | str | os.PathLike[str], replay_id: str) -> str:
@@ -42,10 +41,10 @@ def rerun_at_full(store: Store | str | os.PathLike[str], replay_id: str) -> str:
 
     store = store if isinstance(store, Store) else Store(store)
     with store.reader() as r:
-        rows = r.query("SELECT attributes FROM spans WHERE name = ? AND session_id = ? LIMIT 1", [sn.SESSION, replay_id])
-    if not rows:
+        root = root_attributes(r, replay_id)
+    if root is None:
         raise LookupError(f"{replay_id}: no session of that id in the store {store.path}")
-    a: dict[str, Any] = json.loads(rows[0]["attributes"])
+    a: dict[str, Any] = json.loads(root)
     if a.get(sn.SESSION_SOURCE) != "replay":
         raise LookupError(f"{replay_id}: not a replay (source {a.get(sn.SESSION_SOURCE)!r}): only replays re-run")
     if a.get(sn.DETAIL, "full") == "full":

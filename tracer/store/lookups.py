@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from tracer.contract import names as sn
 
 __all__ = [
-    "export_rows", "message_rows", "named_sessions", "root_session_ids", "session_roots", "span_counts",
-    "span_keys", "stored_sessions",
+    "export_rows", "message_rows", "named_sessions", "rerun_session", "root_attributes", "root_session_ids",
+    "session_roots", "span_counts", "span_keys", "stored_sessions",
 ]
 
 
@@ -50,6 +50,19 @@ def session_roots(r: Reader) -> list[dict[str, Any]]:
     """Every session root's ``session_id``, ``attributes`` (JSON text) and ``start_time_ns``, oldest first."""
     return r.query("SELECT session_id, attributes, start_time_ns FROM spans WHERE name = ? "
                    "ORDER BY start_time_ns, session_id", [sn.SESSION])
+
+
+def root_attributes(r: Reader, session_id: str) -> str | None:
+    """The root span's attributes (JSON text) of ``session_id``; None when the store has no root for it."""
+    rows = r.query("SELECT attributes FROM spans WHERE name = ? AND session_id = ? LIMIT 1", [sn.SESSION, session_id])
+    return str(rows[0]["attributes"]) if rows else None
+
+
+def rerun_session(r: Reader, replay_id: str) -> str | None:
+    """The oldest stored re-run at full detail of the replay ``replay_id`` (its root names it), if any."""
+    rows = r.query(f"SELECT session_id FROM spans WHERE name = ? AND attributes->>'{sn.REPLAY_RERUN_OF}' = ? "
+                   "ORDER BY start_time_ns, session_id LIMIT 1", [sn.SESSION, replay_id])
+    return str(rows[0]["session_id"]) if rows else None
 
 
 def message_rows(r: Reader, session_ids: list[str]) -> list[dict[str, Any]]:

@@ -52,7 +52,12 @@ def test_paired_differences_against_the_first_policy_of_the_same_gating(tau):
     assert pairs == {("salience", "recency", True), ("recency", "recency", True),
                      ("salience", "recency", False), ("recency", "recency", False)}
     same = [d for d in c.differences if d["policy"] == d["baseline"] and d["metric"] != "retention"]
-    assert all(d["mean_diff"] == d["ci_low"] == d["ci_high"] == 0 for d in same)
+    # an ungated arm cannot defer: its deferrals are not applicable, so nothing is paired (n = 0)
+    na = [d for d in same if not d["gated"] and d["metric"] == "deferrals"]
+    assert len(na) == 1 and na[0]["n"] == 0 and na[0]["mean_diff"] is None
+    paired = [d for d in same if d not in na]
+    assert paired and all(d["n"] == len(tau) for d in paired)
+    assert all(d["mean_diff"] == d["ci_low"] == d["ci_high"] == 0 for d in paired)
     orphans = next(d for d in c.differences
                    if (d["policy"], d["gated"], d["metric"]) == ("salience", False, "invalid_requests"))
     assert orphans["n"] == len(tau) and orphans["ci_low"] <= orphans["mean_diff"] <= orphans["ci_high"]
