@@ -127,6 +127,8 @@ def main() -> int:
     ap.add_argument("--sender", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--stop-wait", type=float, default=120.0, help="seconds serve may take to stop")
     ap.add_argument("--keep", type=Path, help="put the store in this directory and keep it")
+    ap.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument for prunegate serve (repeat it: --serve-arg=--compact-every --serve-arg=0)")
     args = ap.parse_args()
     if args.sender:
         url, index, rate = args.sender
@@ -137,7 +139,7 @@ def main() -> int:
             tmp = str(args.keep)
         store = Path(tmp) / "store"
         proc = subprocess.Popen([str(Path(sys.executable).parent / "prunegate"), "serve", "--store", str(store),
-                                 "--port", "0", "--metrics", "0", "--conversation-idle", str(args.idle)],
+                                 "--port", "0", "--metrics", "0", "--conversation-idle", str(args.idle), *args.serve_arg],
                                 stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         lines = [proc.stdout.readline(), proc.stdout.readline()]

@@ -24,10 +24,12 @@ import fcntl
 import hashlib
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from tracer.store.segments import StoreLayout
 
@@ -61,12 +63,16 @@ class Claim:
         if self.fd is None:
             raise RuntimeError(f"claim {self.key!r} is not held")
         try:
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, COMMITTED + (f"{segment}\n".encode() if segment else b""), 0)
+            self._mark(segment)
             os.fsync(self.fd)
             self.state = ClaimState.COMMITTED
         finally:
             self.release()
+
+    def _mark(self, segment: str | None) -> None:
+        assert self.fd is not None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, COMMITTED + (f"{segment}\n".encode() if segment else b""), 0)
 
     def release(self) -> None:
         """Give the claim up without committing (the session may be taken again)."""
@@ -76,6 +82,64 @@ class Claim:
             finally:
                 os.close(self.fd)
                 self.fd = None
+
+
+def commit_many(claims: list[Claim], segment: str | None = None) -> dict[str, OSError]:
+    """Mark every claim in ``claims`` committed (their sessions are all in ``segment``) with one
+    flush of the file system (``syncfs``) instead of one ``fsync`` each, then release them all.
+
+    Why: ``serve`` commits hundreds of sessions a second, a segment at a time; an fsync per claim
+    was most of a session's commit time (0.2-3 ms each on a shared disk, against 10-30 ms for one
+    ``syncfs`` of 256 marks). Where ``syncfs`` is missing (not Linux) each mark is fsynced as
+    :meth:`Claim.commit` does. Returns the claims whose mark could not be written, by key (their
+    sessions' spans are in the store regardless; see :meth:`Claim.commit`)."""
+    failed: dict[str, OSError] = {}
+    marked: list[Claim] = []
+    sync = _syncfs()
+    try:
+        for claim in claims:
+            if claim.fd is None:
+                raise RuntimeError(f"claim {claim.key!r} is not held")
+            try:
+                claim._mark(segment)
+                if sync is None:
+                    os.fsync(claim.fd)
+            except OSError as exc:
+                failed[claim.key] = exc
+                continue
+            marked.append(claim)
+        if sync is not None and marked and sync(marked[0].fd) != 0:
+            for claim in marked:  # the file system did not say it flushed them: fsync each
+                try:
+                    os.fsync(claim.fd)  # type: ignore[arg-type]  # held: checked above
+                except OSError as exc:
+                    failed[claim.key] = exc
+        for claim in marked:
+            if claim.key not in failed:
+                claim.state = ClaimState.COMMITTED
+    finally:
+        for claim in claims:
+            claim.release()
+    return failed
+
+
+_SYNCFS: list[Any] = []
+
+
+def _syncfs() -> Any:
+    """libc's ``syncfs(fd)`` (Linux), or None."""
+    if not _SYNCFS:
+        fn = None
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                fn = ctypes.CDLL(None, use_errno=True).syncfs
+                fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+            except (OSError, AttributeError):
+                fn = None
+        _SYNCFS.append(fn)
+    return _SYNCFS[0]
 
 
 def claims_dir(layout: StoreLayout) -> Path:

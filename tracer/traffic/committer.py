@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from tracer.contract.settings import FAULT_STOP_ENV
 from tracer.spans.direct import DIRECT_FLAG
 from tracer.store import Store
-from tracer.store.claims import Claim, ClaimState, take
+from tracer.store.claims import Claim, ClaimState, commit_many, take
 from tracer.store.rows import records_to_table
 from tracer.store.spool import Spool
 
@@ -195,11 +195,9 @@ class SessionCommitter:
         fault_point("segment-written")
         for p in batch:
             self.report.stored[p.sid] = p.table.num_rows
-            if p.claim is not None:
-                try:
-                    p.claim.commit(segment.name)
-                except OSError as exc:  # the spans are in the store; span ids cover a re-import
-                    log.warning("prunegate import: could not mark session %s committed: %s", p.sid, exc)
+        failed = commit_many([p.claim for p in batch if p.claim is not None], segment.name)
+        for key, error in failed.items():  # the spans are in the store; span ids cover a re-import
+            log.warning("prunegate import: could not mark session %s committed: %s", key, error)
         fault_point("committed")
 
     def _spool(self, batch: Sequence[_Pending], table: pa.Table) -> None:
