@@ -22,6 +22,9 @@ from tracer import queries
 from tracer.contract import names as sn
 
 PICK = "violations_pick"
+PAGE = "violations_page"
+PAGE_ROWS = 50  # a page of the list; a million-span store holds tens of thousands of violations
+RETRY_ROWS = 200
 
 
 def _attrs(value: Any) -> dict[str, Any]:
@@ -52,7 +55,7 @@ def _pretty(raw: Any) -> str:
 st.title("Violations")
 
 scope = st.query_params.get("session")
-all_v = data.run(queries.violations, session_id=scope)
+counts = data.run(queries.violation_codes, session_id=scope)  # per code: the filter and the page count
 c1, c2 = st.columns([3, 1])
 if scope:
     c1.caption("Violations of session " + md(scope))
@@ -61,12 +64,22 @@ if scope:
         st.query_params.pop("violation", None)
         st.rerun()
 
-if all_v.empty:
+if counts.empty:
     st.success("No violations recorded" + (" in this session." if scope else "."))
 else:
-    codes = sorted({str(c) for c in all_v["code"].dropna()})
-    chosen = st.multiselect("Code", codes, key="violations_codes")
-    shown = all_v[all_v["code"].isin(chosen)] if chosen else all_v
+    per_code = {str(c): int(n) for c, n in zip(counts["code"], counts["n"], strict=True) if c is not None}
+    chosen = st.multiselect("Code", sorted(per_code), key="violations_codes",
+                            format_func=lambda c: f"{c} ({per_code[c]:,})")
+    total = sum(per_code[c] for c in chosen) if chosen else int(counts["n"].sum())
+    pages = max(1, -(-total // PAGE_ROWS))
+    if int(st.session_state.get(PAGE, 1)) > pages:  # fewer pages after a filter: back to the first
+        st.session_state[PAGE] = 1
+    page = int(st.number_input(f"Page (of {pages:,}; {PAGE_ROWS} violations each, newest first)", min_value=1,
+                               max_value=pages, step=1, key=PAGE)) if pages > 1 else 1
+    shown = data.run(queries.violations, session_id=scope, codes=tuple(chosen), limit=PAGE_ROWS,
+                     offset=(page - 1) * PAGE_ROWS)
+    first = (page - 1) * PAGE_ROWS
+    st.caption(f"Violations {first + 1:,}–{first + len(shown):,} of {total:,}")
     table = pd.DataFrame({
         "session": shown["session_id"],
         "name": shown["label"],
@@ -80,21 +93,25 @@ else:
         "ids": shown["ids"],
     })
     event = show_table(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                         key="violations_table", height=min(400, 38 + 35 * len(table)))
+                         key=f"violations_table_{page}", height=min(400, 38 + 35 * len(table)))
 
     ids = [str(s) for s in shown["span_id"]]
     labels = {str(r["span_id"]): f"{short(r['session_id'], 30)} · step {r['seq']} · {r['code']}"
               for r in shown.to_dict("records")}
     wanted = st.query_params.get("violation")
+    if wanted and wanted not in ids:  # a link to a violation on another page (or filtered out): still shown
+        ids.insert(0, wanted)
+        labels[wanted] = "the violation in the link"
     rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
     if rows:
-        st.session_state[PICK] = ids[rows[0]]
+        st.session_state[PICK] = ids[ids.index(str(shown["span_id"].iloc[rows[0]]))]
     elif wanted in ids and st.session_state.get(PICK) not in ids:
         st.session_state[PICK] = wanted
     elif st.session_state.get(PICK) not in ids:
         linked = [str(x) for x in shown.loc[shown["cause_span_id"].notna(), "span_id"]]
         st.session_state[PICK] = linked[0] if linked else ids[0]  # prefer one whose cause is known
-    picked = st.selectbox("Violation", ids, key=PICK, format_func=lambda s: labels.get(s, s))
+    picked = st.selectbox("Violation", ids, key=PICK, format_func=lambda s: labels.get(s, s),
+                          help="The violations of this page (and the one a link names)")
     st.query_params["violation"] = picked
 
     detail = data.violation_detail(data.key(), picked)
@@ -172,10 +189,12 @@ else:
                         width="stretch", key="violations_after")
 
 st.subheader("Repeated side-effecting calls")
-retries = data.run(queries.retries, session_id=scope)
+retries = data.run(queries.retries, session_id=scope, limit=RETRY_ROWS)
 if retries.empty:
     st.caption("No tool call was executed twice.")
 else:
+    if int(retries["total"].iloc[0]) > len(retries):
+        st.caption(f"The newest {len(retries):,} of {int(retries['total'].iloc[0]):,} repeated calls.")
     show_table(pd.DataFrame({
         "session": retries["session_id"], "step": retries["seq"], "tool": retries["tool"],
         "call id": retries["call_id"], "side effect": retries["side_effect"],

@@ -239,16 +239,38 @@ def test_violations_page_shows_the_causal_eviction(store: dict) -> None:
     assert "c3" in set(retries["call id"])
 
 
-def test_violations_page_lists_every_violation_and_scopes_to_a_session(store: dict) -> None:
+def test_violations_page_lists_every_violation_page_by_page_and_scopes_to_a_session(store: dict) -> None:
     at = page("violations")
     with Store(store["path"]).reader() as r:
-        assert len(frame(at, "session", "code", "caused by")) == len(queries.violations(r))
+        every = queries.violations(r)
+    assert len(every) > 2 * 50  # the store's violations take three pages of 50
+    listed: list[str] = []
+    for number in (1, 2, 3):
+        if number > 1:
+            at.number_input(key="violations_page").set_value(number).run()
+            assert not at.exception, at.exception
+        rows = frame(at, "session", "code", "caused by")
+        assert len(rows) == min(50, len(every) - len(listed))
+        assert any(f"of {len(every):,}" in c.value for c in at.caption)
+        listed += [f"{s} {c}" for s, c in zip(rows["session"], rows["code"], strict=True)]
+    # the pages together are the store's list, newest first, each violation once
+    assert listed == [f"{s} {c}" for s, c in zip(every["session_id"], every["code"], strict=True)]
+    at.number_input(key="violations_page").set_value(1).run()
     # the default pick is a violation whose cause is known
     assert "Causal eviction" in texts(at) and not any("no link" in w.value for w in at.warning)
     scoped = page("violations", session="s-gated")
     assert any("No violations recorded in this session." in s.value for s in scoped.success)
     at.multiselect(key="violations_codes").set_value(["duplicated_side_effect"]).run()
     assert set(frame(at, "session", "code", "caused by")["code"]) == {"duplicated_side_effect"}
+
+
+def test_violations_page_opens_a_linked_violation_that_is_not_on_the_first_page(store: dict) -> None:
+    with Store(store["path"]).reader() as r:
+        every = queries.violations(r)
+    last = every.iloc[-1]  # on the last page of 50
+    at = page("violations", violation=str(last["span_id"]))
+    assert at.selectbox(key="violations_pick").value == str(last["span_id"])
+    assert f"{last['code']} at step {last['seq']} of session {last['session_id']}" in texts(at)
 
 
 # ----------------------------------------------------------------------------- Compare

@@ -188,6 +188,24 @@ def test_violation_links_to_the_prune_that_caused_it(scripted: tuple[Store, dict
     assert HOSTILE in partners.loc[0, "content"]
 
 
+def test_violations_come_a_page_at_a_time_and_by_code(scripted: tuple[Store, dict]) -> None:
+    store, info = scripted
+    with store.reader() as r:
+        every = q.violations(r)
+        pages = [q.violations(r, limit=1, offset=k) for k in range(len(every) + 1)]
+        codes = q.violation_codes(r)
+        only = q.violations(r, codes=["duplicated_side_effect"])
+        none = q.violations(r, codes=["no_such_code"])
+        scoped = q.violation_codes(r, session_id="s-gated")
+    assert len(every) == 2 and [len(p) for p in pages] == [1, 1, 0]
+    # the pages, in order, are the whole list's rows (newest first), causes and all
+    pd.testing.assert_frame_equal(pd.concat(pages[:2], ignore_index=True), every)
+    assert dict(zip(codes["code"], codes["n"], strict=True)) == {"orphan_tool_result": 1, "duplicated_side_effect": 1}
+    assert list(only["code"]) == ["duplicated_side_effect"]
+    assert only.iloc[0].cause_span_id == info["orphan"]["prune_span_id"]
+    assert none.empty and scoped.empty
+
+
 def test_violation_without_link_and_unknown_ids(scripted: tuple[Store, dict], tmp_path: Path) -> None:
     store, _ = scripted
     with store.reader() as r:
@@ -213,6 +231,9 @@ def test_retries_point_at_the_first_execution(scripted: tuple[Store, dict]) -> N
         assert list(rt["call_id"]) == ["c3"] and rt.loc[0, "first_seq"] == 3 and rt.loc[0, "executions"] == 2
         assert bool(rt.loc[0, "side_effect"]) and rt.loc[0, "tool"] == "book_flight"
         assert q.retries(r, session_id="s-gated").empty
+        newest = q.retries(r, limit=1)
+        assert list(newest["call_id"]) == ["c3"] and int(newest.loc[0, "total"]) == len(rt) == 1
+        assert q.retries(r, limit=0).empty
 
 
 # ----------------------------------------------------------------------------- compare and live
