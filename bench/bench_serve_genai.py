@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import subprocess
@@ -118,6 +119,19 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _children_peak_rss_mb(pid: int) -> dict[str, float]:
+    """Peak RSS of serve's child processes (its session and compaction processes), by name."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                name = Path(f"/proc/{child}/comm").read_text().strip()
+                out[f"{name} ({child})"] = _peak_rss_mb(int(child))
+            except OSError:
+                continue
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--senders", type=int, default=4)
@@ -140,7 +154,9 @@ def main() -> int:
         store = Path(tmp) / "store"
         proc = subprocess.Popen([str(Path(sys.executable).parent / "prunegate"), "serve", "--store", str(store),
                                  "--port", "0", "--metrics", "0", "--conversation-idle", str(args.idle), *args.serve_arg],
-                                stdout=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, text=True,  # this checkout's code, not the venv's install
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                    [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])})
         assert proc.stdout is not None
         lines = [proc.stdout.readline(), proc.stdout.readline()]
         metrics_url = next(x for x in lines if "metrics on" in x).split(" on ", 1)[1].strip()
@@ -159,6 +175,7 @@ def main() -> int:
                 break
             time.sleep(0.25)
         rss = _peak_rss_mb(proc.pid)
+        children = _children_peak_rss_mb(proc.pid)
         acked = sum(r["acked"] for r in reports)
         sent_seconds = last_ack - first_ack
         finished = sum(r["finished"] + r["unfinished"] for r in reports)  # one cut short by the end counts too
@@ -168,6 +185,8 @@ def main() -> int:
               f"{sent_seconds:.1f} s); {finished} conversations", flush=True)
         print(f"conversations all sessions {lag:.1f} s after the last ack (nan: not within idle + 120 s; idle "
               f"{args.idle:.0f} s; goal <= idle + 10 s); serve peak RSS {rss:.0f} MB", flush=True)
+        print("serve's child processes, peak RSS: " + (", ".join(f"{k} {v:.0f} MB" for k, v in children.items())
+                                                       or "none"), flush=True)
         proc.send_signal(signal.SIGTERM)  # commits what still waits (it may take long when much does)
         try:
             out, _ = proc.communicate(timeout=args.stop_wait)

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         receiver = Receiver(store, max_body=args.max_body, max_inflight=args.max_inflight, token=args.token,
                             conversation_idle=args.conversation_idle,
-                            conversation_memory=args.conversation_memory << 20, detail=args.detail)
+                            conversation_memory=args.conversation_memory << 20, detail=args.detail,
+                            session_process=args.conversation_idle > 0)
         adopted = receiver.recover()
     except OSError as exc:
         raise CommandError(f"cannot keep the waiting-conversation journal under {store.layout.root}: "
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     server.serve_forever()
     server.server_close()
     receiver.flush_conversations(force=True)  # the conversations still going become sessions now
+    receiver.close()
     receiver.conversations.close()
     if len(receiver.conversations):
         print(f"prunegate serve: {len(receiver.conversations)} model-call spans could not be made into sessions "
@@ -120,8 +122,11 @@ def _sessions_in_background(receiver: Any, idle: float) -> None:
 
 
 def _compact_in_background(receiver: Any, store: Any, every: int) -> None:
-    """One daemon thread compacting after every ``every`` requests (writers never wait for it)."""
-    from tracer.store import StoreError
+    """One daemon thread compacting after every ``every`` requests, in a process of its own (DuckDB's
+    memory is not serve's; see tracer.wire.serve.WorkerProcess). Writers never wait for it."""
+    from tracer.wire.serve import WorkerProcess, compact_in_worker
+
+    worker = WorkerProcess("prunegate-serve-compact", compact_in_worker, store)
 
     def loop() -> None:
         done = 0
@@ -130,11 +135,14 @@ def _compact_in_background(receiver: Any, store: Any, every: int) -> None:
             if receiver.stats.requests - done >= every:
                 done = receiver.stats.requests
                 try:
-                    result = store.compact(timeout=10)
-                except StoreError as exc:  # damaged or unwritable: said, and tried again later
-                    print(f"prunegate serve: compaction failed: {exc}", file=sys.stderr, flush=True)
+                    result = worker.call(10.0)
+                except (OSError, EOFError) as exc:  # the process died: a new one at the next round
+                    print(f"prunegate serve: compaction failed: the compaction process stopped ({exc})",
+                          file=sys.stderr, flush=True)
                     continue
-                if result.busy:
+                if isinstance(result, str):  # damaged or unwritable: said, and tried again later
+                    print(f"prunegate serve: compaction failed: {result}", file=sys.stderr, flush=True)
+                elif result.busy:
                     print(f"prunegate serve: compaction skipped: {result.busy}", file=sys.stderr, flush=True)
 
     threading.Thread(target=loop, name="prunegate-serve-compact", daemon=True).start()

@@ -140,7 +140,7 @@ class Receiver:
     def __init__(self, store: Store, *, max_body: int = 16 << 20, max_inflight: int = 4,
                  token: str | None = None, wait_busy: float = 5.0, conversation_idle: float = 0.0,
                  conversation_memory: int = 256 << 20, detail: str = "full",
-                 request_deadline: float = 30.0) -> None:
+                 request_deadline: float = 30.0, session_process: bool = False) -> None:
         self.store = store
         self.request_deadline = request_deadline  # seconds for a request's headers and body together
         self.detail = detail  # of the GenAI conversations recorded as sessions (docs/spans.md)
@@ -152,6 +152,9 @@ class Receiver:
         self.conversations = Conversations(conversation_idle, max_bytes=conversation_memory,
                                            journal_root=store.layout.root / JOURNAL_DIR)
         self._flushing = threading.Lock()
+        # sessions recorded and committed in a process of their own (WorkerProcess; serve's default)
+        self.sessions_worker = (WorkerProcess("prunegate-serve-sessions", _commit_in_worker, store, detail, wait_busy)
+                        if session_process else None)
 
     def authorized(self, header: str | None) -> bool:
         if self.token is None:
@@ -217,25 +220,29 @@ class Receiver:
                 total += n
 
     def _commit_chains(self, chains: list[Any]) -> int | None:
-        """One chunk of due chains as sessions; None when the store refused them (they wait again)."""
-        from tracer.traffic.importers import Refusal, conversation_of_chain
-
+        """One chunk of due chains as sessions (in the session process when there is one); None when
+        the store refused them or the process stopped (they wait again)."""
         waiting = self.conversations
-        convs = []
-        for chain in chains:
-            conv = conversation_of_chain(chain.last, chain.first_trace, chain.span_ids, "otlp")
-            if isinstance(conv, Refusal):
-                log.warning("prunegate serve: GenAI spans not turned into a session: %s", conv)
-            else:
-                convs.append(conv)
+        items = [(chain.last, chain.first_trace, list(chain.span_ids)) for chain in chains]
         try:
-            n = self._commit(convs) if convs else 0
-        except _Refused as exc:
+            if self.sessions_worker is not None:
+                stored, warnings, refused = self.sessions_worker.call(items)
+            else:
+                stored, warnings, refused = commit_due(self.store, items, self.detail, self.wait_busy)
+        except (OSError, EOFError) as exc:  # the session process died: a new one takes the next round
             waiting.put_back(chains)
-            log.warning("prunegate serve: %s; trying again later", exc)
+            log.warning("prunegate serve: the session process stopped (%s: %s); trying again later",
+                        type(exc).__name__, exc)
+            return None
+        for warning in warnings:
+            log.warning("prunegate serve: %s", warning)
+        if refused is not None:
+            waiting.put_back(chains)
+            log.warning("prunegate serve: %s; trying again later", refused)
             return None
         waiting.done(chains)
-        return n
+        self.stats.count(sessions=stored)
+        return stored
 
     def _sessions(self, rows: list[SpanRow]) -> None:
         """GenAI chat spans -> import sessions, committed whole (or a 503: the retry redoes it)."""
@@ -248,25 +255,154 @@ class Receiver:
             else:
                 convs.append(conv)
         if convs:
-            self._commit(convs)
+            stored, warnings, refused = commit_conversations(self.store, convs, self.detail, self.wait_busy)
+            for warning in warnings:
+                log.warning("prunegate serve: %s", warning)
+            if refused is not None:
+                raise _Refused(503, refused, retry_after=5)
+            self.stats.count(sessions=stored)
 
-    def _commit(self, convs: list[Any]) -> int:
-        """Record and commit conversations as import sessions (claimed: each once); 503 when not all were."""
-        from tracer.traffic.committer import SessionCommitter
-        from tracer.traffic.recorded import record_conversation, session_id_for
+    def close(self) -> None:
+        """Stop the session process (after the last :meth:`flush_conversations`)."""
+        if self.sessions_worker is not None:
+            self.sessions_worker.close()
 
-        committer = SessionCommitter(self.store, wait_busy=self.wait_busy)
-        for conv in convs:
-            sid = session_id_for(conv)
-            committer.add(sid, _recorder(record_conversation, conv, sid, self.detail))
-        report = committer.finish()
-        for sid, reason in report.failed.items():
-            log.warning("prunegate serve: GenAI conversation %s could not be recorded: %s", sid, reason)
-        if report.spooled or report.lost or report.busy:
-            raise _Refused(503, f"GenAI sessions not committed ({report.store_error or 'held by another process'})",
-                          retry_after=5)
-        self.stats.count(sessions=len(report.stored))
-        return len(report.stored)
+
+Committed = tuple[int, list[str], str | None]  # sessions stored, warnings to log, why none were (or None)
+
+
+def commit_due(store: Store, items: list[tuple[Any, str, list[str]]], detail: str, wait_busy: float) -> Committed:
+    """Due conversations, each ``(latest call, first trace id, span ids)`` of a stitched chain, as
+    import sessions (what the session process runs; see :class:`WorkerProcess`)."""
+    from tracer.traffic.importers import Refusal, conversation_of_chain
+
+    convs, warnings = [], []
+    for last, first_trace, span_ids in items:
+        conv = conversation_of_chain(last, first_trace, span_ids, "otlp")
+        if isinstance(conv, Refusal):
+            warnings.append(f"GenAI spans not turned into a session: {conv}")
+        else:
+            convs.append(conv)
+    if not convs:
+        return 0, warnings, None
+    stored, more, refused = commit_conversations(store, convs, detail, wait_busy)
+    return stored, warnings + more, refused
+
+
+def commit_conversations(store: Store, convs: list[Any], detail: str, wait_busy: float) -> Committed:
+    """Record and commit conversations as import sessions (claimed: each once); ``refused`` says why
+    when not all were committed (the caller keeps them for a retry)."""
+    from tracer.traffic.committer import SessionCommitter
+    from tracer.traffic.recorded import record_conversation, session_id_for
+
+    committer = SessionCommitter(store, wait_busy=wait_busy)
+    for conv in convs:
+        sid = session_id_for(conv)
+        committer.add(sid, _recorder(record_conversation, conv, sid, detail))
+    report = committer.finish()
+    warnings = [f"GenAI conversation {sid} could not be recorded: {reason}" for sid, reason in report.failed.items()]
+    if report.spooled or report.lost or report.busy:
+        return 0, warnings, f"GenAI sessions not committed ({report.store_error or 'held by another process'})"
+    return len(report.stored), warnings, None
+
+
+class WorkerProcess:
+    """A process of its own running ``fn(*args, item)`` for each item sent (:meth:`call`).
+
+    Why: ``serve`` decodes and journals every request in one process, whose GIL allows it one core.
+    Recording and committing a conversation costs about a millisecond of CPU, and at fleet rates
+    (hundreds of conversations a second) that on top was more than the core: sessions fell behind
+    the conversations. Compacting the store in process held DuckDB's memory in serve's (most of its
+    peak RSS; docs/scale.md). So serve runs both in processes of their own: the receiver keeps
+    stitching and sends each chunk of due chains (their latest call, pickled) to the session
+    process, which records and commits them on another core and answers what it stored; the
+    receiver then forgets them, or keeps them waiting when it did not. A process that dies (killed,
+    crashed) loses nothing: its chunk waits again and a new process is started at the next call; a
+    session it committed before dying is claimed, so it is not committed twice. Started on first use
+    ("spawn": no fork of a threaded server)."""
+
+    def __init__(self, name: str, fn: Callable[..., Any], *args: Any) -> None:
+        self.name = name
+        self._fn, self._args = fn, args
+        self._proc: Any = None
+        self._conn: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        """The running process's id (None before the first call and after it died)."""
+        return self._proc.pid if self._proc is not None else None
+
+    def call(self, item: Any) -> Any:
+        """``fn(*args, item)`` in the process; raises OSError or EOFError when it died (a new one is
+        started at the next call)."""
+        with self._lock:
+            if self._proc is None or not self._proc.is_alive():
+                self._start()
+            try:
+                self._conn.send(item)
+                return self._conn.recv()
+            except (OSError, EOFError):
+                self._stop()
+                raise
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        self._stop()
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_worker_loop, args=(child, self._fn, self._args), name=self.name, daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+
+    def _stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._proc is not None:
+            self._proc.join(timeout=30)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join()
+            self._proc = None
+
+    def close(self) -> None:
+        """Let the process finish what it is doing and exit (it does when its pipe closes)."""
+        with self._lock:
+            self._stop()
+
+
+def _worker_loop(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """A worker process's loop: an item in, ``fn``'s answer out, until the receiver goes away."""
+    while True:
+        try:
+            item = conn.recv()
+        except (EOFError, OSError):
+            return  # the receiver closed the pipe, or died (kill -9): nothing is half done here
+        try:
+            conn.send(fn(*args, item))
+        except (OSError, EOFError):
+            return
+
+
+def _commit_in_worker(store: Store, detail: str, wait_busy: float, items: list[tuple[Any, str, list[str]]]) -> Committed:
+    """:func:`commit_due` in the session process; a failure is answered (the chunk waits again)."""
+    try:
+        return commit_due(store, items, detail, wait_busy)
+    except Exception as exc:  # noqa: BLE001 - said to the receiver, which keeps the chunk waiting
+        return 0, [], f"the session process failed: {type(exc).__name__}: {exc}"
+
+
+def compact_in_worker(store: Store, timeout: float) -> Any:
+    """``store.compact`` in the compaction process: the result, or the StoreError's message."""
+    from tracer.store import StoreError
+
+    try:
+        return store.compact(timeout=timeout)
+    except StoreError as exc:
+        return str(exc)
 
 
 def _recorder(record: Callable[..., Any], conv: Any, sid: str, detail: str = "full") -> Callable[[Any], None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -215,3 +216,50 @@ def test_past_the_memory_cap_serve_spills_to_the_journal_and_every_conversation_
         "JOIN sessions USING (session_id) WHERE sessions.source = 'import' AND s.name = 'prunegate.message' GROUP BY 1")
     # each conversation a session, its 600 kB question read back from the journal whole
     assert len(rows) == 3 and all(r["chars"] >= 600_000 for r in rows), rows
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def test_session_process_killed_mid_commit_loses_nothing_and_each_conversation_is_one_whole_session(
+        tmp_path, monkeypatch):
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from tracer.traffic.committer import FAULT_ENV
+    from tracer.wire.serve import Receiver
+
+    store = Store(tmp_path / "store")
+    store.ensure()
+    receiver = Receiver(store, conversation_idle=600, session_process=True)
+    convs, turns = 10, 3
+    for batch in _span_batches(convs, turns):
+        receiver.ingest(encode_spans(batch))
+    waiting = len(receiver.conversations)
+    assert waiting == convs * turns
+    # the session process stops itself once its segment is written (its claims not yet marked)
+    monkeypatch.setenv(FAULT_ENV, "segment-written:1")
+    result: dict[str, int] = {}
+    flushing = threading.Thread(target=lambda: result.update(n=receiver.flush_conversations(force=True)))
+    flushing.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pid = receiver.sessions_worker.pid
+        if pid is not None and _state(pid) == "T":
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the session process never reached its segment")
+    os.kill(pid, signal.SIGKILL)  # killed mid-commit: the receiver keeps the chunk waiting
+    flushing.join(60)
+    assert result == {"n": 0} and len(receiver.conversations) == waiting
+    monkeypatch.delenv(FAULT_ENV)
+    assert receiver.flush_conversations(force=True) == convs  # a new session process commits them all
+    assert len(receiver.conversations) == 0 and receiver.stats.sessions == convs
+    assert receiver.sessions_worker.pid not in (None, pid)
+    receiver.close()
+    sessions = _imports(store.path)  # each span id once, whatever the killed process wrote
+    assert len(sessions) == convs and set(sessions.values()) == {1 + 2 * turns}, sessions
