@@ -26,7 +26,7 @@ from tracer.queries import access, explain
 from tracer.queries import catalog as session_catalog
 from tracer.queries.access import StoreLocation
 
-TTL = 30.0  # seconds; keys also carry the store's fingerprint, so new data shows at once
+TTL = 300.0  # seconds; keys also carry the store's fingerprint, so new data shows at once (TTLs bound memory)
 FAST_TTL = 1.0
 
 
@@ -46,6 +46,13 @@ def fingerprint(path: str) -> str:
     return access.version(path)
 
 
+def activity(path: str) -> str:
+    """Like :func:`fingerprint`, but unchanged by an annotation or a saved comparison: the key of
+    caches of what sessions did (spans, violations, metrics), so saving an annotation re-reads only
+    the annotations (:func:`tracer.queries.access.activity_version`)."""
+    return access.activity_version(path)
+
+
 # ----------------------------------------------------------------------------- any query
 Query = Callable[..., Any]
 
@@ -55,6 +62,13 @@ def run(fn: Query, *args: Any, **kwargs: Any) -> Any:
     Cached until the store changes (and at most ``TTL`` seconds)."""
     path = key()
     return _cached(path, fingerprint(path), _name(fn), args, tuple(sorted(kwargs.items())), fn)
+
+
+def run_activity(fn: Query, *args: Any, **kwargs: Any) -> Any:
+    """Like :func:`run`, for a query that never reads annotations or saved comparisons: cached until
+    the sessions' spans change (:func:`activity`), not re-run after an annotation is saved."""
+    path = key()
+    return _cached(path, "activity:" + activity(path), _name(fn), args, tuple(sorted(kwargs.items())), fn)
 
 
 def run_fresh(fn: Query, *args: Any, **kwargs: Any) -> Any:
@@ -98,7 +112,7 @@ def _catalog(path: str, fp: str) -> dict[str, Any]:
 
 def session_list() -> Any:
     """The cheap list of session roots for pickers (newest first, at most 2,000)."""
-    return run(queries.sessions, summary=False, order="started", limit=2000)
+    return run_activity(queries.sessions, summary=False, order="started", limit=2000)
 
 
 # ----------------------------------------------------------------------------- the sessions list
@@ -117,14 +131,14 @@ def _search_hits(path: str, fp: str, q: str) -> Any:
 def session_policies() -> list[str]:
     """The policies of the store's sessions (the filter's choices), from the cached index."""
     path = key()
-    column = _session_index(path, fingerprint(path)).column("policy").to_pylist()
+    column = _session_index(path, activity(path)).column("policy").to_pylist()
     return sorted({str(p) for p in column if p})
 
 
 def changes_since(time_ns: int) -> dict[str, int]:
     """Sessions the store gained after ``time_ns`` (:func:`tracer.queries.catalog.changes_since`)."""
     path = key()
-    return session_catalog.changes_since(_session_index(path, fingerprint(path)), time_ns)
+    return session_catalog.changes_since(_session_index(path, activity(path)), time_ns)
 
 
 def session_page(*, search: str | None = None, labels: tuple[str, ...] = (), **filters: Any) -> dict[str, Any]:
@@ -140,7 +154,7 @@ def session_page(*, search: str | None = None, labels: tuple[str, ...] = (), **f
 @st.cache_data(ttl=TTL, show_spinner=False, max_entries=256)
 def _session_page(path: str, fp: str, q: str | None, labels: tuple[str, ...], filters: tuple) -> dict[str, Any]:
     labelled = run(queries.labelled_sessions, labels) if labels else None
-    out = session_catalog.page_of(_session_index(path, fp), _search_hits(path, fp, q) if q else None, q=q,
+    out = session_catalog.page_of(_session_index(path, activity(path)), _search_hits(path, fp, q) if q else None, q=q,
                                   labelled=labelled, **dict(filters))
     with access.snapshot(path) as r:
         out["rows"] = session_catalog.page_detail(r, out["rows"])
@@ -150,14 +164,13 @@ def _session_page(path: str, fp: str, q: str | None, labels: tuple[str, ...], fi
 # ----------------------------------------------------------------------------- one session, step by step
 @st.cache_resource(ttl=600, max_entries=8, show_spinner=False)
 def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
-    # Shared, not copied, across reruns (cache_resource): callers treat it as read-only.
+    # Shared, not copied, across reruns (cache_resource): callers treat it as read-only. ``fp`` is the
+    # store's activity: an annotation saved does not re-read the session (its annotations: below).
     with access.snapshot(path, sessions=[session_id]) as r:  # on a bucket: only this session's row groups
         root = queries.session_root(r, session_id)
         tables = queries.session_tables(r, session_id)
-        annotations = queries.annotation_list(r, session_id=session_id)  # same snapshot: no second reader
     return {
         "info": root,
-        "annotations": annotations,
         "tables": tables,
         "bounds": queries.bounds_from_tables(tables),
         "series": queries.series_from_tables(tables),
@@ -169,14 +182,15 @@ def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
 def replay_session(path: str, session_id: str) -> dict[str, Any]:
     """What does not change from step to step: ``info`` (the root's attributes; None while the
     session is still recording), ``bounds``, the token ``series``, ``markers``, ``budget`` and
-    the session's ``annotations``."""
-    return _bundle(path, fingerprint(path), session_id)
+    the session's ``annotations`` (cached apart: saving one re-reads only them)."""
+    return {**_bundle(path, activity(path), session_id),
+            "annotations": run(queries.annotation_list, session_id=session_id)}
 
 
 def replay_step(path: str, session_id: str, seq: int) -> dict[str, Any]:
     """Everything the replay page draws for one step: ``units``, ``messages``, ``events`` and
     ``check``, computed by DuckDB over the session's extracted tables."""
-    return _replay_step(path, fingerprint(path), session_id, int(seq))
+    return _replay_step(path, activity(path), session_id, int(seq))
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=256)
@@ -186,19 +200,19 @@ def _replay_step(path: str, fp: str, session_id: str, seq: int) -> dict[str, Any
 
 def next_step(path: str, session_id: str, seq: int, target: str) -> int | None:
     """The next step after ``seq`` holding a ``target`` (violation, prune, deferral, ...)."""
-    return queries.next_from_tables(replay_session(path, session_id)["tables"], seq, target)
+    return queries.next_from_tables(_bundle(path, activity(path), session_id)["tables"], seq, target)
 
 
 # ----------------------------------------------------------------------------- violations
 def violation_detail(path: str, violation_span_id: str) -> dict[str, Any] | None:
     """A violation, its causal prune, the partners and the context just before and after it."""
-    return _violation_detail(path, fingerprint(path), violation_span_id)
+    return _violation_detail(path, activity(path), violation_span_id, None)
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=128)
-def _violation_detail(path: str, fp: str, violation_span_id: str) -> dict[str, Any] | None:
+def _violation_detail(path: str, fp: str, violation_span_id: str, session_id: str | None) -> dict[str, Any] | None:
     with access.snapshot(path) as r:
-        detail = queries.causal_eviction(r, violation_span_id)
+        detail = queries.causal_eviction(r, violation_span_id, session_id=session_id)
     if detail is None:
         return None
     seq = detail.get("prune_seq")
@@ -220,7 +234,7 @@ def why(path: str, session_id: str, seq: int) -> dict[str, Any] | None:
     ``causes`` (one :func:`violation_detail` per distinct causing prune, in step order) and
     ``gated`` (the same step of the gated replay of the same source and policy, or None).
     None when nothing was violated at this step."""
-    return _why(path, fingerprint(path), session_id, int(seq))
+    return _why(path, activity(path), session_id, int(seq))
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=128)
@@ -233,7 +247,7 @@ def _why(path: str, fp: str, session_id: str, seq: int) -> dict[str, Any] | None
     named_msgs: list[list[str]] = []
     causes: dict[str, dict[str, Any]] = {}
     for span_id in found["span_id"]:
-        detail = _violation_detail(path, fp, str(span_id))
+        detail = _violation_detail(path, fp, str(span_id), session_id)
         if detail is None:
             named_ids.append([])
             named_msgs.append([])

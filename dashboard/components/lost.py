@@ -24,7 +24,7 @@ def panel(session_id: str, step: int, jump: Callable[[int], None]) -> None:
     """Lost references at ``step`` with a button per prune that caused them; ``jump(step)`` moves
     the page (a button callback). Shows nothing for sessions that lost none (or are not replays)."""
     path = data.key()
-    lost = _lost(path, data.fingerprint(path), session_id)
+    lost = _lost(path, data.activity(path), session_id)  # chat spans: an annotation changes nothing
     if lost.empty:
         return
     here = access.lost_at(lost, step)

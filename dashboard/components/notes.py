@@ -62,7 +62,8 @@ def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str) ->
         except AnnotationError as exc:
             st.error(md(str(exc)))
             return
-        st.cache_data.clear()
+        # No cache is cleared: the store's fingerprint moved, so the annotations are re-read; what sessions
+        # did is cached by their activity (data.activity), which an annotation does not change.
         st.session_state[f"{key}_saved"] = (session_id, time.monotonic(),
                                              f"Saved the annotation “{row['label']}” on the {row['target']}.")
         st.rerun()  # the lists above this form were drawn before the save

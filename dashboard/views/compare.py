@@ -88,7 +88,7 @@ if tab_frontier.open:
 
 def results_tab() -> None:
     """The stored replays side by side: metrics, intervals, paired differences with a verdict."""
-    metrics_all: pd.DataFrame = data.run(queries.session_metrics)
+    metrics_all: pd.DataFrame = data.run_activity(queries.session_metrics)
     replays = metrics_all[metrics_all["source"] == "replay"]
     if replays.empty:
         st.info("No replays in the store yet. Start a comparison in the next tab, or run "

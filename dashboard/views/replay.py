@@ -246,126 +246,132 @@ annotated = sess["annotations"]  # read with the session, once per store state
 if not annotated.empty:
     st.text("Labels: " + ", ".join(dict.fromkeys(str(v) for v in annotated["label"])) + "  (Annotations below)")
 
-# ---------------------------------------------------------------- controls
-c_prev, c_next, c_play, c_speed, c_v, c_p, c_d = st.columns([1.4, 1.3, 0.8, 1.3, 1.6, 1.5, 1.6])
-c_prev.button("◀ previous step", on_click=_move, args=(-1, lo, hi), width="stretch", key="replay_prev")
-c_next.button("next step ▶", on_click=_move, args=(1, lo, hi), width="stretch", key="replay_next")
-c_play.toggle("Play", key=PLAY)
-stride = c_speed.selectbox("Steps per tick", [1, 5, 25, 100], key="replay_stride", label_visibility="collapsed",
-                           format_func=lambda n: f"{n} step{'s' if n > 1 else ''} / tick")
-c_v.button("Next violation", icon=":material/skip_next:", on_click=_jump, args=(session_id, "violation", lo, hi), width="stretch",
-           key="replay_jump_violation")
-c_p.button("Next prune", icon=":material/skip_next:", on_click=_jump, args=(session_id, "prune", lo, hi), width="stretch",
-           key="replay_jump_prune")
-c_d.button("Next deferral", icon=":material/skip_next:", on_click=_jump, args=(session_id, "deferral", lo, hi), width="stretch",
-           key="replay_jump_deferral")
-if hi > lo:
-    step = st.slider("Step", lo, hi, key=STEP)
-else:
-    step = lo
-    st.session_state[STEP] = lo
-if st.session_state.get(NOTE):
-    st.caption(st.session_state.pop(NOTE))
-st.query_params["step"] = str(step)
-st.session_state[URL_STEP] = int(step)
-
-if st.session_state.get(PLAY):
-    st.fragment(run_every=TICK_S)(_ticker)(lo, hi, int(stride))
-
-# ---------------------------------------------------------------- the step
-now = data.replay_step(path, session_id, int(step))
-units: pd.DataFrame = now["units"]
-messages: pd.DataFrame = now["messages"]
-in_context = int(units["tokens"].sum()) if not units.empty else 0
-
-k1, k2, k3, k4, k5, k6 = st.columns(6)
-k1.metric("Tokens in context", f"{in_context:,}",
-          delta=f"{in_context - budget:+,} vs budget" if budget else None, delta_color="inverse")
-k2.metric("Budget", f"{budget:,}" if budget else "—")
-k3.metric("Hard ceiling", f"{ceiling:,}" if ceiling else "—")
-k4.metric("Units · messages", f"{len(units):,} · {len(messages):,}")
-k5.metric("Pending calls", f"{int(messages['pending_calls'].map(len).sum()) if len(messages) else 0:,}")
-k6.metric("Open streams", f"{int(messages['open'].sum()) if len(messages) else 0:,}")
-
-why = data.why(path, session_id, int(step))
-bad_units: list[str] = []
-if why is not None:
-    for ids, mids in zip(why["violations"]["named_ids"], why["violations"]["named_messages"], strict=True):
-        bad_units += [u for u in explain.violating_units(messages, ids=ids, message_ids=mids) if u not in bad_units]
-lost.panel(session_id, int(step), lambda s: _set_step(s, lo, hi))
-
-st.subheader("Context window at this step")
-if bad_units:
-    st.text("Violating unit(s) at this step, outlined in black: " + ", ".join(bad_units))
-st.plotly_chart(charts.context_bar(units, budget=budget, hard_ceiling=ceiling, violating=bad_units), width="stretch",
-                key="replay_context_chart")
-
-if why is not None:
-    _why_section(why, session_id, int(step), budget, ceiling)
-
-st.subheader("Tokens over the session")
-st.plotly_chart(charts.token_timeline(sess["series"], sess["markers"], step=int(step), budget=budget,
-                                      hard_ceiling=ceiling), width="stretch", key="replay_token_chart")
-
-left, right = st.columns([3, 2])
-with left:
-    st.subheader("Event log")
-    events: pd.DataFrame = now["events"]
-    if events.empty:
-        st.caption("No events near this step.")
+def _step_view(session_id: str) -> None:
+    """The step controls and everything drawn for the step: a fragment, so a click here (next step,
+    a jump, the slider) reruns this part only, not the session picker and the sidebar above it."""
+    # ---------------------------------------------------------------- controls
+    c_prev, c_next, c_play, c_speed, c_v, c_p, c_d = st.columns([1.4, 1.3, 0.8, 1.3, 1.6, 1.5, 1.6])
+    c_prev.button("◀ previous step", on_click=_move, args=(-1, lo, hi), width="stretch", key="replay_prev")
+    c_next.button("next step ▶", on_click=_move, args=(1, lo, hi), width="stretch", key="replay_next")
+    c_play.toggle("Play", key=PLAY)
+    stride = c_speed.selectbox("Steps per tick", [1, 5, 25, 100], key="replay_stride", label_visibility="collapsed",
+                               format_func=lambda n: f"{n} step{'s' if n > 1 else ''} / tick")
+    c_v.button("Next violation", icon=":material/skip_next:", on_click=_jump, args=(session_id, "violation", lo, hi), width="stretch",
+               key="replay_jump_violation")
+    c_p.button("Next prune", icon=":material/skip_next:", on_click=_jump, args=(session_id, "prune", lo, hi), width="stretch",
+               key="replay_jump_prune")
+    c_d.button("Next deferral", icon=":material/skip_next:", on_click=_jump, args=(session_id, "deferral", lo, hi), width="stretch",
+               key="replay_jump_deferral")
+    if hi > lo:
+        step = st.slider("Step", lo, hi, key=STEP)
     else:
-        # The log opens at the current step: the rows before it (up to 3) stay as context, and the
-        # earlier ones are counted above rather than scrolled past.
-        log = _event_table(events, int(step))
-        here_rows = [i for i, s in enumerate(log["step"]) if s >= int(step)]
-        start = max(0, (here_rows[0] if here_rows else len(log)) - 3)
-        if start:
-            st.caption(f"{start} earlier event(s) of steps {int(log['step'].iloc[0])}–{int(log['step'].iloc[start - 1])} "
-                       "are above this view (previous step ◀ shows them).")
-        show_table(log.iloc[start:], hide_index=True, width="stretch", height=360, key="replay_events")
-with right:
-    st.subheader("Decision at this step")
-    conversation.decisions(now["check"], key="replay_decision")
+        step = lo
+        st.session_state[STEP] = lo
+    if st.session_state.get(NOTE):
+        st.caption(st.session_state.pop(NOTE))
+    st.query_params["step"] = str(step)
+    st.session_state[URL_STEP] = int(step)
 
-view_chat, view_trace, view_table = st.tabs(["Conversation", "Trace", "Messages table"], key="view",
-                                            bind="query-params")
-if view_chat.open:
-    with view_chat:
-        if messages.empty:
-            st.caption("The context is empty at this step.")
-        else:
-            st.caption("The context the model received at this step, as a chat in the provider's own shape "
-                       f"({md(info.get('provider') or 'unknown provider')}).")
-            conversation.thread(messages, info.get("provider"), key="replay_thread")
-if view_trace.open:
-    with view_trace:
-        tree = data.run(queries.span_tree, session_id)
-        total = data.run(queries.trace_size, session_id)
-        errors = int((tree["status_code"] == "ERROR").sum()) if not tree.empty else 0
-        st.caption(f"{total:,} spans in this session's trace" + (f" (the first {len(tree):,} below)" if total > len(tree)
-                   else "") + f", {errors:,} with status ERROR. Each span follows its parent; ▶ and the black "
-                   "outline mark the spans of this step. Durations in milliseconds.")
-        st.plotly_chart(conversation.trace_figure(tree, int(step)), width="stretch", key="replay_trace_chart")
-        show_table(conversation.trace_table(tree, int(step)), hide_index=True, width="stretch", height=420,
-                   key="replay_trace_table")
-if view_table.open:
-    with view_table:
-        if messages.empty:
-            st.caption("The context is empty at this step.")
-        else:
-            table = messages[["position", "message_id", "role", "unit_id", "kind", "tokens", "open", "pending",
-                              "pinned", "pending_calls", "tool_names", "first_seq", "last_event"]]
-            show_table(table, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(table)),
-                       key="replay_messages")
-            st.caption("Ids: t3 is the recording's message 3 (its position in the recorded conversation); "
-                       "u3 is the structural unit it belongs to (a message, or a tool call with its results, "
-                       "pruned only whole under the gate); t7.r0 is the first tool result of recorded message t7, split out so each result arrives on its own.")
+    if st.session_state.get(PLAY):
+        st.fragment(run_every=TICK_S)(_ticker)(lo, hi, int(stride))
 
-st.subheader("Annotations")
-st.caption("A label and a note on this session, or on a decision or violation at this step; stored with the "
-           "spans (the same as `prunegate annotate`), listed on the Annotations page, filterable on Sessions.")
-if annotated.empty:
-    st.caption("No annotation on this session yet.")
-else:
-    notes.table(annotated, key="replay_annotations", with_session=False)
-notes.form(session_id, notes.step_targets(now["events"], int(step)), key="replay_annotate")
+    # ---------------------------------------------------------------- the step
+    now = data.replay_step(path, session_id, int(step))
+    units: pd.DataFrame = now["units"]
+    messages: pd.DataFrame = now["messages"]
+    in_context = int(units["tokens"].sum()) if not units.empty else 0
+
+    k1, k2, k3, k4, k5, k6 = st.columns(6)
+    k1.metric("Tokens in context", f"{in_context:,}",
+              delta=f"{in_context - budget:+,} vs budget" if budget else None, delta_color="inverse")
+    k2.metric("Budget", f"{budget:,}" if budget else "—")
+    k3.metric("Hard ceiling", f"{ceiling:,}" if ceiling else "—")
+    k4.metric("Units · messages", f"{len(units):,} · {len(messages):,}")
+    k5.metric("Pending calls", f"{int(messages['pending_calls'].map(len).sum()) if len(messages) else 0:,}")
+    k6.metric("Open streams", f"{int(messages['open'].sum()) if len(messages) else 0:,}")
+
+    why = data.why(path, session_id, int(step))
+    bad_units: list[str] = []
+    if why is not None:
+        for ids, mids in zip(why["violations"]["named_ids"], why["violations"]["named_messages"], strict=True):
+            bad_units += [u for u in explain.violating_units(messages, ids=ids, message_ids=mids) if u not in bad_units]
+    lost.panel(session_id, int(step), lambda s: _set_step(s, lo, hi))
+
+    st.subheader("Context window at this step")
+    if bad_units:
+        st.text("Violating unit(s) at this step, outlined in black: " + ", ".join(bad_units))
+    st.plotly_chart(charts.context_bar(units, budget=budget, hard_ceiling=ceiling, violating=bad_units), width="stretch",
+                    key="replay_context_chart")
+
+    if why is not None:
+        _why_section(why, session_id, int(step), budget, ceiling)
+
+    st.subheader("Tokens over the session")
+    st.plotly_chart(charts.token_timeline(sess["series"], sess["markers"], step=int(step), budget=budget,
+                                          hard_ceiling=ceiling), width="stretch", key="replay_token_chart")
+
+    left, right = st.columns([3, 2])
+    with left:
+        st.subheader("Event log")
+        events: pd.DataFrame = now["events"]
+        if events.empty:
+            st.caption("No events near this step.")
+        else:
+            # The log opens at the current step: the rows before it (up to 3) stay as context, and the
+            # earlier ones are counted above rather than scrolled past.
+            log = _event_table(events, int(step))
+            here_rows = [i for i, s in enumerate(log["step"]) if s >= int(step)]
+            start = max(0, (here_rows[0] if here_rows else len(log)) - 3)
+            if start:
+                st.caption(f"{start} earlier event(s) of steps {int(log['step'].iloc[0])}–{int(log['step'].iloc[start - 1])} "
+                           "are above this view (previous step ◀ shows them).")
+            show_table(log.iloc[start:], hide_index=True, width="stretch", height=360, key="replay_events")
+    with right:
+        st.subheader("Decision at this step")
+        conversation.decisions(now["check"], key="replay_decision")
+
+    view_chat, view_trace, view_table = st.tabs(["Conversation", "Trace", "Messages table"], key="view",
+                                                bind="query-params")
+    if view_chat.open:
+        with view_chat:
+            if messages.empty:
+                st.caption("The context is empty at this step.")
+            else:
+                st.caption("The context the model received at this step, as a chat in the provider's own shape "
+                           f"({md(info.get('provider') or 'unknown provider')}).")
+                conversation.thread(messages, info.get("provider"), key="replay_thread")
+    if view_trace.open:
+        with view_trace:
+            tree = data.run_activity(queries.span_tree, session_id)
+            total = data.run_activity(queries.trace_size, session_id)
+            errors = int((tree["status_code"] == "ERROR").sum()) if not tree.empty else 0
+            st.caption(f"{total:,} spans in this session's trace" + (f" (the first {len(tree):,} below)" if total > len(tree)
+                       else "") + f", {errors:,} with status ERROR. Each span follows its parent; ▶ and the black "
+                       "outline mark the spans of this step. Durations in milliseconds.")
+            st.plotly_chart(conversation.trace_figure(tree, int(step)), width="stretch", key="replay_trace_chart")
+            show_table(conversation.trace_table(tree, int(step)), hide_index=True, width="stretch", height=420,
+                       key="replay_trace_table")
+    if view_table.open:
+        with view_table:
+            if messages.empty:
+                st.caption("The context is empty at this step.")
+            else:
+                table = messages[["position", "message_id", "role", "unit_id", "kind", "tokens", "open", "pending",
+                                  "pinned", "pending_calls", "tool_names", "first_seq", "last_event"]]
+                show_table(table, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(table)),
+                           key="replay_messages")
+                st.caption("Ids: t3 is the recording's message 3 (its position in the recorded conversation); "
+                           "u3 is the structural unit it belongs to (a message, or a tool call with its results, "
+                           "pruned only whole under the gate); t7.r0 is the first tool result of recorded message t7, split out so each result arrives on its own.")
+
+    st.subheader("Annotations")
+    st.caption("A label and a note on this session, or on a decision or violation at this step; stored with the "
+               "spans (the same as `prunegate annotate`), listed on the Annotations page, filterable on Sessions.")
+    if annotated.empty:
+        st.caption("No annotation on this session yet.")
+    else:
+        notes.table(annotated, key="replay_annotations", with_session=False)
+    notes.form(session_id, notes.step_targets(now["events"], int(step)), key="replay_annotate")
+
+
+st.fragment(_step_view)(session_id)

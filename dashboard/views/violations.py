@@ -55,7 +55,7 @@ def _pretty(raw: Any) -> str:
 st.title("Violations")
 
 scope = st.query_params.get("session")
-counts = data.run(queries.violation_codes, session_id=scope)  # per code: the filter and the page count
+counts = data.run_activity(queries.violation_codes, session_id=scope)  # per code: the filter and the page count
 c1, c2 = st.columns([3, 1])
 if scope:
     c1.caption("Violations of session " + md(scope))
@@ -76,7 +76,7 @@ else:
         st.session_state[PAGE] = 1
     page = int(st.number_input(f"Page (of {pages:,}; {PAGE_ROWS} violations each, newest first)", min_value=1,
                                max_value=pages, step=1, key=PAGE)) if pages > 1 else 1
-    shown = data.run(queries.violations, session_id=scope, codes=tuple(chosen), limit=PAGE_ROWS,
+    shown = data.run_activity(queries.violations, session_id=scope, codes=tuple(chosen), limit=PAGE_ROWS,
                      offset=(page - 1) * PAGE_ROWS)
     first = (page - 1) * PAGE_ROWS
     st.caption(f"Violations {first + 1:,}–{first + len(shown):,} of {total:,}")
@@ -92,8 +92,9 @@ else:
         "message": shown["message"],
         "ids": shown["ids"],
     })
+    # one table (and selection) per page: a row picked on one page is never applied to another
     event = show_table(table, hide_index=True, width="stretch", on_select="rerun", selection_mode="single-row",
-                         key=f"violations_table_{page}", height=min(400, 38 + 35 * len(table)))
+                         key="violations_table" + (f"_p{page}" if page > 1 else ""), height=min(400, 38 + 35 * len(table)))
 
     ids = [str(s) for s in shown["span_id"]]
     labels = {str(r["span_id"]): f"{short(r['session_id'], 30)} · step {r['seq']} · {r['code']}"
@@ -189,7 +190,7 @@ else:
                         width="stretch", key="violations_after")
 
 st.subheader("Repeated side-effecting calls")
-retries = data.run(queries.retries, session_id=scope, limit=RETRY_ROWS)
+retries = data.run_activity(queries.retries, session_id=scope, limit=RETRY_ROWS)
 if retries.empty:
     st.caption("No tool call was executed twice.")
 else:

@@ -42,6 +42,12 @@ def version(path: PathLike | StoreLocation) -> str:
     return Store(path).fingerprint()
 
 
+def activity_version(path: PathLike | StoreLocation) -> str:
+    """Like :func:`version`, but unchanged by annotations and saved comparisons (spans added
+    afterwards): the key of caches of what sessions did, which those never change."""
+    return Store(path).fingerprint(activity=True)
+
+
 def annotate(path: PathLike | StoreLocation, session_id: str, *, label: str, note: str = "",
              span_id: str | None = None) -> dict[str, Any]:
     """Store an annotation (:func:`tracer.queries.writes.annotate`); AnnotationError says why not."""
@@ -94,5 +100,5 @@ def conversations(path: PathLike | StoreLocation, session_ids: Iterable[str]) ->
     return load_conversations(str(path), list(session_ids))
 
 
-__all__ = ["StoreLocation", "annotate", "conversations", "lost_at", "lost_references", "save_comparison",
+__all__ = ["StoreLocation", "activity_version", "annotate", "conversations", "lost_at", "lost_references", "save_comparison",
            "snapshot", "store_location", "sweep", "sweeps", "version"]

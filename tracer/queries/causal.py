@@ -97,12 +97,13 @@ def violation_codes(src: Source, *, session_id: str | None = None) -> pd.DataFra
     return _df(src, sql, {"sid": session_id})
 
 
-def causal_eviction(src: Source, violation_span_id: str) -> dict[str, Any] | None:
+def causal_eviction(src: Source, violation_span_id: str, *, session_id: str | None = None) -> dict[str, Any] | None:
     """Everything the Violations page shows about one violation: the violation, the prune span it
     links to (policy, proposal, scores, grown/shrunk/skipped units), the *partners* (evicted
     messages whose id, tool call ids or answered ids the violation names, with the score the
-    policy gave their unit), and the steps to draw the context before and after the prune."""
-    sid = _violation_session(src, violation_span_id)
+    policy gave their unit), and the steps to draw the context before and after the prune.
+    ``session_id``: the violation's session when the caller knows it (saves finding it)."""
+    sid = session_id or _violation_session(src, violation_span_id)
     if sid is None:
         return None
     sql = f"""
@@ -131,7 +132,7 @@ def causal_eviction(src: Source, violation_span_id: str) -> dict[str, Any] | Non
         return None
     row = _first_row(df)
     row["partners"] = (
-        partners(src, violation_span_id) if row.get("prune_span_id") else pd.DataFrame()
+        partners(src, violation_span_id, session_id=sid) if row.get("prune_span_id") else pd.DataFrame()
     )
     return row
 
@@ -144,12 +145,12 @@ def _violation_session(src: Source, violation_span_id: str) -> str | None:
     return None if row is None or row[0] is None else str(row[0])
 
 
-def partners(src: Source, violation_span_id: str) -> pd.DataFrame:
+def partners(src: Source, violation_span_id: str, *, session_id: str | None = None) -> pd.DataFrame:
     """The messages the causing prune evicted that the violation is about: a pruned message whose
     id is named by the violation, or whose tool calls / answers share an id with it, or whose unit
     holds such a message. With the message's role, unit, tokens, the policy's score for its unit and
     its last recorded content (when captured)."""
-    sid = _violation_session(src, violation_span_id)
+    sid = session_id or _violation_session(src, violation_span_id)
     sql = f"""
     WITH v AS (
         SELECT session_id, trace_id, links,

@@ -128,23 +128,26 @@ class Store:
 
         return list_segments(self.layout)
 
-    def fingerprint(self) -> str:
+    def fingerprint(self, *, activity: bool = False) -> str:
         """Changes whenever the store does (a segment written or compacted away, the database
         rewritten, a sweep or saved comparison added); caches keyed by it are never stale. Stats the
-        directory only, reads no data."""
+        directory only, reads no data. ``activity``: ignore what is added afterwards (segments that
+        hold only annotations or saved comparisons, and the comparison records), for caches of what
+        sessions did: saving an annotation then re-reads the annotations only, not every session
+        (a segment's span names are read once from its Parquet footer)."""
         import hashlib
 
         from tracer.store.records import COMPARISONS
-        from tracer.store.segments import list_segments
+        from tracer.store.segments import afterwards_only, list_segments
 
-        names = [p.name for p in list_segments(self.layout)]
+        names = [p.name for p in list_segments(self.layout) if not (activity and afterwards_only(p))]
         try:
             stat = self.layout.main.stat()
             main = f"{stat.st_mtime_ns}:{stat.st_size}"
         except OSError:
             main = "-"
         try:  # a record is renamed into its folder: the folder's time moves
-            records = str((self.layout.root / COMPARISONS).stat().st_mtime_ns)
+            records = "-" if activity else str((self.layout.root / COMPARISONS).stat().st_mtime_ns)
         except OSError:
             records = "-"
         return hashlib.sha1("\n".join([main, records, *names]).encode()).hexdigest()

@@ -170,8 +170,10 @@ class S3Store(Store):
         """Objects not yet compacted (as key paths)."""
         return [Path(k) for d in self.bucket.days() for k in self.bucket.keys(d) if f"/{SEGMENTS}" in f"/{k}"]
 
-    def fingerprint(self) -> str:
-        """Changes whenever an object is written, compacted or deleted (one LIST per area)."""
+    def fingerprint(self, *, activity: bool = False) -> str:
+        """Changes whenever an object is written, compacted or deleted (one LIST per area).
+        ``activity`` is accepted for :meth:`tracer.store.Store.fingerprint`'s callers; a bucket's
+        objects are not told apart, so every write changes it."""
         names: list[str] = []
         for area in (SEGMENTS, COMPACTED):
             for page in self.bucket._pages(self.path.prefix + area):

@@ -9,6 +9,7 @@ deletes later. Writers never open the DuckDB file, so they never wait for a lock
 from __future__ import annotations
 
 import errno
+import functools
 import itertools
 import json
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracer.contract.names import AFTERWARDS_SPANS
 from tracer.errors import StoreError, StorePermissionError
 from tracer.store.locks import fsync_path, pid_alive
 from tracer.store.schema import ARROW_SCHEMA, PROMOTED_NAMES, SCHEMA_VERSION
@@ -207,6 +209,34 @@ def list_segments(layout: StoreLayout) -> list[Path]:
     except FileNotFoundError:
         return []
     return [layout.segments / n for n in sorted(names)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _afterwards_only(path: Path, size: int, mtime_ns: int) -> bool:
+    meta = pq.read_metadata(str(path))
+    if meta.num_rows == 0:
+        return True
+    try:
+        column = meta.schema.names.index("name")
+    except ValueError:
+        return False
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max or stats.min != stats.max or stats.min not in AFTERWARDS_SPANS:
+            return False
+    return True
+
+
+def afterwards_only(path: Path) -> bool:
+    """Whether every span of a committed segment is one added afterwards (an annotation or a saved
+    comparison, :data:`tracer.contract.names.AFTERWARDS_SPANS`), from its Parquet footer's statistics
+    of the span names (no data read; remembered per file: a committed segment never changes). False
+    when it cannot tell (no statistics, or the file is gone)."""
+    try:
+        st = path.stat()
+        return _afterwards_only(path, st.st_size, st.st_mtime_ns)
+    except (OSError, ValueError):
+        return False
 
 
 def segment_rows(path: Path) -> int:

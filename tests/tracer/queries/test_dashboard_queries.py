@@ -179,7 +179,11 @@ def test_violation_links_to_the_prune_that_caused_it(scripted: tuple[Store, dict
         assert v.loc["duplicated_side_effect", "cause_span_id"] == prune_id
         assert q.violations(r, session_id="s-gated").empty
         detail = q.causal_eviction(r, orphan.span_id)
+        known = q.causal_eviction(r, orphan.span_id, session_id="s-orphan")  # the session given: the same
+        assert q.causal_eviction(r, orphan.span_id, session_id="s-gated") is None  # not a violation of that one
     assert detail is not None and detail["prune_span_id"] == prune_id and detail["prune_seq"] == 5
+    assert known is not None and known["prune_span_id"] == prune_id
+    pd.testing.assert_frame_equal(known["partners"], detail["partners"])
     assert json.loads(detail["prune"])["prunegate.pruned.units"] == ["u3"]
     assert json.loads(detail["check_attributes"])["prunegate.check"] == 1
     partners = detail["partners"]
