@@ -18,6 +18,7 @@ from policies import convert
 from policies.messages import Message
 from tracer.contract import names as sn
 from tracer.spans import redact as _redact
+from tracer.spans.direct import DirectSpan
 
 if TYPE_CHECKING:
     from policies.validate import Violation
@@ -98,7 +99,11 @@ class ChatCall:
         from tracer.spans.session import clean  # session imports this module
 
         try:
-            self.span.set_attributes(clean(attributes))
+            span = self.span
+            if type(span) is DirectSpan:  # cleaned with its record, a chunk at a time (same rule)
+                span.add_cleaned(attributes)
+            else:
+                span.set_attributes(clean(attributes))
         except Exception as exc:  # noqa: BLE001 - never reaches the agent
             self.session._tracer_failed(exc)
 

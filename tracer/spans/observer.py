@@ -22,6 +22,7 @@ from policies.messages import Message
 from policies.observer import DELTA, REINJECT, REMOVE, REWRITE, Observer
 from tracer.contract import names as sn
 from tracer.spans import redact as _redact
+from tracer.spans.direct import put_clean
 from tracer.spans.session import TracedSession
 
 DECISION_SPANS: dict[DecisionKind, str] = {
@@ -75,58 +76,71 @@ class SpanObserver(Observer):
             self._unit_of[mid] = uid
         call_ids = message.call_ids
         answers = message.answered_ids
+        # built as the SDK stores them (no None, sequences as tuples of str: what put_clean would
+        # make of them), so a held event needs no cleaning pass (docs/performance.md, round 8)
         attrs: dict[str, Any] = {
             sn.EVENT: event,
             sn.MESSAGE_ID: mid,
             sn.MESSAGE_ROLE: message.role,
-            sn.UNIT_ID: uid,
             sn.MESSAGE_TOKENS: message.tokens,
             sn.CONTEXT_TOKENS: ctx.tokens,
             sn.MESSAGE_CLOSED: message.closed,
-            sn.MESSAGE_CALL_IDS: call_ids,
-            sn.MESSAGE_ANSWERS: answers,
-            sn.MESSAGE_TOOL_NAMES: [b.name or "" for b in message.blocks if b.call_id is not None],
+            sn.MESSAGE_CALL_IDS: tuple(call_ids),
+            sn.MESSAGE_ANSWERS: tuple(answers),
+            sn.MESSAGE_TOOL_NAMES: tuple([b.name or "" for b in message.blocks if b.call_id is not None]),
         }
-        if "cause" in info:
-            attrs[sn.MESSAGE_CAUSE] = info["cause"]
-        if event == DELTA:
-            chars = int(info.get("delta_chars", 0))
-            attrs[sn.DELTA_CHARS] = chars
-            if s.capture:
-                text = s.content(_redact.safe_redact, _tail_text(message, chars))
-                if text is not None:
-                    attrs[sn.DELTA_TEXT] = text
-        elif s.capture and event not in _NO_CONTENT:
-            content = s.content(_redact.message_content_json, message)
-            if content is not None:
-                attrs[sn.MESSAGE_CONTENT] = content
-        if "summary_of" in info:
-            attrs[sn.MESSAGE_SUMMARY_OF] = list(info["summary_of"])
-        if "tokens_before" in info:
-            attrs[sn.MESSAGE_TOKENS_BEFORE] = info["tokens_before"]
-        if s.capture and event in ("append", "open") and "summary_of" not in info:
-            s.note_arrival(message.role, " ".join(b.text or "" for b in message.blocks if b.type == "text").strip())
+        if uid is not None:
+            attrs[sn.UNIT_ID] = uid
+        if info or s.capture:
+            self._rare_attributes(s, message, event, info, attrs)
         if event == REMOVE:
             self._removed[mid] = call_ids + answers
         if self._full:
             s.emit(sn.MESSAGE, attrs, seq=ctx.seq)
         else:
-            s.hold(sn.MESSAGE, attrs, ctx.seq)
+            s.hold_clean(sn.MESSAGE, attrs, ctx.seq)
+
+    @staticmethod
+    def _rare_attributes(s: TracedSession, message: Message, event: str, info: dict[str, Any],
+                         attrs: dict[str, Any]) -> None:
+        """What only some message events record (a cause, a delta, content, a summary), cleaned."""
+        extra: dict[str, Any] = {}
+        if "cause" in info:
+            extra[sn.MESSAGE_CAUSE] = info["cause"]
+        if event == DELTA:
+            chars = int(info.get("delta_chars", 0))
+            extra[sn.DELTA_CHARS] = chars
+            if s.capture:
+                text = s.content(_redact.safe_redact, _tail_text(message, chars))
+                if text is not None:
+                    extra[sn.DELTA_TEXT] = text
+        elif s.capture and event not in _NO_CONTENT:
+            content = s.content(_redact.message_content_json, message)
+            if content is not None:
+                extra[sn.MESSAGE_CONTENT] = content
+        if "summary_of" in info:
+            extra[sn.MESSAGE_SUMMARY_OF] = list(info["summary_of"])
+        if "tokens_before" in info:
+            extra[sn.MESSAGE_TOKENS_BEFORE] = info["tokens_before"]
+        if s.capture and event in ("append", "open") and "summary_of" not in info:
+            s.note_arrival(message.role, " ".join(b.text or "" for b in message.blocks if b.type == "text").strip())
+        if extra:
+            put_clean(attrs, extra)
 
     def on_unit_closed(self, ctx: Context, unit: Unit) -> None:
         for mid in unit.message_ids:
             self._unit_of[mid] = unit.id
-        attrs = {
+        attrs = {  # as the SDK stores them (see on_message)
             sn.UNIT_ID: unit.id,
             sn.UNIT_KIND: unit.kind,
             sn.UNIT_TOKENS: unit.tokens,
-            sn.UNIT_MESSAGE_IDS: list(unit.message_ids),
-            sn.UNIT_CALL_IDS: sorted(unit.call_ids),
+            sn.UNIT_MESSAGE_IDS: tuple(unit.message_ids),
+            sn.UNIT_CALL_IDS: tuple(sorted(unit.call_ids)),
         }
         if self._full:
             self.session.emit(sn.UNIT_CLOSE, attrs, seq=ctx.seq)
         else:
-            self.session.hold(sn.UNIT_CLOSE, attrs, ctx.seq)
+            self.session.hold_clean(sn.UNIT_CLOSE, attrs, ctx.seq)
 
     # ------------------------------------------------------------------ decisions
     def on_decision(self, ctx: Context, decision: Decision) -> None:

@@ -389,6 +389,14 @@ class TracedSession:
         attributes[_SEQ] = seq
         self._held.append(Event(name, put_clean({}, attributes), self.clock()))
 
+    def hold_clean(self, name: str, attributes: dict[str, Any], seq: int) -> None:
+        """:meth:`hold` for ``attributes`` already as the SDK stores them (no ``None``, sequences as
+        tuples of str: :func:`~tracer.spans.direct.put_clean`'s output), kept as they are."""
+        if seq > self.seq:
+            self.seq = seq
+        attributes[_SEQ] = seq
+        self._held.append(Event(name, attributes, self.clock()))
+
     def take_held(self) -> tuple[Event, ...]:
         """The held events for the span being written (at most :data:`MAX_EVENTS`); older ones past
         that cap go first onto ``prunegate.messages`` spans of their own."""

@@ -201,3 +201,41 @@ def test_the_session_list_counts_messages_and_finds_text_at_every_level(tmp_path
     assert all(m > 0 for _, m, _ in pages["full", False])
     assert found["full", False] > 0
     assert len(set(map(tuple, pages.values()))) == 1 and len(set(found.values())) == 1, (pages.keys(), found)
+
+
+def test_message_events_and_model_calls_store_the_same_attributes_at_every_level(tmp_path: Path) -> None:
+    """Below ``full`` a message event's and a unit closure's attributes are built as the SDK stores
+    them and written without a cleaning pass, and a replay's model call adds its attributes to be
+    cleaned with its record (docs/performance.md, round 8): read back from the store, they are the
+    attributes the same replay stores at ``full`` (where message events are spans of their own)."""
+    conv = next(c for c in read_file(TAU) if isinstance(c, Conversation) and c.tool_calls >= 2)
+    store = Store(tmp_path / "store")
+    provider = store_tracer_provider(store)
+    ids = {}
+    try:
+        for detail in LEVELS:
+            spec = ReplaySpec("recency", gated=True, detail=detail)  # budget: 60% of the session, so it prunes
+            ids[detail] = replay_session(conv, spec, tracer_provider=provider, capture_content=True).replay_id
+    finally:
+        close_provider(provider)
+    common = {sn.SESSION_ID, "openinference.span.kind"}  # on every span, on no span event
+    per_run = {sn.SESSION_ID, sn.GEN_AI_CONVERSATION_ID, sn.REFERENCES_LOST_PRUNE_SPANS}  # ids of this replay's own
+    held: dict[str, list[tuple[str, dict]]] = {}
+    chats: dict[str, list[dict]] = {}
+    for detail, sid in ids.items():
+        rows = store.spans(sid)
+        if detail == "full":
+            held[detail] = [(x["name"], {k: v for k, v in x["attributes"].items() if k not in common})
+                            for x in rows if x["name"] in (sn.MESSAGE, sn.UNIT_CLOSE)]
+        else:
+            held[detail] = [(e["name"], e["attributes"]) for x in rows for e in x["events"]]
+        chats[detail] = [{k: v for k, v in x["attributes"].items() if k not in per_run}
+                         for x in rows if x["name"].startswith("chat")]
+    full = sorted(held["full"], key=lambda p: (p[1][sn.SEQ], p[0], str(sorted(p[1].items()))))
+    assert full and any(a.get(sn.UNIT_ID) for _, a in full) and any(a.get(sn.MESSAGE_CALL_IDS) for _, a in full)
+    assert any(a.get(sn.MESSAGE_CONTENT) for _, a in full)  # content captured: the rarer attributes too
+    for detail in ("checks", "decisions"):
+        got = sorted(held[detail], key=lambda p: (p[1][sn.SEQ], p[0], str(sorted(p[1].items()))))
+        assert got == full, detail
+    assert chats["full"] and all(x[sn.REQUEST_MESSAGE_IDS] and x[sn.REQUEST_TOKENS] > 0 for x in chats["full"])
+    assert chats["checks"] == chats["decisions"] == chats["full"]
