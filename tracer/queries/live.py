@@ -10,12 +10,15 @@ from tracer.queries._sql import _AFTERWARDS, BUDGET_CHECK, MESSAGE, SESSION, VIO
 
 def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFrame:
     """Sessions with spans that started at or after ``since_ns`` (Unix ns), most recent first,
-    with their latest context tokens and last decision."""
+    with their latest context tokens and last decision. The ``limit`` most recent are picked from
+    span times alone, so attributes are read for those sessions only (10,000 active sessions would
+    otherwise all be parsed on every tick)."""
     sql = f"""
     WITH recent AS (
-        SELECT session_id FROM spans
-        WHERE session_id IS NOT NULL AND start_time_ns >= $since AND name NOT IN {_AFTERWARDS}
-        GROUP BY session_id
+        SELECT session_id, max(coalesce(end_time_ns, start_time_ns)) AS last_ns FROM spans
+        WHERE session_id IS NOT NULL AND name NOT IN {_AFTERWARDS}
+        GROUP BY session_id HAVING max(start_time_ns) >= $since
+        ORDER BY last_ns DESC, session_id LIMIT $limit
     ),
     s AS (SELECT sp.* FROM spans sp JOIN recent USING (session_id) WHERE sp.name NOT IN {_AFTERWARDS})
     SELECT session_id,
@@ -32,7 +35,7 @@ def live_sessions(src: Source, *, since_ns: int, limit: int = 50) -> pd.DataFram
            count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
            max(coalesce(end_time_ns, start_time_ns)) AS last_ns
     FROM s GROUP BY session_id
-    ORDER BY last_ns DESC LIMIT $limit
+    ORDER BY last_ns DESC, session_id
     """
     return _df(src, sql, {"since": int(since_ns), "limit": int(limit)})
 

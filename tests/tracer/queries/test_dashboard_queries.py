@@ -283,6 +283,13 @@ def test_live_sessions_window(scripted: tuple[Store, dict]) -> None:
     with store.reader() as r:
         assert set(q.live_sessions(r, since_ns=0)["session_id"]) == {"s-orphan", "s-gated", "s-recorded"}
         assert q.live_sessions(r, since_ns=2**62).empty
+        every = q.live_sessions(r, since_ns=0)
+        newest = q.live_sessions(r, since_ns=0, limit=2)  # the two most recent, with their own figures
+        last = r.query("SELECT session_id, max(coalesce(end_time_ns, start_time_ns)) AS t FROM spans "
+                       "WHERE session_id IS NOT NULL AND name NOT IN ('prunegate.annotation', 'prunegate.comparison') "
+                       "GROUP BY 1 ORDER BY t DESC, session_id LIMIT 2")
+    assert list(newest["session_id"]) == [row["session_id"] for row in last]
+    pd.testing.assert_frame_equal(newest, every.head(2))
 
 
 # ----------------------------------------------------------------------------- real replays
