@@ -8,10 +8,12 @@ text: tables and ``st.text`` show them literally, never as HTML.
 from __future__ import annotations
 
 import time
+from typing import Literal
 from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from dashboard.components import data
 from dashboard.components.safe import md
@@ -41,10 +43,12 @@ def table(frame: pd.DataFrame, *, key: str, with_session: bool = True) -> None:
                  column_config={"open": st.column_config.LinkColumn("open", display_text="replay ▸")})
 
 
-def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str) -> None:
+def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str,
+         rerun: Literal["app", "fragment"] = "app") -> None:
     """Add an annotation: pick what it is on (``targets``: (what it reads as, span id or None for the
     session)), type a label and a note, save. Saved through the store's normal path; the page then
-    reruns, so the lists above show it, and says so under the form for a minute."""
+    reruns, so the lists above show it, and says so under the form for a minute. ``rerun="fragment"``:
+    the form is in an ``st.fragment`` that draws those lists too, and only it reruns."""
     flash = st.session_state.get(f"{key}_saved")  # (session, when, what): kept through the reruns that follow
     if flash and flash[0] == session_id and time.monotonic() - flash[1] < FLASH_S:
         st.success(md(flash[2]))
@@ -66,7 +70,10 @@ def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str) ->
         # did is cached by their activity (data.activity), which an annotation does not change.
         st.session_state[f"{key}_saved"] = (session_id, time.monotonic(),
                                              f"Saved the annotation “{row['label']}” on the {row['target']}.")
-        st.rerun()  # the lists above this form were drawn before the save
+        try:  # the lists above this form were drawn before the save
+            st.rerun(scope=rerun)
+        except StreamlitAPIException:  # a whole-page run (not the fragment's own rerun): rerun the page
+            st.rerun()
 
 
 def step_targets(events: pd.DataFrame, step: int) -> list[tuple[str, str | None]]:

@@ -242,13 +242,14 @@ if info.get("source") == "replay" and st.button(
         else:
             st.query_params["session"] = full_id
             st.rerun()
-annotated = sess["annotations"]  # read with the session, once per store state
-if not annotated.empty:
-    st.text("Labels: " + ", ".join(dict.fromkeys(str(v) for v in annotated["label"])) + "  (Annotations below)")
 
 def _step_view(session_id: str) -> None:
     """The step controls and everything drawn for the step: a fragment, so a click here (next step,
-    a jump, the slider) reruns this part only, not the session picker and the sidebar above it."""
+    a jump, the slider, saving an annotation) reruns this part only, not the session picker and the
+    sidebar above it."""
+    annotated = data.replay_session(path, session_id)["annotations"]  # re-read once an annotation is saved
+    if not annotated.empty:
+        st.text("Labels: " + ", ".join(dict.fromkeys(str(v) for v in annotated["label"])) + "  (Annotations below)")
     # ---------------------------------------------------------------- controls
     c_prev, c_next, c_play, c_speed, c_v, c_p, c_d = st.columns([1.4, 1.3, 0.8, 1.3, 1.6, 1.5, 1.6])
     c_prev.button("◀ previous step", on_click=_move, args=(-1, lo, hi), width="stretch", key="replay_prev")
@@ -371,7 +372,7 @@ def _step_view(session_id: str) -> None:
         st.caption("No annotation on this session yet.")
     else:
         notes.table(annotated, key="replay_annotations", with_session=False)
-    notes.form(session_id, notes.step_targets(now["events"], int(step)), key="replay_annotate")
+    notes.form(session_id, notes.step_targets(now["events"], int(step)), key="replay_annotate", rerun="fragment")
 
 
 st.fragment(_step_view)(session_id)
