@@ -265,18 +265,24 @@ def arm_bars(summary: pd.DataFrame, metric: str) -> go.Figure:
     return fig
 
 
+POINTS_MAX = 300  # per arm: beyond it a box plot's points and a bar per session are unreadable and slow to draw
+
+
 def arm_distribution(metrics: pd.DataFrame, metric: str) -> go.Figure:
-    """Per-session values of a metric per arm: box plot with every session as a point."""
+    """Per-session values of a metric per arm: box plot with every session as a point (only the
+    outliers when an arm has more than :data:`POINTS_MAX` sessions)."""
+    every = metrics.groupby("arm")[metric].size().max() <= POINTS_MAX if len(metrics) else True
     styles = arm_styles(metrics["arm"])
     symbols = ("circle", "circle-open", "square", "square-open", "diamond", "diamond-open", "cross", "x")
     fig = go.Figure()
     for arm, group in metrics.groupby("arm", sort=True):
         color, pattern = styles[str(arm)]
         fig.add_trace(go.Box(
-            y=group[metric], name=esc(arm), boxpoints="all", jitter=0.4, pointpos=0,
+            y=group[metric], name=esc(arm), boxpoints="all" if every else "outliers", jitter=0.4, pointpos=0,
             marker=dict(color=color, symbol=symbols[PATTERNS.index(pattern) % len(symbols)]), line_color=color,
-            hovertext=[esc(short(label or sid, 60)) for label, sid in zip(group["label"], group["session_id"], strict=True)],
-            hoverinfo="y+text",
+            hovertext=[esc(short(label or sid, 60)) for label, sid in zip(group["label"], group["session_id"], strict=True)]
+            if every else None,
+            hoverinfo="y+text" if every else "y",
         ))
     fig.update_layout(height=340, margin=dict(l=10, r=10, t=30, b=30), yaxis_title=metric, showlegend=False)
     return fig
@@ -284,9 +290,22 @@ def arm_distribution(metrics: pd.DataFrame, metric: str) -> go.Figure:
 
 def paired_bars(diff: pd.DataFrame, metric: str, baseline: str) -> go.Figure:
     """Per source session: each arm's metric minus the baseline arm's. One Okabe-Ito colour per
-    arm, the legend above the plot (never over the bars), a zero line, session names slanted."""
+    arm, the legend above the plot (never over the bars), a zero line, session names slanted.
+    With more than :data:`POINTS_MAX` sessions per arm: how many sessions had each difference (a
+    histogram per arm), since thousands of bars cannot be read."""
     styles = arm_styles([*diff["arm"], baseline])  # the baseline keeps its place: same styles as the other charts
     fig = go.Figure()
+    if len(diff) and diff.groupby("arm").size().max() > POINTS_MAX:
+        for arm, group in diff.groupby("arm", sort=True):
+            fig.add_histogram(x=group["difference"], name=esc(arm), marker_color=styles[str(arm)][0],
+                              marker_pattern_shape=styles[str(arm)][1])
+        fig.update_layout(
+            barmode="group", height=420, margin=dict(l=10, r=10, t=70, b=10),
+            xaxis=dict(title=f"{metric} − {esc(baseline)} per session"), yaxis=dict(title="sessions"),
+            legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
+                        title=dict(text=f"arm − baseline ({esc(baseline)}):")),
+        )
+        return fig
     for arm, group in diff.groupby("arm", sort=True):
         fig.add_bar(
             x=[esc(short(label or sid, 32)) for label, sid in zip(group["label"], group["source_id"], strict=True)],
