@@ -136,6 +136,13 @@ def _attrs(raw: object) -> dict:
     return dict(raw or {}) if isinstance(raw, dict) else {}
 
 
+def _context_shown(messages: pd.DataFrame) -> bool:
+    """Whether there is a context to show at this step; says so in place of the chat or table when not."""
+    if messages.empty:
+        st.caption("The context is empty at this step.")
+    return not messages.empty
+
+
 def _why_section(why: dict, session_id: str, step: int, budget: int | None, ceiling: int | None) -> None:
     """Why this request broke, on one screen: the violations at this step, the eviction that caused
     them (policy, reason, units before and after), and the same step under the gate."""
@@ -335,9 +342,7 @@ def _step_view(session_id: str) -> None:
                                                 bind="query-params")
     if view_chat.open:
         with view_chat:
-            if messages.empty:
-                st.caption("The context is empty at this step.")
-            else:
+            if _context_shown(messages):
                 st.caption("The context the model received at this step, as a chat in the provider's own shape "
                            f"({md(info.get('provider') or 'unknown provider')}).")
                 conversation.thread(messages, info.get("provider"), key="replay_thread")
@@ -354,9 +359,7 @@ def _step_view(session_id: str) -> None:
                        key="replay_trace_table")
     if view_table.open:
         with view_table:
-            if messages.empty:
-                st.caption("The context is empty at this step.")
-            else:
+            if _context_shown(messages):
                 table = messages[["position", "message_id", "role", "unit_id", "kind", "tokens", "open", "pending",
                                   "pinned", "pending_calls", "tool_names", "first_seq", "last_event"]]
                 show_table(table, hide_index=True, width="stretch", height=min(420, 38 + 35 * len(table)),

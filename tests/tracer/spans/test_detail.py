@@ -40,6 +40,22 @@ def record(detail: str, rec: Recorder) -> TracedSession:
     return s
 
 
+def replay_at_each_level(tmp_path: Path) -> tuple[Store, dict[str, str]]:
+    """One recorded τ-bench conversation with tool calls, replayed gated at each level into one real
+    store (budget: 60% of the session, so it prunes); the replay id per level."""
+    conv = next(c for c in read_file(TAU) if isinstance(c, Conversation) and c.tool_calls >= 2)
+    store = Store(tmp_path / "store")
+    provider = store_tracer_provider(store)
+    ids = {}
+    try:
+        for detail in LEVELS:
+            spec = ReplaySpec("recency", gated=True, detail=detail)
+            ids[detail] = replay_session(conv, spec, tracer_provider=provider, capture_content=True).replay_id
+    finally:
+        close_provider(provider)
+    return store, ids
+
+
 def test_each_level_records_what_docs_spans_says() -> None:
     counts, events = {}, {}
     for detail in LEVELS:
@@ -110,16 +126,7 @@ def test_a_production_guard_records_checks_by_default() -> None:
 def test_the_replay_view_and_replays_read_every_level_alike(tmp_path: Path) -> None:
     """One recorded conversation replayed at each level into a real store: the step engine shows
     the same context at every step, and the store gives back the same conversation to replay."""
-    conv = next(c for c in read_file(TAU) if isinstance(c, Conversation) and c.tool_calls >= 2)
-    store = Store(tmp_path / "store")
-    provider = store_tracer_provider(store)
-    ids = {}
-    try:
-        for detail in LEVELS:
-            spec = ReplaySpec("recency", gated=True, detail=detail)  # budget: 60% of the session, so it prunes
-            ids[detail] = replay_session(conv, spec, tracer_provider=provider, capture_content=True).replay_id
-    finally:
-        close_provider(provider)
+    store, ids = replay_at_each_level(tmp_path)
     steps: dict[str, list[list[tuple]]] = {}
     logs: dict[str, list[tuple]] = {}
     histories: dict[str, list[tuple]] = {}  # what the message panel shows of each evicted message
@@ -208,16 +215,7 @@ def test_message_events_and_model_calls_store_the_same_attributes_at_every_level
     them and written without a cleaning pass, and a replay's model call adds its attributes to be
     cleaned with its record (docs/performance.md, round 8): read back from the store, they are the
     attributes the same replay stores at ``full`` (where message events are spans of their own)."""
-    conv = next(c for c in read_file(TAU) if isinstance(c, Conversation) and c.tool_calls >= 2)
-    store = Store(tmp_path / "store")
-    provider = store_tracer_provider(store)
-    ids = {}
-    try:
-        for detail in LEVELS:
-            spec = ReplaySpec("recency", gated=True, detail=detail)  # budget: 60% of the session, so it prunes
-            ids[detail] = replay_session(conv, spec, tracer_provider=provider, capture_content=True).replay_id
-    finally:
-        close_provider(provider)
+    store, ids = replay_at_each_level(tmp_path)
     common = {sn.SESSION_ID, "openinference.span.kind"}  # on every span, on no span event
     per_run = {sn.SESSION_ID, sn.GEN_AI_CONVERSATION_ID, sn.REFERENCES_LOST_PRUNE_SPANS}  # ids of this replay's own
     held: dict[str, list[tuple[str, dict]]] = {}
