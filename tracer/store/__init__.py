@@ -30,6 +30,7 @@ from tracer.store.location import BucketURL, StoreLocation, is_bucket, local_sto
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from tracer.store.cancel import Cancel
     from tracer.store.compact import CompactResult
     from tracer.store.reader import StoreReader
     from tracer.store.rows import SpanRow
@@ -104,11 +105,12 @@ class Store:
         ingest_file(self.layout, source, name)
 
     # -- maintenance -----------------------------------------------------------------------------
-    def compact(self, *, timeout: float = 10.0) -> CompactResult:
-        """Move segments into ``spans.duckdb`` (see :mod:`tracer.store.compact`)."""
+    def compact(self, *, timeout: float = 10.0, cancel: Cancel | None = None) -> CompactResult:
+        """Move segments into ``spans.duckdb`` (see :mod:`tracer.store.compact`); ``cancel`` stops it
+        from another thread, the store as it was."""
         from tracer.store.compact import compact
 
-        return compact(self.layout, timeout=timeout)
+        return compact(self.layout, timeout=timeout, cancel=cancel)
 
     def repair(self) -> str | None:
         """Read every block of ``spans.duckdb``; when one is damaged, rebuild it (from what can still be

@@ -37,6 +37,7 @@ import duckdb
 
 from tracer.errors import StoreDamaged, StoreError, StoreNoSpace, StorePermissionError
 from tracer.store import catalog
+from tracer.store.cancel import Cancel, Cancelled
 from tracer.store.claims import release_segment
 from tracer.store.locks import FileLock, fsync_path
 from tracer.store.schema import MAIN_DDL, PROMOTED, PROMOTED_NAMES, SCHEMA_VERSION, derived, select_list
@@ -131,12 +132,14 @@ def open_main_rw(main: Path, deadline: float) -> duckdb.DuckDBPyConnection | Non
 
 
 def _valid_segments(
-    paths: list[Path], result: CompactResult, legacy: set[Path]
+    paths: list[Path], result: CompactResult, legacy: set[Path], cancel: Cancel | None = None
 ) -> tuple[list[Path], list[int], list[Path]]:
     """Split segments into readable ones (with row counts) and ones to quarantine; add to ``legacy``
     those written before schema 2 (their promoted columns are derived as they are inserted)."""
     good, rows, bad = [], [], []
     for path in paths:
+        if cancel is not None:
+            cancel.check()
         try:
             n, current = verify_segment(path)
             rows.append(n)
@@ -241,9 +244,11 @@ def compact(
     timeout: float = 10.0,
     max_files_per_transaction: int = 512,
     tmp_min_age: float = 60.0,
+    cancel: Cancel | None = None,
 ) -> CompactResult:
     """Move every committed segment into the main database (a new one, swapped in). Never raises
-    for lock contention: a busy store comes back as ``result.busy``; segments stay where they are.
+    for lock contention: a busy store comes back as ``result.busy``; segments stay where they are
+    (so does everything when ``cancel`` is called: ``busy`` then says it was cancelled).
     Raises :class:`StorePermissionError` when the store cannot be written (read-only),
     :class:`StoreNoSpace` when there is no room for the new database (the store is unchanged), and
     :class:`StoreError` when a database cannot be opened. A damaged ``spans.duckdb`` is rebuilt
@@ -260,55 +265,76 @@ def compact(
     if not lock.acquire(timeout):
         result.busy = "another compaction is running"
         return result
+    cancel = cancel or Cancel()
     try:
-        result.tmp_cleaned = clean_tmp(layout, min_age=tmp_min_age)
-        segments = list_segments(layout)
-        result.segments_seen = len(segments)
-        listed = [p.name for p in segments]
-        try:
-            state = _main_state(layout, listed, deadline)
-        except StoreDamaged as exc:
-            reason = f"spans.duckdb was damaged ({first_line(exc.__cause__ or exc)})"
-            result.rebuilt = _rebuild_locked(layout, reason, result, max_files_per_transaction)
-            log.warning("prunegate store %s: %s", layout.root, result.rebuilt)
-            return result
-        if state is None:
-            result.busy = "spans.duckdb is held by another process"
-            return result
-        done, current = state
-        fresh = [p for p in segments if p.name not in done]
-        legacy: set[Path] = set()
-        good, rows, bad = _valid_segments(fresh, result, legacy)
-        swapped = False
-        if good or not current:
-            work = _work_path(layout)
-            try:
-                if layout.main.exists():
-                    _copy_main(layout, work)
-                con = duckdb.connect(str(work))
-                try:
-                    ensure_schema(con)
-                    for start in range(0, max(len(good), 1), max_files_per_transaction):
-                        chunk = good[start : start + max_files_per_transaction]
-                        chunk_rows = rows[start : start + max_files_per_transaction]
-                        inserted = _absorb(con, chunk, chunk_rows, listed, legacy)
-                        result.rows_inserted += inserted
-                        result.duplicates_skipped += sum(chunk_rows) - inserted
-                        result.segments_compacted += len(chunk)
-                    con.execute("CHECKPOINT")
-                finally:
-                    con.close()
-                _swap_in(layout, work)
-                swapped = True
-            except (OSError, duckdb.Error) as exc:
-                _raise_for(layout, exc, work)
-            finally:
-                _unlink_work(work)
-        retired = [p for p in segments if p.name in done] + (good if swapped else [])
-        _retire(layout, retired, bad, deadline, result, rotate=swapped)
+        return _compact_locked(layout, result, deadline, max_files_per_transaction, tmp_min_age, cancel)
+    except Cancelled:
+        result.rows_inserted = result.duplicates_skipped = result.segments_compacted = 0  # none swapped in
+        result.busy = "cancelled before the swap: the store is as it was"
         return result
     finally:
         lock.release()
+
+
+def _compact_locked(
+    layout: StoreLayout, result: CompactResult, deadline: float, max_files_per_transaction: int,
+    tmp_min_age: float, cancel: Cancel,
+) -> CompactResult:
+    """:func:`compact` once it holds ``compact.lock``; raises :class:`Cancelled` at a step boundary,
+    or from the DuckDB statement a cancel interrupted, as long as nothing was swapped in."""
+    result.tmp_cleaned = clean_tmp(layout, min_age=tmp_min_age)
+    segments = list_segments(layout)
+    result.segments_seen = len(segments)
+    listed = [p.name for p in segments]
+    try:
+        state = _main_state(layout, listed, deadline)
+    except StoreDamaged as exc:
+        reason = f"spans.duckdb was damaged ({first_line(exc.__cause__ or exc)})"
+        result.rebuilt = _rebuild_locked(layout, reason, result, max_files_per_transaction)
+        log.warning("prunegate store %s: %s", layout.root, result.rebuilt)
+        return result
+    if state is None:
+        result.busy = "spans.duckdb is held by another process"
+        return result
+    done, current = state
+    fresh = [p for p in segments if p.name not in done]
+    legacy: set[Path] = set()
+    good, rows, bad = _valid_segments(fresh, result, legacy, cancel)
+    swapped = False
+    if good or not current:
+        work = _work_path(layout)
+        try:
+            if layout.main.exists():
+                _copy_main(layout, work)
+            cancel.check()
+            con = duckdb.connect(str(work))
+            cancel.attach(con)
+            try:
+                ensure_schema(con)
+                for start in range(0, max(len(good), 1), max_files_per_transaction):
+                    cancel.check()
+                    chunk = good[start : start + max_files_per_transaction]
+                    chunk_rows = rows[start : start + max_files_per_transaction]
+                    inserted = _absorb(con, chunk, chunk_rows, listed, legacy)
+                    result.rows_inserted += inserted
+                    result.duplicates_skipped += sum(chunk_rows) - inserted
+                    result.segments_compacted += len(chunk)
+                con.execute("CHECKPOINT")
+            finally:
+                cancel.attach(None)
+                con.close()
+            cancel.check()
+            _swap_in(layout, work)
+            swapped = True
+        except (OSError, duckdb.Error) as exc:
+            if cancel.requested:
+                raise Cancelled from exc
+            _raise_for(layout, exc, work)
+        finally:
+            _unlink_work(work)
+    retired = [p for p in segments if p.name in done] + (good if swapped else [])
+    _retire(layout, retired, bad, deadline, result, rotate=swapped)
+    return result
 
 
 def _raise_for(layout: StoreLayout, exc: BaseException, work: Path) -> None:

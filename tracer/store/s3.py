@@ -30,6 +30,7 @@ from tracer.contract.settings import s3_cache_dir, s3_endpoint, spool_base
 from tracer.errors import StoreError
 from tracer.store import Store
 from tracer.store.bucket import COMPACTED, SEGMENTS, BucketStore
+from tracer.store.cancel import Cancel
 from tracer.store.compact import CompactResult
 from tracer.store.location import BucketURL, resolve_store
 from tracer.store.object_cache import ObjectCache
@@ -150,11 +151,15 @@ class S3Store(Store):
         """Nothing to rebuild: a bucket store has no spans.duckdb (each day is its own object)."""
         return None
 
-    def compact(self, *, timeout: float = 10.0) -> CompactResult:
-        """Fold each day's objects into one (:meth:`BucketStore.compact`, idempotent, no lock)."""
+    def compact(self, *, timeout: float = 10.0, cancel: Cancel | None = None) -> CompactResult:
+        """Fold each day's objects into one (:meth:`BucketStore.compact`, idempotent, no lock); a
+        ``cancel`` stops it between days (each day folded is whole)."""
         result = CompactResult(store=str(self.path))
         try:
             for day in self.bucket.days():
+                if cancel is not None and cancel.requested:
+                    result.busy = f"cancelled after {result.segments_compacted} objects folded; the rest wait"
+                    break
                 done = self.bucket.compact(day)
                 if done.written is not None:
                     result.segments_seen += done.inputs

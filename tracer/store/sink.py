@@ -19,12 +19,15 @@ import pyarrow as pa
 
 from tracer.contract import names as sn
 from tracer.store import Store
+from tracer.store.cancel import Cancel
 from tracer.store.rows import records_to_table, rows_to_table
 from tracer.store.schema import TRACER_STATS
 from tracer.store.segments import list_segments
 from tracer.store.spool import Spool, spooled_line
 
 log = logging.getLogger(__name__)
+
+CANCEL_WAIT = 10.0  # seconds a cancelled compaction gets to stop (an interrupted statement stops in well under 1 s)
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
@@ -53,6 +56,7 @@ class StoreSink:
         self.compact_threshold = compact_threshold
         self._writes = 0
         self._compactor: threading.Thread | None = None
+        self._cancel = Cancel()
 
     # -- Sink protocol -----------------------------------------------------------------------------
     def prepare(self, spans: Sequence[Any]) -> pa.Table:
@@ -106,9 +110,23 @@ class StoreSink:
             self.spool.write_table(table)
 
     def close(self, timeout: float = 5.0) -> None:
+        """Wait up to ``timeout`` for a background compaction, then cancel it (the store stays as it
+        was; the next compaction moves those segments) and wait for it to stop: a process must not
+        exit with that thread inside DuckDB, which the C++ runtime answers with SIGABRT."""
         thread = self._compactor
-        if thread is not None:
-            thread.join(timeout)
+        if thread is None:
+            return
+        thread.join(timeout)
+        if not thread.is_alive():
+            return
+        self._cancel()
+        thread.join(CANCEL_WAIT)
+        if thread.is_alive():
+            log.warning("prunegate auto-compaction of %s did not stop within %.0f s of being cancelled; the "
+                        "process may abort if it exits now", self.store.path, timeout + CANCEL_WAIT)
+        else:
+            log.info("prunegate auto-compaction of %s cancelled at close; `prunegate compact` moves its "
+                     "segments", self.store.path)
 
     # -- background compaction -------------------------------------------------------------------
     def _maybe_compact(self) -> None:
@@ -116,12 +134,14 @@ class StoreSink:
             return
         if len(list_segments(self.store.layout)) < self.compact_threshold:
             return
-        self._compactor = threading.Thread(target=self._compact, name="prunegate-compact", daemon=True)
+        self._cancel = Cancel()
+        self._compactor = threading.Thread(target=self._compact, args=(self._cancel,), name="prunegate-compact",
+                                           daemon=True)
         self._compactor.start()
 
-    def _compact(self) -> None:
+    def _compact(self, cancel: Cancel) -> None:
         try:
-            result = self.store.compact(timeout=2.0)
+            result = self.store.compact(timeout=2.0, cancel=cancel)
             if result.busy:
                 log.debug("prunegate auto-compaction skipped: %s", result.busy)
         except Exception as exc:  # never let maintenance hurt the agent
