@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -93,19 +94,33 @@ def _compatible(got: pa.DataType, want: pa.DataType) -> bool:
     return got == want or (pa.types.is_null(got))
 
 
+_local = threading.local()
+_JSON_CHECKS = ", ".join(
+    f"count(*) FILTER (WHERE {c} IS NOT NULL AND {safe_json(c, 'null')} = 'null'::JSON AND {c} <> 'null')"
+    for c in sorted(JSON_COLUMNS))
+
+
+def _connection() -> Any:
+    """This thread's in-memory DuckDB connection for the JSON check. Kept: opening one costs about
+    40 ms, several times the check of a 2,000-span segment, and a reader over 50 new segments paid
+    it 50 times (DuckDB connections are not shared between threads, nor with a forked child: compare's
+    workers may be forked, so one opened before the fork is left alone)."""
+    held = getattr(_local, "held", None)
+    if held is None or held[0] != os.getpid():
+        import duckdb
+
+        held = _local.held = (os.getpid(), duckdb.connect(":memory:"))
+    return held[1]
+
+
 def _bad_json(table: pa.Table) -> str | None:
     """Which JSON column holds text that is not JSON (even once lone surrogate escapes are replaced)."""
-    import duckdb
-
-    con = duckdb.connect(":memory:")
+    con = _connection()
+    con.register("_segment", table)
     try:
-        con.register("t", table)
-        checks = ", ".join(
-            f"count(*) FILTER (WHERE {c} IS NOT NULL AND {safe_json(c, 'null')} = 'null'::JSON AND {c} <> 'null')"
-            for c in sorted(JSON_COLUMNS))
-        row = con.execute(f"SELECT {checks} FROM t").fetchone()
+        row = con.execute(f"SELECT {_JSON_CHECKS} FROM _segment").fetchall()[0]
     finally:
-        con.close()
+        con.unregister("_segment")
     for column, n in zip(sorted(JSON_COLUMNS), row or (), strict=True):
         if n:
             return f"{n} values of {column} are not JSON"
