@@ -54,6 +54,12 @@ from tracer.store.verify import SegmentDamaged, verify_segment
 log = logging.getLogger(__name__)
 
 LEDGER_RETENTION_NS = 7 * 86400 * 10**9  # forget absorbed names a week after their files are gone
+# DuckDB's memory while compacting: past it, its sorts, joins and temp tables spill to a swap
+# directory under tmp/ instead of growing (its default is 80% of the machine's memory, which a
+# compaction beside `serve` filled with cached blocks; docs/scale.md). Rows of very large content
+# (100 kB strings) cannot be spilled when appended: a compaction that runs out is done again
+# without the limit, so the limit costs time, never a compaction.
+MEMORY_LIMIT = "256MB"
 
 
 @dataclass
@@ -94,6 +100,12 @@ def is_damage(exc: BaseException) -> bool:
     """Whether a DuckDB error means the database file itself is damaged (not a lock, not a query)."""
     text = str(exc).lower()
     return isinstance(exc, duckdb.Error) and any(d in text for d in _DAMAGE)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether a DuckDB error means it ran out of the memory it was allowed."""
+    oom = getattr(duckdb, "OutOfMemoryException", None)
+    return (oom is not None and isinstance(exc, oom)) or "out of memory" in str(exc).lower()
 
 
 def is_no_space(exc: BaseException) -> bool:
@@ -155,18 +167,29 @@ def _valid_segments(
     return good, rows, bad
 
 
+_SOURCE = "read_parquet($files, union_by_name = true, filename = true, file_row_number = true)"
+
+
 def _fresh_sql(*, derive: bool) -> str:
     """Collect segments' new rows in the temp table ``_fresh``, each span once (against themselves,
-    the table and what ``_fresh`` holds); ``derive`` for segments written before schema 2."""
+    the table and what ``_fresh`` holds); ``derive`` for segments written before schema 2.
+
+    Which rows are new is decided on keys alone, each row named by its file and row number, and
+    only those rows are then read whole: deduplicating whole rows (``DISTINCT ON`` over every
+    column) held every new span's content in a hash table at once, most of compaction's peak memory
+    (docs/scale.md)."""
     return f"""
 INSERT INTO _fresh
-SELECT {select_list()} FROM (
-    SELECT DISTINCT ON (trace_id, span_id) {select_list(cast_json=True, derive=derive)}
-    FROM read_parquet(?, union_by_name = true)
-) p
-WHERE NOT EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = p.trace_id AND s.span_id = p.span_id)
-  AND NOT EXISTS (SELECT 1 FROM _fresh f WHERE f.trace_id = p.trace_id AND f.span_id = p.span_id)
+SELECT {select_list(cast_json=True, derive=derive)} FROM {_SOURCE} p
+SEMI JOIN (
+    SELECT DISTINCT ON (k.trace_id, k.span_id) k.filename, k.file_row_number
+    FROM (SELECT CAST(trace_id AS VARCHAR) AS trace_id, CAST(span_id AS VARCHAR) AS span_id,
+                 filename, file_row_number FROM {_SOURCE}) k
+    WHERE NOT EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = k.trace_id AND s.span_id = k.span_id)
+      AND NOT EXISTS (SELECT 1 FROM _fresh f WHERE f.trace_id = k.trace_id AND f.span_id = k.span_id)
+) n USING (filename, file_row_number)
 """
+
 
 
 # The new spans go through a temp table so that the session catalog (tracer.store.catalog) reads
@@ -190,7 +213,7 @@ def _absorb(
             for derive in (False, True):
                 group = [str(p) for p in paths if (p in legacy) == derive]
                 if group:
-                    con.execute(_FRESH_SQL[derive], [group])
+                    con.execute(_FRESH_SQL[derive], {"files": group})
             row = con.execute(_INSERT_SQL).fetchone()
             inserted = row[0] if row is not None else 0
             catalog.refresh(con, "_fresh")
@@ -304,25 +327,17 @@ def _compact_locked(
     if good or not current:
         work = _work_path(layout)
         try:
-            if layout.main.exists():
-                _copy_main(layout, work)
-            cancel.check()
-            con = duckdb.connect(str(work))
-            cancel.attach(con)
             try:
-                ensure_schema(con)
-                for start in range(0, max(len(good), 1), max_files_per_transaction):
-                    cancel.check()
-                    chunk = good[start : start + max_files_per_transaction]
-                    chunk_rows = rows[start : start + max_files_per_transaction]
-                    inserted = _absorb(con, chunk, chunk_rows, listed, legacy)
-                    result.rows_inserted += inserted
-                    result.duplicates_skipped += sum(chunk_rows) - inserted
-                    result.segments_compacted += len(chunk)
-                con.execute("CHECKPOINT")
-            finally:
-                cancel.attach(None)
-                con.close()
+                _write_new(layout, work, good, rows, listed, legacy, result, max_files_per_transaction,
+                           MEMORY_LIMIT, cancel)
+            except duckdb.Error as exc:  # large content rows: DuckDB could not spill them
+                if cancel.requested or not is_out_of_memory(exc):
+                    raise
+                log.warning("prunegate store %s: compaction needs more than %s (%s); compacting again "
+                            "without a memory limit", layout.root, MEMORY_LIMIT, first_line(exc))
+                _unlink_work(work)
+                result.rows_inserted = result.duplicates_skipped = result.segments_compacted = 0
+                _write_new(layout, work, good, rows, listed, legacy, result, max_files_per_transaction, None, cancel)
             cancel.check()
             _swap_in(layout, work)
             swapped = True
@@ -335,6 +350,34 @@ def _compact_locked(
     retired = [p for p in segments if p.name in done] + (good if swapped else [])
     _retire(layout, retired, bad, deadline, result, rotate=swapped)
     return result
+
+
+def _write_new(
+    layout: StoreLayout, work: Path, good: list[Path], rows: list[int], listed: list[str], legacy: set[Path],
+    result: CompactResult, per_transaction: int, memory_limit: str | None, cancel: Cancel,
+) -> None:
+    """Write the new database at ``work``: a copy of spans.duckdb with the segments ``good`` absorbed
+    (counted in ``result``), DuckDB's memory bounded by ``memory_limit`` (None: DuckDB's default);
+    ``cancel`` interrupts it."""
+    if layout.main.exists():
+        _copy_main(layout, work)
+    cancel.check()
+    con = _connect_work(work, memory_limit)
+    cancel.attach(con)
+    try:
+        ensure_schema(con)
+        for start in range(0, max(len(good), 1), per_transaction):
+            cancel.check()
+            chunk = good[start : start + per_transaction]
+            chunk_rows = rows[start : start + per_transaction]
+            inserted = _absorb(con, chunk, chunk_rows, listed, legacy)
+            result.rows_inserted += inserted
+            result.duplicates_skipped += sum(chunk_rows) - inserted
+            result.segments_compacted += len(chunk)
+        con.execute("CHECKPOINT")
+    finally:
+        cancel.attach(None)
+        con.close()
 
 
 def _raise_for(layout: StoreLayout, exc: BaseException, work: Path) -> None:
@@ -360,6 +403,20 @@ def _work_path(layout: StoreLayout) -> Path:
     return layout.tmp / f"spans-{secrets.token_hex(4)}.duckdb.{os.getpid()}{TMP_SUFFIX}"
 
 
+def _swap(work: Path) -> Path:
+    """The directory DuckDB spills to while writing ``work`` (removed with it; :func:`clean_tmp`
+    removes a dead compactor's)."""
+    return work.with_name("swap-" + work.name.removeprefix("spans-"))
+
+
+def _connect_work(work: Path, memory_limit: str | None = MEMORY_LIMIT) -> duckdb.DuckDBPyConnection:
+    """The new database, opened with DuckDB's memory bounded by ``memory_limit`` (None: unbounded)."""
+    config: dict[str, Any] = {"temp_directory": str(_swap(work))}
+    if memory_limit is not None:
+        config["memory_limit"] = memory_limit
+    return duckdb.connect(str(work), config=config)
+
+
 def _wal(path: Path) -> Path:
     return path.with_name(path.name + ".wal")
 
@@ -370,6 +427,7 @@ def _unlink_work(work: Path) -> None:
             os.unlink(p)
         except FileNotFoundError:
             pass
+    shutil.rmtree(_swap(work), ignore_errors=True)
 
 
 def _copy_main(layout: StoreLayout, work: Path) -> None:
@@ -533,7 +591,7 @@ def _rebuild_locked(layout: StoreLayout, reason: str, result: CompactResult, per
     notes: list[str] = []
     total: tuple[Any, ...] | None = None
     try:
-        con = duckdb.connect(str(work))
+        con = _connect_work(work, None)  # recovery: whatever memory it takes
         try:
             for ddl in MAIN_DDL:
                 con.execute(ddl)

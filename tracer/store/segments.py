@@ -281,7 +281,10 @@ def clean_tmp(layout: StoreLayout, *, min_age: float = 60.0, max_age: float = 86
 
 def _unlink_quietly(path: Path) -> bool:
     try:
-        os.unlink(path)
+        if path.is_dir() and not path.is_symlink():  # a compactor's swap directory (tracer.store.compact)
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
         return True
     except OSError:
         return False

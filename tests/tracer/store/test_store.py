@@ -217,6 +217,43 @@ def test_compaction_dedupes_by_trace_and_span_id(tmp_path: Path) -> None:
     assert store.query("SELECT count(DISTINCT span_id) AS n FROM spans")[0]["n"] == 17
 
 
+def test_compaction_of_more_content_than_its_memory_limit_keeps_every_span_once_and_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import tracer.store.compact as compact_module
+
+    monkeypatch.setattr(compact_module, "MEMORY_LIMIT", "24MB")
+    store = Store(tmp_path / "store")
+    store.write_rows(_rows(50))
+    store.compact()
+    big = [{**r, "attributes": {**r["attributes"], "text": f"{i:06d}" + "x" * 100_000}}
+           for i, r in enumerate(_rows(400, start=40), start=40)]  # 40 MB; spans 40..49 are stored already
+    for chunk in range(0, 400, 50):
+        store.write_rows(big[chunk:chunk + 50])
+    store.write_rows(big[100:150])  # a request retried whole
+    result = store.compact()
+    assert (result.rows_inserted, result.duplicates_skipped) == (390, 60)
+    rows = store.query("SELECT span_id, length(attributes->>'text') AS n, substr(attributes->>'text', 1, 6) AS head "
+                       "FROM spans WHERE attributes->>'text' IS NOT NULL ORDER BY span_id")
+    assert [r["span_id"] for r in rows] == [f"{i:016x}" for i in range(50, 440)]
+    assert all(r["n"] == 100_006 and r["head"] == f"{int(r['span_id'], 16):06d}" for r in rows)
+    assert store.count() == 440 and list(store.layout.tmp.iterdir()) == []  # its swap directory went with it
+    # 100 kB rows cannot be appended within 24 MB: done again without the limit, and said
+    assert "compacting again without a memory limit" in caplog.text
+
+
+def test_a_dead_compactors_swap_directory_is_cleaned(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    store.write_rows(_rows(3))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    swap = store.layout.tmp / f"swap-0badf00d.duckdb.{int(dead.stdout)}.tmp"
+    swap.mkdir(parents=True)
+    (swap / "duckdb_temp_storage-0.tmp").write_bytes(b"x" * 1000)
+    old = time.time() - 3600
+    os.utime(swap, (old, old))
+    result = store.compact()
+    assert result.tmp_cleaned == 1 and not swap.exists() and store.count() == 3
+
+
 def test_temp_files_of_dead_writers_are_invisible_and_cleaned(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     store.write_rows(_rows(3))
