@@ -14,6 +14,7 @@ from policies.errors import PrunegateError
 
 __all__ = [
     "CommandError",
+    "CompactionCancelled",
     "EngineError",
     "ExportFailed",
     "InputError",
@@ -54,6 +55,11 @@ class StoreDamaged(StoreError):
 class SegmentDamaged(TracerError, ValueError):
     """A segment file that cannot be trusted (damaged pages, another schema, JSON that is not JSON);
     ``str()`` says which check failed and where. Readers skip it; compaction quarantines it."""
+
+
+class CompactionCancelled(TracerError):
+    """Raised inside a compaction at a step boundary once its :class:`tracer.store.cancel.Cancel` was
+    called; :func:`tracer.store.compact.compact` turns it into ``result.busy`` (the store as it was)."""
 
 
 class EngineError(TracerError, RuntimeError):

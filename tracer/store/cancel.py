@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from tracer.errors import CompactionCancelled
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -36,8 +38,5 @@ class Cancel:
 
     def check(self) -> None:
         if self.requested:
-            raise Cancelled
+            raise CompactionCancelled
 
-
-class Cancelled(Exception):
-    """Raised inside :func:`tracer.store.compact.compact` at a step boundary once a :class:`Cancel` was called."""

@@ -35,9 +35,9 @@ from typing import Any
 
 import duckdb
 
-from tracer.errors import StoreDamaged, StoreError, StoreNoSpace, StorePermissionError
+from tracer.errors import CompactionCancelled, StoreDamaged, StoreError, StoreNoSpace, StorePermissionError
 from tracer.store import catalog
-from tracer.store.cancel import Cancel, Cancelled
+from tracer.store.cancel import Cancel
 from tracer.store.claims import release_segment
 from tracer.store.locks import FileLock, fsync_path
 from tracer.store.schema import MAIN_DDL, PROMOTED, PROMOTED_NAMES, SCHEMA_VERSION, derived, select_list
@@ -291,7 +291,7 @@ def compact(
     cancel = cancel or Cancel()
     try:
         return _compact_locked(layout, result, deadline, max_files_per_transaction, tmp_min_age, cancel)
-    except Cancelled:
+    except CompactionCancelled:
         result.rows_inserted = result.duplicates_skipped = result.segments_compacted = 0  # none swapped in
         result.busy = "cancelled before the swap: the store is as it was"
         return result
@@ -303,7 +303,7 @@ def _compact_locked(
     layout: StoreLayout, result: CompactResult, deadline: float, max_files_per_transaction: int,
     tmp_min_age: float, cancel: Cancel,
 ) -> CompactResult:
-    """:func:`compact` once it holds ``compact.lock``; raises :class:`Cancelled` at a step boundary,
+    """:func:`compact` once it holds ``compact.lock``; raises :class:`CompactionCancelled` at a step boundary,
     or from the DuckDB statement a cancel interrupted, as long as nothing was swapped in."""
     result.tmp_cleaned = clean_tmp(layout, min_age=tmp_min_age)
     segments = list_segments(layout)
@@ -343,7 +343,7 @@ def _compact_locked(
             swapped = True
         except (OSError, duckdb.Error) as exc:
             if cancel.requested:
-                raise Cancelled from exc
+                raise CompactionCancelled from exc
             _raise_for(layout, exc, work)
         finally:
             _unlink_work(work)
