@@ -678,10 +678,15 @@ def conversations_from_genai_rows(rows: list[dict[str, Any]], file: str,
     return out
 
 
-def conversation_of_chain(last: Any, first_trace: str, span_ids: Sequence[str], file: str) -> Conversation | Refusal:
+def conversation_of_chain(last: Any, first_trace: str, span_ids: Sequence[str], file: str, *,
+                          check: bool = True) -> Conversation | Refusal:
     """The conversation a stitched chain of model calls holds: its latest call's request and reply
     (``last``, a :class:`tracer.traffic.genai_spans.ModelCall`), keyed by its conversation id,
-    session id or first trace, so ``serve`` and ``import`` give the same spans the same session."""
+    session id or first trace, so ``serve`` and ``import`` give the same spans the same session.
+
+    ``check=False`` skips building its context once to refuse it early: for a caller that records it
+    right away, where recording builds the same context and refuses the same way (``serve``'s
+    session process: the early build was about 15% of its time per conversation)."""
     key = last.conversation_id or last.session_id or first_trace
     name = f"{Path(file).stem}:{key}"
     try:
@@ -690,7 +695,8 @@ def conversation_of_chain(last: Any, first_trace: str, span_ids: Sequence[str], 
             m.id = f"t{i}"
             m.origin = None
         renamed = unique_call_ids(msgs)
-        _dry_run(msgs, last.provider)
+        if check:
+            _dry_run(msgs, last.provider)
         extra = {"model": last.model} if last.model else {}
         return Conversation(name=name, provider=last.provider, messages=msgs, request_extra=extra, file=file,
                             line=None, format=f"otlp-{last.family}", renamed=renamed, source_key=key,

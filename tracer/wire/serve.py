@@ -277,8 +277,8 @@ def commit_due(store: Store, items: list[tuple[Any, str, list[str]]], detail: st
     from tracer.traffic.importers import Refusal, conversation_of_chain
 
     convs, warnings = [], []
-    for last, first_trace, span_ids in items:
-        conv = conversation_of_chain(last, first_trace, span_ids, "otlp")
+    for last, first_trace, span_ids in items:  # recording checks each context (a refusal: a warning, nothing stored)
+        conv = conversation_of_chain(last, first_trace, span_ids, "otlp", check=False)
         if isinstance(conv, Refusal):
             warnings.append(f"GenAI spans not turned into a session: {conv}")
         else:

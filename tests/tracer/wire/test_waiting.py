@@ -181,7 +181,7 @@ def test_kill_9_then_restart_every_acknowledged_conversation_becomes_a_session(t
         assert post(again.url, b"{}")[0] == 400  # still serving
     finally:
         out = again.stop()
-    sessions = _imports(store)
+    sessions = _imports(tmp_path / "store")
     # one session per conversation, each whole: system + 3 questions + 2 answers + the last reply
     assert len(sessions) == convs and set(sessions.values()) == {1 + 2 * turns}, sessions
     assert f"({convs} GenAI sessions)" in out
@@ -263,3 +263,32 @@ def test_session_process_killed_mid_commit_loses_nothing_and_each_conversation_i
     receiver.close()
     sessions = _imports(store.path)  # each span id once, whatever the killed process wrote
     assert len(sessions) == convs and set(sessions.values()) == {1 + 2 * turns}, sessions
+
+
+def test_a_conversation_its_recording_refuses_is_a_warning_and_the_others_are_stored_whole(tmp_path):
+    from policies.messages import TOOL_USE, Block, Message
+    from tracer.store.claims import is_committed
+    from tracer.traffic.recorded import session_id_for
+    from tracer.wire.serve import commit_due
+
+    store = Store(tmp_path / "store")
+    store.ensure()
+    conversations = Conversations(idle=1)
+    conversations.add([_row(c, t, keyed=True) for c in range(3) for t in range(2)], now=0.0)
+    chains = conversations.due(now=10.0, limit=10)
+    assert len(chains) == 3
+    # the session process no longer builds each context before recording it: one the context refuses
+    # (a tool call without an id, which decoding never lets through) is refused while it is recorded
+    broken = chains[1].last
+    broken.input.insert(1, Message(id="x", role="assistant", blocks=[Block(type=TOOL_USE, name="search")]))
+    stored, warnings, refused = commit_due(store, [(c.last, c.first_trace, list(c.span_ids)) for c in chains],
+                                           "full", 1.0)
+    assert (stored, refused) == (2, None)
+    assert len(warnings) == 1 and "could not be recorded" in warnings[0] and "no tool call id" in warnings[0]
+    sessions = _imports(tmp_path / "store")
+    # the two others whole (system + 2 questions + 1 answer + the reply); nothing of the refused one
+    assert len(sessions) == 2 and set(sessions.values()) == {5}, sessions
+    from tracer.traffic.importers import conversation_of_chain
+
+    refused_sid = session_id_for(conversation_of_chain(broken, chains[1].first_trace, [], "otlp", check=False))
+    assert refused_sid not in sessions and not is_committed(store.layout, refused_sid)
