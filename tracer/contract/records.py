@@ -9,7 +9,7 @@ importing the spans wing or the OpenTelemetry SDK. Standard library only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 # A span record is a plain tuple (cheap to make on the agent's thread, nothing to copy later):
 RECORD_FIELDS = (
@@ -18,11 +18,27 @@ RECORD_FIELDS = (
 )  # fmt: skip
 # span_id, parent_id: ints (parent_id None for a root); kind: an OTel SpanKind member; attributes: a
 # dict, already cleaned when ``clean`` is True, else as the caller gave it (``meta.clean_chunk``
-# cleans it); status: an OTel Status; links, events: tuples of OTel Link/Event; context: a
-# SpanContext giving the trace id, trace flags and trace state (the session's root); meta: a
-# :class:`RecordMeta`, shared by every record of a provider.
+# cleans it); status: an OTel Status; links: a tuple of OTel Link; events: a tuple of span events,
+# each an OTel Event or a held event (below); context: a SpanContext giving the trace id, trace flags
+# and trace state (the session's root); meta: a :class:`RecordMeta`, shared by every record of a provider.
 R_NAME, R_SPAN, R_PARENT, R_KIND, R_ATTRS, R_CLEAN, R_START, R_END, R_STATUS, R_LINKS, R_EVENTS, R_CTX, R_META = \
     range(len(RECORD_FIELDS))
+
+# A held event: a span event as a plain (name, time in ns, attributes) tuple, its attributes a dict
+# already as the SDK stores them. What a session below ``full`` detail holds per message event and unit
+# closure for its next check span (tracer.spans.session): one object where an OTel Event is two, on the
+# agent's thread (docs/performance.md, round 9). Readers turn it into an Event where one is wanted.
+HeldEvent = tuple[str, int, dict[str, Any]]
+E_NAME: Final = 0
+E_TIME: Final = 1
+E_ATTRS: Final = 2
+
+
+def event_parts(event: Any) -> tuple[str, int, Any]:
+    """(name, time in ns, attributes) of a span event of a record: a held event or an OTel Event."""
+    if type(event) is tuple:
+        return event
+    return event.name, event.timestamp, event.attributes
 
 
 class RecordMeta(Protocol):
@@ -36,5 +52,5 @@ class RecordMeta(Protocol):
     def clean_chunk(self, dicts: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]: ...
 
 
-__all__ = ["RECORD_FIELDS", "R_ATTRS", "R_CLEAN", "R_CTX", "R_END", "R_EVENTS", "R_KIND", "R_LINKS", "R_META",
-           "R_NAME", "R_PARENT", "R_SPAN", "R_START", "R_STATUS", "RecordMeta"]
+__all__ = ["E_ATTRS", "E_NAME", "E_TIME", "RECORD_FIELDS", "HeldEvent", "R_ATTRS", "R_CLEAN", "R_CTX", "R_END", "R_EVENTS", "R_KIND", "R_LINKS", "R_META",
+           "R_NAME", "R_PARENT", "R_SPAN", "R_START", "R_STATUS", "RecordMeta", "event_parts"]

@@ -34,6 +34,9 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.util import types
 
 from tracer.contract.records import (
+    E_ATTRS,
+    E_NAME,
+    E_TIME,
     R_CTX,
     R_END,
     R_EVENTS,
@@ -45,6 +48,7 @@ from tracer.contract.records import (
     R_SPAN,
     R_START,
     R_STATUS,
+    HeldEvent,
 )
 from tracer.spans.records import clean_attributes, clean_chunk, record_attributes
 
@@ -230,7 +234,7 @@ class DirectSpan(_RecordSpan):
         self._raw = raw
         self._set: dict[str, Any] | None = None
         self._links = tuple(links)
-        self._events: list[Event] | None = None
+        self._events: list[Event | HeldEvent] | None = None
         self._start = start_time
         self._status = UNSET
         self._ended = False
@@ -263,8 +267,9 @@ class DirectSpan(_RecordSpan):
                 self._events = []
             self._events.append(Event(name, put_sdk({}, attributes or {}), timestamp))
 
-    def add_cleaned_events(self, events: Sequence[Event]) -> None:
-        """Add events whose attributes are already clean (:func:`put_clean`): no second pass."""
+    def add_cleaned_events(self, events: Sequence[Event | HeldEvent]) -> None:
+        """Add events whose attributes are already clean (:func:`put_clean`; held events as they are):
+        no second pass."""
         if not self._ended:
             if self._events is None:
                 self._events = []
@@ -331,7 +336,7 @@ def readable(record: tuple) -> ReadableSpan:
                                                        root.trace_state),
         resource=meta.resource,
         attributes=record_attributes(record),
-        events=record[R_EVENTS],
+        events=sdk_events(record[R_EVENTS]),
         links=record[R_LINKS],
         kind=record[R_KIND],
         status=record[R_STATUS],
@@ -342,10 +347,17 @@ def readable(record: tuple) -> ReadableSpan:
     )
 
 
+def sdk_events(events: tuple[Event | HeldEvent, ...]) -> tuple[Event, ...]:
+    """A record's span events as OTel Events (a held event becomes one, its attributes shared)."""
+    if not any(type(e) is tuple for e in events):
+        return events  # type: ignore[return-value]  # no held event: every one is an Event already
+    return tuple(Event(e[E_NAME], e[E_ATTRS], e[E_TIME]) if isinstance(e, tuple) else e for e in events)
+
+
 def as_spans(chunk: Sequence[Any]) -> list[Any]:
     """A chunk of records and SDK spans as SDK spans only."""
     return [readable(x) if type(x) is tuple else x for x in chunk]
 
 
 __all__ = ["DIRECT_FLAG", "DirectSpan", "DirectWriter", "EndedSpan", "as_spans", "direct_writer", "put_clean",
-           "put_sdk", "readable", "start_root"]
+           "put_sdk", "readable", "sdk_events", "start_root"]

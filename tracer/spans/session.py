@@ -30,6 +30,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
 from policies.validate import FIRST_MESSAGE_NOT_USER, Violation, validate
 from tracer.contract import names as sn
+from tracer.contract.records import E_TIME, HeldEvent, event_parts
 from tracer.errors import RedactionFailed
 from tracer.spans import openinference as _oi
 from tracer.spans import redact as _redact
@@ -167,7 +168,7 @@ class TracedSession:
         self.redact = config.redact
         self.metrics = config.metrics
         self.detail = config.detail
-        self._held: list[Event] = []  # message events and unit closures waiting for their check (below full)
+        self._held: list[HeldEvent] = []  # message events and unit closures waiting for their check (below full)
         self.seq = 0
         self._lock = threading.Lock()
         self._last_ns = 0
@@ -351,7 +352,7 @@ class TracedSession:
     def emit(self, name: str, attributes: Mapping[str, Any], *, seq: int | None,
              parent: trace.Span | None = None, links: Sequence[Link] = (),
              start_time: int | None = None, error: str | None = None,
-             events: tuple[Event, ...] = ()) -> trace.Span:
+             events: tuple[Event | HeldEvent, ...] = ()) -> trace.Span:
         """A span for an instant event: started and ended at once. Returns the ended span.
 
         On prunegate's own pipeline this is one span record (tracer.spans.direct), no span object."""
@@ -387,17 +388,19 @@ class TracedSession:
         if seq > self.seq:
             self.seq = seq
         attributes[_SEQ] = seq
-        self._held.append(Event(name, put_clean({}, attributes), self.clock()))
+        cleaned = put_clean({}, attributes)
+        self._held.append((name, self.clock(), cleaned))
 
     def hold_clean(self, name: str, attributes: dict[str, Any], seq: int) -> None:
         """:meth:`hold` for ``attributes`` already as the SDK stores them (no ``None``, sequences as
-        tuples of str: :func:`~tracer.spans.direct.put_clean`'s output), kept as they are."""
+        tuples of str: :func:`~tracer.spans.direct.put_clean`'s output), kept as they are, in a held
+        event (a plain tuple, :data:`tracer.contract.records.HeldEvent`: no OTel Event per event)."""
         if seq > self.seq:
             self.seq = seq
         attributes[_SEQ] = seq
-        self._held.append(Event(name, attributes, self.clock()))
+        self._held.append((name, self.clock(), attributes))
 
-    def take_held(self) -> tuple[Event, ...]:
+    def take_held(self) -> tuple[HeldEvent, ...]:
         """The held events for the span being written (at most :data:`MAX_EVENTS`); older ones past
         that cap go first onto ``prunegate.messages`` spans of their own."""
         held = self._held
@@ -406,17 +409,18 @@ class TracedSession:
         self._held = []
         while len(held) > MAX_EVENTS:
             chunk, held = held[:MAX_EVENTS], held[MAX_EVENTS:]
-            self.emit(sn.MESSAGES, {}, seq=self.seq, start_time=chunk[0].timestamp, events=tuple(chunk))
+            self.emit(sn.MESSAGES, {}, seq=self.seq, start_time=chunk[0][E_TIME], events=tuple(chunk))
         return tuple(held)
 
-    def add_events(self, span: trace.Span, events: Sequence[Event]) -> None:
+    def add_events(self, span: trace.Span, events: Sequence[Event | HeldEvent]) -> None:
         """Add span events (from :meth:`take_held`) to an open span; a failing pipeline is counted."""
         try:
             if type(span) is DirectSpan:
                 span.add_cleaned_events(events)
                 return
             for e in events:
-                span.add_event(e.name, e.attributes, e.timestamp)
+                name, timestamp, attributes = event_parts(e)
+                span.add_event(name, attributes, timestamp)
         except Exception as exc:  # noqa: BLE001 - never reaches the agent
             self._tracer_failed(exc)
 
@@ -550,7 +554,7 @@ class TracedSession:
             pass
         if self._held:  # what came after the last check span
             events = self.take_held()
-            self.emit(sn.MESSAGES, {}, seq=self.seq, start_time=events[0].timestamp, events=events)
+            self.emit(sn.MESSAGES, {}, seq=self.seq, start_time=events[0][E_TIME], events=events)
         io = {_oi.INPUT_VALUE: self.content(lambda redact: _redact.safe_redact(_oi.first_user_text(self._io), redact)),
               _oi.OUTPUT_VALUE: self.content(lambda redact: _redact.safe_redact(_oi.last_answer_text(self._io), redact))}
         self.end_span(self.root, {sn.VIOLATIONS: self.violations, **io, **(attributes or {})})

@@ -3,7 +3,8 @@
  * Why: converting a chunk of span records to Arrow is the largest part of what tracing costs the
  * agent's thread (docs/performance.md). In Python it is a loop per attribute of every span
  * (cleaning, JSON, the promoted columns); here ``record_columns`` makes one pass over the chunk's
- * records and writes the Arrow buffers (validity bitmap, int32 offsets, data) directly.
+ * records and writes the Arrow buffers (validity bitmap, int32 offsets, data) directly, span events
+ * included (below ``full`` detail every message event is one: docs/performance.md, round 9).
  *
  * The rules are the Python ones (tracer.spans.records.clean_attributes, tracer.store.rows): for a
  * record, a value or an id outside the usual (a set, a nested dict, a str subclass, text that is
@@ -438,6 +439,66 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------------------ span events */
+static PyObject *S_NAME, *S_TIMESTAMP, *S_ATTRIBUTES; /* "_name", "_timestamp", "_attributes" (interned) */
+
+/* An attribute of an SDK Event (a new reference), or NULL with no exception set: OTHER. */
+static PyObject *slot(PyObject *obj, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) PyErr_Clear();
+    return v;
+}
+
+/* A span's events as JSON text, as orjson writes the Python path's list of
+ * {"name": ..., "time_ns": ..., "attributes": {...}} (tracer.store.rows._events_json). An event is a
+ * held event (a (name, time, attributes) tuple: tracer.contract.records.HeldEvent) or an SDK Event
+ * (its slots read directly), its attributes a plain dict as every session writes them (values as the
+ * SDK stores them); anything else: OTHER. */
+static int json_events(Buf *b, PyObject *events, PyObject *dumps) {
+    Py_ssize_t n = PyTuple_GET_SIZE(events);
+    if (n == 0) return put(b, "[]", 2);
+    if (put_ch(b, '[')) return FAIL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyTuple_GET_ITEM(events, i);
+        PyObject *name = NULL, *ts = NULL, *attrs = NULL;
+        int r = OTHER;
+        if (PyTuple_CheckExact(e)) { /* a held event */
+            if (PyTuple_GET_SIZE(e) != 3) goto done;
+            name = Py_NewRef(PyTuple_GET_ITEM(e, 0));
+            ts = Py_NewRef(PyTuple_GET_ITEM(e, 1));
+            attrs = Py_NewRef(PyTuple_GET_ITEM(e, 2));
+        } else if ((name = slot(e, S_NAME)) == NULL || (ts = slot(e, S_TIMESTAMP)) == NULL ||
+                   (attrs = slot(e, S_ATTRIBUTES)) == NULL) {
+            goto done;
+        }
+        if (Py_TYPE(name) != &PyUnicode_Type || Py_TYPE(ts) != &PyLong_Type) goto done;
+        if (attrs != Py_None && Py_TYPE(attrs) != &PyDict_Type) goto done;
+        if ((r = put(b, i ? ",{\"name\":" : "{\"name\":", i ? 9 : 8))) goto done;
+        if ((r = json_str(b, name))) goto done;
+        if ((r = put(b, ",\"time_ns\":", 11))) goto done;
+        if ((r = json_int(b, ts))) goto done;
+        if ((r = put(b, ",\"attributes\":", 14))) goto done;
+        r = attrs == Py_None ? put(b, "{}", 2) : json_dict(b, attrs, dumps, 1);
+        if (r == OK) r = put_ch(b, '}');
+    done:
+        Py_XDECREF(name);
+        Py_XDECREF(ts);
+        Py_XDECREF(attrs);
+        if (r) return r;
+    }
+    return put_ch(b, ']');
+}
+
+/* Row i of the events column: the record's events as JSON. */
+static int col_events(Col *c, Py_ssize_t i, PyObject *events, PyObject *dumps) {
+    int r = json_events(&c->data, events, dumps);
+    if (r) return r;
+    if (c->data.len > MAX_OFFSET) return OTHER;
+    set_bit(c->valid, i);
+    c->offsets[i + 1] = (int32_t)c->data.len;
+    return OK;
+}
+
 /* -------------------------------------------------------------------------- whole records */
 /* Record layout (tracer.spans.records.RECORD_FIELDS) */
 enum { R_NAME, R_SPAN, R_PARENT, R_KIND, R_ATTRS, R_CLEAN, R_START, R_END, R_STATUS, R_LINKS, R_EVENTS, R_CTX,
@@ -526,9 +587,9 @@ PyDoc_STRVAR(record_columns_doc,
 "``kind_names``: ((SpanKind member, its name), ...). ``context_of(ctx)``: (the trace id as 32 hex digits,\n"
 "the trace state header or None), asked once per distinct root context; ``status_of(status)``: (code name,\n"
 "description or None), once per distinct status. The records must share one ``meta``. Returns\n"
-"(trace_ids, span_ids, parents, states, names, kinds, starts, ends, codes, messages, attributes, has_extras):\n"
-"``attributes``: ((json data, json offsets), session, seq, [promoted...]); ``has_extras``: some record has links or events\n"
-"(their columns are the caller's).");
+"(trace_ids, span_ids, parents, states, names, kinds, starts, ends, codes, messages, events, attributes, has_links):\n"
+"``events``: each record's span events as JSON; ``attributes``: ((json data, json offsets), session, seq, [promoted...]);\n"
+"``has_links``: some record has links (their column is the caller's).");
 
 static PyObject *record_columns(PyObject *self, PyObject *args) {
     PyObject *recs, *kind_names, *session_keys, *seq_key, *promoted, *dumps, *context_of, *status_of;
@@ -545,13 +606,14 @@ static PyObject *record_columns(PyObject *self, PyObject *args) {
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(kind_names, k), "OU", &kinds[k], &kind_text[k])) return NULL;
     Attrs a;
     Seen ctxs = {0}, statuses = {0};
-    Col trace_ids, span_ids, parents, states, names, kind_col, starts, ends, codes, messages;
-    Col *all[] = {&trace_ids, &span_ids, &parents, &states, &names, &kind_col, &starts, &ends, &codes, &messages};
-    const char col_kinds[] = {'h', 'h', 'h', 's', 's', 's', 'i', 'i', 's', 's'};
-    const int ncols = 10;
+    Col trace_ids, span_ids, parents, states, names, kind_col, starts, ends, codes, messages, events;
+    Col *all[] = {&trace_ids, &span_ids, &parents, &states, &names, &kind_col, &starts, &ends, &codes, &messages,
+                  &events};
+    const char col_kinds[] = {'h', 'h', 'h', 's', 's', 's', 'i', 'i', 's', 's', 's'};
+    const int ncols = 11;
     for (int c = 0; c < ncols; c++) memset(all[c], 0, sizeof(Col));
     PyObject *result = NULL, *meta = NULL;
-    int extras = 0;
+    int links = 0;
     int r = attrs_init(&a, n, session_keys, seq_key, promoted, dumps);
     for (int c = 0; c < ncols && r == OK; c++) {
         if (col_kinds[c] == 'h') { /* hex ids: data only (fixed width) */
@@ -582,7 +644,7 @@ static PyObject *record_columns(PyObject *self, PyObject *args) {
             r = OTHER;
             break;
         }
-        if (PyTuple_GET_SIZE(f[R_LINKS]) || PyTuple_GET_SIZE(f[R_EVENTS])) extras = 1;
+        if (PyTuple_GET_SIZE(f[R_LINKS])) links = 1;
         /* ids */
         PyObject *tid, *state;
         if ((r = seen_get(&ctxs, f[R_CTX], context_of, &tid, &state))) break;
@@ -636,12 +698,13 @@ static PyObject *record_columns(PyObject *self, PyObject *args) {
             r = FAIL;
             break;
         }
-        r = attrs_row(&a, i, f[R_ATTRS], is_clean);
+        if ((r = attrs_row(&a, i, f[R_ATTRS], is_clean))) break;
+        r = col_events(&events, i, f[R_EVENTS], dumps);
     }
     if (r == OTHER) {
         result = Py_NewRef(Py_None);
     } else if (r == OK) {
-        PyObject *outs[10];
+        PyObject *outs[11];
         int made = 0;
         for (; made < ncols; made++) {
             Col *c = all[made];
@@ -656,8 +719,8 @@ static PyObject *record_columns(PyObject *self, PyObject *args) {
         }
         PyObject *attrs_out = made == ncols ? attrs_result(&a) : NULL;
         if (attrs_out != NULL) {
-            result = Py_BuildValue("(NNNNNNNNNNNO)", outs[0], outs[1], outs[2], outs[3], outs[4], outs[5], outs[6],
-                                   outs[7], outs[8], outs[9], attrs_out, extras ? Py_True : Py_False);
+            result = Py_BuildValue("(NNNNNNNNNNNNO)", outs[0], outs[1], outs[2], outs[3], outs[4], outs[5], outs[6],
+                                   outs[7], outs[8], outs[9], outs[10], attrs_out, links ? Py_True : Py_False);
         } else {
             for (int c = 0; c < made; c++) Py_DECREF(outs[c]);
         }
@@ -679,4 +742,12 @@ static struct PyModuleDef module = {
     "Store columns of span records built in C (the optional accelerator of tracer.store.rows).", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__columns(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__columns(void) {
+    if ((S_NAME = PyUnicode_InternFromString("_name")) == NULL ||
+        (S_TIMESTAMP = PyUnicode_InternFromString("_timestamp")) == NULL ||
+        (S_ATTRIBUTES = PyUnicode_InternFromString("_attributes")) == NULL)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "API", 2) < 0) Py_CLEAR(m); /* what record_columns returns: rows.ACCELERATOR_API */
+    return m;
+}

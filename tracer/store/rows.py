@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from tracer.contract.names import TEXT_REPLACED
-from tracer.contract.records import R_EVENTS, R_KIND, R_LINKS, R_META, RecordMeta
+from tracer.contract.records import E_ATTRS, E_NAME, E_TIME, R_KIND, R_LINKS, R_META, RecordMeta
 from tracer.contract.settings import NO_ACCELERATOR_ENV
 from tracer.store.arrow import (
     column,
@@ -56,22 +56,31 @@ except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
 
 
+ACCELERATOR_API = 2  # the shape of record_columns' result this module reads (2: span events converted in C)
+
+
 def _accelerator() -> ModuleType | None:
     """The C accelerator of the record conversion (tracer/store/_columns.c, built at install when a
     C compiler is there), unless ``PRUNEGATE_NO_ACCELERATOR`` is set; None: the Python path only.
-    Both give the same tables (tests/tracer/store/test_columns.py)."""
+    Both give the same tables (tests/tracer/store/test_columns.py). A build older than this module
+    (another ``API``) is not used: scripts/setup.sh builds it again."""
     if os.environ.get(NO_ACCELERATOR_ENV):
         return None
     try:
-        return importlib.import_module("tracer.store._columns")
+        module = importlib.import_module("tracer.store._columns")
     except ImportError:
         return None
+    if getattr(module, "API", 1) != ACCELERATOR_API:
+        log.warning("prunegate: tracer/store/_columns is an older build; converting span records in Python "
+                    "until scripts/setup.sh builds it again")
+        return None
+    return module
 
 
+log = logging.getLogger(__name__)
 ACCELERATOR: ModuleType | None = _accelerator()
 
 SpanRow = dict[str, Any]
-log = logging.getLogger(__name__)
 _EMPTY_LIST = "[]"
 _EMPTY_OBJ = "{}"
 
@@ -215,17 +224,21 @@ def _hex_span(span_id: int) -> str:
 
 
 def _event_dict(event: Any) -> dict[str, Any]:
+    if type(event) is tuple:  # a held event (tracer.contract.records.HeldEvent)
+        return {"name": event[E_NAME], "time_ns": event[E_TIME], "attributes": event[E_ATTRS]}
     return {"name": event.name, "time_ns": event.timestamp, "attributes": _attr_dict(event)}
 
 
 def _events_json(events: Sequence[Any]) -> str:
     """A span's events as JSON text (what :func:`_json_list` with :func:`_event_dict` gives), reading
-    the SDK event's slots directly: below ``full`` detail every message event is one of these, and
-    the property reads were most of a chunk's conversion (docs/performance.md, round 8)."""
+    a held event's items or the SDK event's slots directly: below ``full`` detail every message event is one of these, and
+    the property reads were most of a chunk's conversion (docs/performance.md, round 8). The C
+    accelerator writes the same text (``json_events`` in tracer/store/_columns.c, round 9)."""
     if not events:
         return _EMPTY_LIST
     try:
-        return dumps([{"name": e._name, "time_ns": e._timestamp,
+        return dumps([{"name": e[E_NAME], "time_ns": e[E_TIME], "attributes": e[E_ATTRS]} if type(e) is tuple else
+                      {"name": e._name, "time_ns": e._timestamp,
                        "attributes": a if type(a := e._attributes) is dict else _attr_dict(e)} for e in events])
     except AttributeError:  # not the SDK's Event: its public properties
         return _json_list(events, _event_dict)
@@ -563,17 +576,17 @@ def _accelerated_table(recs: Sequence[tuple]) -> pa.Table | None:
         return None
     if got is None:
         return None
-    trace_ids, span_ids, parents, states, names, kinds, starts, ends, codes, messages, attributes, extras = got
+    trace_ids, span_ids, parents, states, names, kinds, starts, ends, codes, messages, events, attributes, links = got
     n = len(recs)
     string = pa.string()
     (data, offsets), sessions, seqs, promoted = attributes
     meta = recs[0][R_META]
     scope = meta.scope
-    if extras:
-        events_json = _array(_json_lists([r[R_EVENTS] for r in recs], _event_dict), string, n, False)
+    events_json = from_buffers(string, n, events)
+    if links:
         links_json = _array(_json_lists([r[R_LINKS] for r in recs], _link_dict), string, n, False)
     else:
-        events_json = links_json = same_string(_EMPTY_LIST, n)
+        links_json = same_string(_EMPTY_LIST, n)
     arrays = [
         fixed_width_from(trace_ids, 32, n), fixed_width_from(span_ids, 16, n), fixed_width_from(parents, 16, n),
         from_buffers(string, n, states), from_buffers(string, n, names), from_buffers(string, n, kinds),

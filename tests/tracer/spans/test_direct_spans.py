@@ -38,7 +38,7 @@ def _spans(store: Store) -> list[tuple]:
     from tracer.store.schema import PROMOTED_NAMES
 
     with store.reader() as r:
-        rows = r.query("SELECT span_id, parent_span_id, name, kind, status_code, status_message, attributes, seq, "
+        rows = r.query("SELECT span_id, parent_span_id, name, kind, status_code, status_message, attributes, events, seq, "
                        f"session_id IS NOT NULL AS has_session, {', '.join(PROMOTED_NAMES)} "
                        "FROM spans WHERE name <> 'prunegate.tracer.stats'")
     import json
@@ -52,8 +52,9 @@ def _spans(store: Store) -> list[tuple]:
         for key in [k for k in attrs if "span_id" in k or "trace_id" in k]:  # other spans' ids: new each run
             attrs.pop(key)
         text = re.sub(r"replay-[0-9a-f]{16}", "replay-?", json.dumps(attrs, sort_keys=True))  # ids inside values
+        events = json.dumps([(e["name"], e["attributes"]) for e in json.loads(row["events"])])  # times: new each run
         out.append((row["name"], names.get(row["parent_span_id"]), row["kind"], row["status_code"],
-                    row["status_message"], text, row["seq"], row["has_session"],
+                    row["status_message"], text, events, row["seq"], row["has_session"],
                     tuple(row[c] for c in PROMOTED_NAMES)))
     return sorted(out)
 
@@ -70,10 +71,13 @@ def _replay_all(provider, convs, specs) -> None:
     [SPEC],
     [ReplaySpec("salience", gated=True, budget=300, hard_ceiling=900, stream_results=3, seed=7),
      ReplaySpec("head_tail", gated=True, budget=500)],
-], ids=["ungated-recency", "gated-salience-head_tail"])
+    [ReplaySpec("recency", gated=True, budget=300, stream_results=2, detail="checks"),
+     ReplaySpec("salience", gated=False, budget=400, detail="decisions")],
+], ids=["ungated-recency", "gated-salience-head_tail", "held-events"])
 def test_direct_and_sdk_spans_store_the_same_rows(tmp_path, specs):
     """Span records (prunegate's own pipeline) and the SDK's spans (any other provider, the code path
-    that existed before records) store the same names, parents, kinds, statuses and attributes."""
+    that existed before records) store the same names, parents, kinds, statuses, attributes and span
+    events (below ``full``: held events on records, the SDK's own events on its spans)."""
     convs = _conversations()
     direct = setup_tracing(tmp_path / "direct", otlp_endpoint=False)
     _replay_all(direct.provider, convs, specs)
@@ -85,8 +89,12 @@ def test_direct_and_sdk_spans_store_the_same_rows(tmp_path, specs):
 
     a, b = _spans(direct.store), _spans(sdk_store)
     assert len(a) > 100
-    assert {row[0] for row in a} >= {"prunegate.session", "prunegate.message", "prunegate.budget_check",
-                                    "prunegate.unit.close"}
+    if specs[0].detail == "full":
+        assert {row[0] for row in a} >= {"prunegate.session", "prunegate.message", "prunegate.budget_check",
+                                        "prunegate.unit.close"}
+    else:
+        assert "prunegate.message" not in {row[0] for row in a}
+        assert sum(row[6].count('"prunegate.message"') for row in a) > 100  # as span events
     assert {row[0] for row in a} & {"prunegate.prune", "prunegate.spill", "prunegate.defer"}
     # the replay's ids and durations differ; everything else is the same span for span
     assert a == b
@@ -191,6 +199,37 @@ def test_exporters_behind_prunegates_pipeline_get_standard_sdk_spans(tmp_path):
     assert spans["prunegate.message"].status.description == "boom"
     assert spans["prunegate.message"].end_time > spans["prunegate.message"].start_time
     assert root.resource is tracing.provider.resource
+
+
+def test_exporters_get_held_events_as_sdk_events(tmp_path):
+    """Below ``full``, a check span's message events are held as plain tuples on the record; a sink
+    that takes SDK spans gets them as OTel Events with the same names, times and attributes."""
+    from opentelemetry.sdk.trace import Event
+
+    from tracer.spans.pipeline import ExporterSink
+
+    tracing = setup_tracing(tmp_path / "s", otlp_endpoint=False)
+    exporter = InMemorySpanExporter()
+    tracing.provider.add_span_processor(ReliableSpanProcessor(ExporterSink(exporter)))
+    records: list[tuple] = []
+    tracing.store_processor.on_end_record = records.append  # type: ignore[method-assign]  # the test takes the records
+    session = TracedSession(tracing.provider, SessionConfig(source="synthetic", detail="checks"))
+    session.hold_clean("prunegate.message", {"prunegate.message.id": "m1", "prunegate.message.call_ids": ("c1",)}, seq=1)
+    session.hold("prunegate.unit.close", {"prunegate.unit.id": "u1", "prunegate.unit.message_ids": ["m1"], "n": None}, seq=2)
+    session.emit("prunegate.budget_check", {"prunegate.check": 1}, seq=2, events=session.take_held())
+    session.end()
+    tracing.force_flush()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    tracing.shutdown()
+    held = next(r for r in records if r[0] == "prunegate.budget_check")[10]
+    assert [type(e) for e in held] == [tuple, tuple]
+    events = spans["prunegate.budget_check"].events
+    assert all(type(e) is Event for e in events)
+    assert [(e.name, e.timestamp, dict(e.attributes)) for e in events] == [(n, t, a) for n, t, a in held]
+    assert [dict(e.attributes) for e in events] == [
+        {"prunegate.message.id": "m1", "prunegate.message.call_ids": ("c1",), "prunegate.seq": 1},
+        {"prunegate.unit.id": "u1", "prunegate.unit.message_ids": ("m1",), "prunegate.seq": 2}]
+    assert events[0].timestamp < events[1].timestamp
 
 
 class _Str(str):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import sysconfig
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tests.paths import SESSIONS
-from tracer.contract.records import R_KIND
+from tracer.contract.records import R_KIND, event_parts
 from tracer.contract.settings import NO_ACCELERATOR_ENV
 from tracer.lab import ReplaySpec, replay_session
 from tracer.spans.session import SessionConfig, TracedSession
@@ -85,19 +86,28 @@ def assert_same(py: Any, c: Any) -> None:
 
 
 @needs_accelerator
-def test_replayed_sessions_convert_to_the_same_table(tmp_path, monkeypatch):
-    """Every span a gated and an ungated replay write, with content captured, chunk by chunk."""
+@pytest.mark.parametrize("detail", ["full", "checks", "decisions"])
+def test_replayed_sessions_convert_to_the_same_table(tmp_path, monkeypatch, detail):
+    """Every span a gated and an ungated replay write, with content captured, chunk by chunk, at each
+    detail level (below ``full``, message events and unit closures are span events the C path writes)."""
     cap = Capture(tmp_path)
     convs = [c for c in read_paths([SESSIONS]) if isinstance(c, Conversation)]
     for conv in convs:
-        for spec in (ReplaySpec("salience", gated=True, budget=300, stream_results=2),
-                     ReplaySpec("recency", gated=False, budget=400)):
+        for spec in (ReplaySpec("salience", gated=True, budget=300, stream_results=2, detail=detail),
+                     ReplaySpec("recency", gated=False, budget=400, detail=detail)):
             replay_session(conv, spec, tracer_provider=cap.tracing.provider, capture_content=True)
     cap.close()
     records = cap.records
-    assert len(records) > 500
-    assert {r[0] for r in records} >= {"prunegate.message", "prunegate.budget_check", "prunegate.prune"}
+    assert len(records) > (500 if detail == "full" else 100)
+    names = {r[0] for r in records}
+    assert names >= {"prunegate.budget_check", "prunegate.prune"}
+    assert ("prunegate.message" in names) == (detail == "full")
     assert any(r[0].startswith("chat ") for r in records)
+    events = [event_parts(e) for r in records for e in r[10]]
+    if detail != "full":  # the message events ride on the check spans (held events), content and all
+        assert {name for name, _, _ in events} >= {"prunegate.message", "prunegate.unit.close"}
+        assert any("prunegate.message.content" in attrs for _, _, attrs in events)
+        assert all(type(e) is tuple for r in records if r[0] == "prunegate.budget_check" for e in r[10])
     monkeypatch.setattr(rows, "ACCELERATOR", ACCELERATOR)
     for i in range(0, len(records), 256):
         chunk = records[i:i + 256]
@@ -262,6 +272,48 @@ def test_a_value_off_the_fast_path_sends_the_chunk_to_python(tmp_path, monkeypat
 
 
 @needs_accelerator
+def test_span_events_convert_in_c_to_the_python_paths_json(tmp_path, monkeypatch):
+    """Span events (held message events below ``full``, SDK events added to a span) as the Python path
+    writes them, escapes, floats, lists and all; an event the C path does not read (attributes not a
+    plain dict, a timestamp that is no int, an odd value, a tuple of another shape) sends the chunk to
+    Python, to the same table."""
+    from opentelemetry.attributes import BoundedAttributes
+    from opentelemetry.sdk.trace import Event
+
+    cap = Capture(tmp_path)
+    s = TracedSession(cap.tracing.provider, SessionConfig(source="synthetic", detail="checks"))
+    for i in range(3):
+        s.hold_clean("prunegate.message", {"k": "v\n\"q\" é😀", "n": i, "f": 0.1 * i, "b": i == 1,
+                                           "ids": ("a", "b"), "nums": (1, 2)}, seq=i)
+        s.emit("prunegate.budget_check", {"i": i}, seq=i, events=s.take_held())
+    span = s.start_span("x", {}, seq=4)
+    span.add_event("e", {"k": "v", "l": [1.5, 2.5]}, timestamp=7)
+    span.add_event("none")
+    s.end_span(span)
+    s.end()
+    cap.close()
+    recs = cap.records
+    assert sum(len(r[10]) for r in recs) == 5
+    assert fast_path(recs) is not None
+    py, c = both(recs, monkeypatch)
+    assert_same(py, c)
+    stored = [json.loads(e) for e in c["events"].to_pylist()]
+    assert [e["attributes"]["n"] for ev in stored for e in ev if e["name"] == "prunegate.message"] == [0, 1, 2]
+    assert [ev for ev in stored if ev and ev[0]["name"] == "e"][0][0] == {
+        "name": "e", "time_ns": 7, "attributes": {"k": "v", "l": [1.5, 2.5]}}
+    rec = next(r for r in recs if r[10])
+    assert all(type(e) is tuple for e in rec[10])  # held events
+    in_c = (Event("m", {"k": "v"}, 5), Event("m", None, 5), ("m", 5, {"k": ("a", 1.5)}))
+    in_python = (Event("m", BoundedAttributes(attributes={"k": "v"}), 5), Event("m", {"k": "v"}, 5.0),
+                 Event("m", {"k": {"nested": 1}}, 5), Event("m", {"k": "\ud800"}, 5), ("m", 5.0, {"k": "v"}),
+                 ("m", 5, [("k", "v")]))
+    for odd in (*in_c, *in_python):
+        chunk = [*recs[:1], (*rec[:10], (*rec[10], odd), *rec[11:])]
+        assert (fast_path(chunk) is not None) == (odd in in_c), odd
+        assert_same(*both(chunk, monkeypatch))
+
+
+@needs_accelerator
 def test_span_ids_at_the_limits(tmp_path, monkeypatch):
     """Ids as 16 hex digits up to 2**64 - 1 (a root's parent null); an id past 64 bits, negative or
     not an int sends the chunk to the Python path, to the same table."""
@@ -315,6 +367,21 @@ def test_without_the_accelerator_the_store_holds_the_same_rows(tmp_path, monkeyp
         got.append(sorted(json.dumps(row, sort_keys=True) for row in found))
     assert len(got[0]) > 20
     assert got[0] == got[1]
+
+
+def test_an_older_build_of_the_accelerator_is_not_used(monkeypatch, caplog):
+    """A ``_columns`` built before the module that reads it (another ``API``): the Python path, said
+    once, rather than a result of the wrong shape on every chunk."""
+    import types
+
+    old = types.ModuleType("tracer.store._columns")
+    old.record_columns = lambda *args: None  # type: ignore[attr-defined]  # the old build's function, no API
+    monkeypatch.setitem(sys.modules, "tracer.store._columns", old)
+    with caplog.at_level("WARNING", logger="tracer.store.rows"):
+        assert rows._accelerator() is None
+    assert any("older build" in r.getMessage() for r in caplog.records)
+    old.API = rows.ACCELERATOR_API  # type: ignore[attr-defined]  # the same API: used
+    assert rows._accelerator() is old
 
 
 class _Broken:
