@@ -191,7 +191,6 @@ SEMI JOIN (
 """
 
 
-
 # The new spans go through a temp table so that the session catalog (tracer.store.catalog) reads
 # exactly what was inserted.
 _FRESH_SQL = {False: _fresh_sql(derive=False), True: _fresh_sql(derive=True)}
@@ -292,7 +291,7 @@ def compact(
     try:
         return _compact_locked(layout, result, deadline, max_files_per_transaction, tmp_min_age, cancel)
     except CompactionCancelled:
-        result.rows_inserted = result.duplicates_skipped = result.segments_compacted = 0  # none swapped in
+        _uncount(result)  # none swapped in
         result.busy = "cancelled before the swap: the store is as it was"
         return result
     finally:
@@ -336,7 +335,7 @@ def _compact_locked(
                 log.warning("prunegate store %s: compaction needs more than %s (%s); compacting again "
                             "without a memory limit", layout.root, MEMORY_LIMIT, first_line(exc))
                 _unlink_work(work)
-                result.rows_inserted = result.duplicates_skipped = result.segments_compacted = 0
+                _uncount(result)
                 _write_new(layout, work, good, rows, listed, legacy, result, max_files_per_transaction, None, cancel)
             cancel.check()
             _swap_in(layout, work)
@@ -350,6 +349,11 @@ def _compact_locked(
     retired = [p for p in segments if p.name in done] + (good if swapped else [])
     _retire(layout, retired, bad, deadline, result, rotate=swapped)
     return result
+
+
+def _uncount(result: CompactResult) -> None:
+    """Forget what a new database that was not swapped in had absorbed."""
+    result.rows_inserted = result.duplicates_skipped = result.segments_compacted = 0
 
 
 def _write_new(
