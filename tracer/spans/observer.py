@@ -92,7 +92,11 @@ class SpanObserver(Observer):
         if uid is not None:
             attrs[sn.UNIT_ID] = uid
         if info or s.capture:
-            self._rare_attributes(s, message, event, info, attrs)
+            cause = info.get("cause")
+            if type(cause) is str and len(info) == 1 and not s.capture:  # a removal: its cause, a str, is clean
+                attrs[sn.MESSAGE_CAUSE] = cause
+            else:
+                self._rare_attributes(s, message, event, info, attrs)
         if event == REMOVE:
             self._removed[mid] = call_ids + answers
         if self._full:
@@ -184,9 +188,8 @@ class SpanObserver(Observer):
             s.metrics.decision(d, gated, s.source)
         parent = self.parent
         if name is None:  # within budget (most checks): no child, so one instant span (one record)
-            s.emit(sn.BUDGET_CHECK, check_attrs, seq=d.seq, parent=parent,
-                   start_time=reserved[0] if reserved else s.clock_back(d.duration_ns)[0],
-                   events=() if self._full else s.take_held())
+            start, end = s.clock_pair(reserved[0]) if reserved else s.clock_back(d.duration_ns)
+            s.emit_at(sn.BUDGET_CHECK, check_attrs, d.seq, start, end, parent, () if self._full else s.take_held())
             self._removed.clear()
             return None
         if reserved is None:
@@ -194,19 +197,24 @@ class SpanObserver(Observer):
             t_decision = t_check + 1  # the decision took the gate's time too
         else:
             t_check, t_decision = reserved
-        check = s.start_span(sn.BUDGET_CHECK, check_attrs, seq=d.seq, parent=parent, start_time=t_check)
-        if not self._full:
-            s.add_events(check, s.take_held())
+        events = () if self._full else s.take_held()  # (after the clock: as when the check span started)
         attrs = decision_attributes(d, gated)
         if extra:
             attrs.update(extra)
-        span = s.start_span(name, attrs, seq=d.seq, parent=check, start_time=t_decision)
-        if d.kind == DecisionKind.FAILED:
-            span.set_status(Status(StatusCode.ERROR, d.error or "failed"))
-        if self.hold_decisions and d.kind in _HOLDABLE:
+        failed = d.kind == DecisionKind.FAILED
+        if self.hold_decisions and d.kind in _HOLDABLE:  # ended later (end_held): a span that stays open
+            check = s.start_span(sn.BUDGET_CHECK, check_attrs, seq=d.seq, parent=parent, start_time=t_check)
+            if events:
+                s.add_events(check, events)
+            span = s.start_span(name, attrs, seq=d.seq, parent=check, start_time=t_decision)
+            if failed:
+                span.set_status(Status(StatusCode.ERROR, d.error or "failed"))
             self.held.append((span, s.clock()))
-        else:
-            s.end_span(span)
+            s.end_span(check)
+        else:  # both end now: two records, no span objects (docs/performance.md, round 10)
+            span = s.emit_pair(sn.BUDGET_CHECK, check_attrs, name, attrs, seq=d.seq, start=t_check,
+                               child_start=t_decision, parent=parent, events=events,
+                               child_error=(d.error or "failed") if failed else None)
         gone = self._evicted(ctx, d)
         pairs = [(mid, self._removed.get(mid, [])) for mid in gone]
         if removed is not None:
@@ -214,7 +222,6 @@ class SpanObserver(Observer):
         if pairs:
             s.note_eviction(span, pairs, check=d.check, decision=name)
         self.last_decision_span = span
-        s.end_span(check)
         self._removed.clear()
         return span
 

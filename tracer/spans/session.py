@@ -381,6 +381,63 @@ class TracedSession:
         self.end_span(span)
         return span
 
+    def emit_at(self, name: str, attributes: Mapping[str, Any], seq: int | None, start: int, end: int,
+                parent: trace.Span | None = None, events: tuple[Event | HeldEvent, ...] = ()) -> None:
+        """:meth:`emit` for a caller that has its (start, end) from the session's clock already and
+        needs no span back (a within-budget check: one record, no second clock read, no span handle)."""
+        direct = self._direct
+        if direct is not None and (parent is None or type(parent) is DirectSpan):
+            try:
+                if parent is None:
+                    root, parent_id = self._root_span_context, self._root_span_id
+                else:
+                    root, parent_id = parent._root, parent._span_id
+                direct.emit((name, direct.generate_span_id(), parent_id, _INTERNAL,
+                             self._direct_attrs(name, attributes, seq), False, start, end, _UNSET, (), events, root,
+                             direct))
+            except Exception as exc:  # noqa: BLE001 - never reaches the agent
+                self._tracer_failed(exc)
+            return
+        self.emit(name, attributes, seq=seq, parent=parent, start_time=start, events=events)
+
+    def emit_pair(self, name: str, attributes: Mapping[str, Any], child: str, child_attributes: Mapping[str, Any], *,
+                  seq: int | None, start: int, child_start: int, parent: trace.Span | None = None,
+                  events: tuple[Event | HeldEvent, ...] = (), child_error: str | None = None) -> trace.Span:
+        """A span and one child span, both ending now (the child first): a budget check and its decision.
+
+        The same spans as :meth:`start_span` twice, :meth:`add_events` on the parent and
+        :meth:`end_span` twice would give; on prunegate's own pipeline two records and no span
+        objects. Returns the ended child (its span context is what evictions link to)."""
+        direct = self._direct
+        if direct is not None and (parent is None or type(parent) is DirectSpan):
+            try:
+                if parent is None:
+                    root, parent_id = self._root_span_context, self._root_span_id
+                else:
+                    root, parent_id = parent._root, parent._span_id
+                span_id, child_id = direct.generate_span_id(), direct.generate_span_id()
+                attrs = self._direct_attrs(name, attributes, seq)
+                child_end, end = self.clock_pair()
+                direct.emit((child, child_id, span_id, _INTERNAL, self._direct_attrs(child, child_attributes, seq),
+                             False, child_start, child_end,
+                             _UNSET if child_error is None else Status(StatusCode.ERROR, child_error), (), (), root,
+                             direct))
+                direct.emit((name, span_id, parent_id, _INTERNAL, attrs, False, start, end, _UNSET, (), events, root,
+                             direct))
+                return EndedSpan(root, child_id)
+            except Exception as exc:  # noqa: BLE001 - never reaches the agent
+                self._tracer_failed(exc)
+                return trace.INVALID_SPAN
+        span = self.start_span(name, attributes, seq=seq, parent=parent, start_time=start)
+        if events:
+            self.add_events(span, events)
+        child_span = self.start_span(child, child_attributes, seq=seq, parent=span, start_time=child_start)
+        if child_error is not None:
+            child_span.set_status(Status(StatusCode.ERROR, child_error))
+        self.end_span(child_span)
+        self.end_span(span)
+        return child_span
+
     # ------------------------------------------------------------------ below full detail
     def hold(self, name: str, attributes: dict[str, Any], seq: int) -> None:
         """Keep a message event or unit closure as a span event for the next check span (``detail``
