@@ -125,6 +125,59 @@ def test_the_catalog_compaction_keeps_answers_what_the_spans_do(tmp_path: Path, 
         assert r.query("SELECT count(*) AS n FROM store.search_text WHERE contains(text, 'rainy')")[0]["n"] == 1
 
 
+def test_the_counts_compaction_keeps_give_the_compare_page_and_session_list_what_the_spans_do(
+        tmp_path: Path) -> None:
+    """The Compare page's metrics, the session list and the repeated tool calls read the roots and
+    span counts compaction keeps (``session_roots``, ``session_counts``), plus those of pending
+    segments: the same rows as reading every span."""
+    from tracer.lab import ReplaySpec, replay_session
+    from tracer.traffic import close_provider, load_conversations, store_tracer_provider
+
+    path = tmp_path / "store"
+    demo_store(path, per_file=1, policies=(("recency", True), ("salience", False)))
+    s = Store(path)
+    with s.reader() as r:
+        assert not r.catalog
+        fly = queries.session_metrics(r)
+    s.compact()
+    conv = load_conversations(path)[0]
+    provider = store_tracer_provider(path)
+    try:  # a replay recorded at "decisions" (message events inside other spans) after the compaction
+        added = replay_session(conv, ReplaySpec("salience", gated=True, detail="decisions", label="late"),
+                               tracer_provider=provider, capture_content=True)
+    finally:
+        close_provider(provider)
+    annotate(s, str(fly["session_id"].iloc[0]), label="after-compaction")  # a pending segment on a compacted session
+    with s.reader() as r:
+        assert r.catalog and r.pending_segments
+
+        def defined() -> set[str]:
+            return {v["view_name"] for v in r.query("SELECT view_name FROM duckdb_views() WHERE temporary")}
+
+        late_pending = r.query("SELECT count(*) AS n FROM _segment_spans WHERE session_id = ?",
+                               [added.replay_id])[0]["n"]
+        assert late_pending > 0  # the late replay is read from its segment: the kept rows get a fresh part
+        assert "spans" in defined() and "catalog_counts" not in defined()  # bound on first ask only
+        assert r.catalog_views and {"catalog_counts", "catalog_roots", "catalog_sessions"} <= defined()
+        kept_rows = r.query("SELECT count(*) AS n FROM store.session_counts")[0]["n"]
+        kept = queries.session_metrics(r)
+        spans_only = queries.session_metrics(r.con)  # a plain connection: every count from the spans
+        listed = queries.sessions(r, limit=None).sort_values("session_id").reset_index(drop=True)
+        listed_fly = queries.sessions(r.con, limit=None).sort_values("session_id").reset_index(drop=True)
+        retried, retried_fly = queries.retries(r), queries.retries(r.con)  # the kept counts say where to look
+    assert kept_rows == len(fly)  # every compacted session has its kept row
+    assert added.replay_id in set(kept["session_id"]) and len(kept) == len(fly) + 1
+    late = kept[kept["session_id"] == added.replay_id].iloc[0]
+    assert late["arm"] == "late · gated" and late["prunes"] == added.prunes
+    pd.testing.assert_frame_equal(kept, spans_only, check_dtype=False)
+    pd.testing.assert_frame_equal(kept[kept["session_id"] != added.replay_id].reset_index(drop=True), fly,
+                                  check_dtype=False)
+    pd.testing.assert_frame_equal(listed, listed_fly, check_dtype=False)
+    assert (listed["messages"] > 0).all()
+    assert len(retried) > 0
+    pd.testing.assert_frame_equal(retried, retried_fly)
+
+
 def test_an_older_store_gets_its_catalog_at_the_next_compaction(tmp_path: Path) -> None:
     import duckdb
 

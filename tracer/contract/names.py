@@ -37,6 +37,9 @@ SPAN_NAMES: tuple[str, ...] = (SESSION, MESSAGE, MESSAGES, UNIT_CLOSE, BUDGET_CH
                                 ANNOTATION, COMPARISON, PASSTHROUGH, UNSENT_REQUEST)
 # spans people add after the fact: never part of a session's events, counts or activity times
 AFTERWARDS_SPANS: tuple[str, ...] = (ANNOTATION, COMPARISON)
+# A decision counts as a deferral when it deferred, or when its reason starts with one of these
+# (a deferral that then spilled or failed at the hard ceiling: "pending_calls; spilled to hold ...").
+DEFERRAL_REASONS: tuple[str, ...] = ("pending_calls", "open_messages", "no_safe_prune", "policy_error")
 
 # ---------------------------------------------------------------- on every prunegate span
 SESSION_ID = "prunegate.session.id"

@@ -55,8 +55,8 @@ NAMES: tuple[str, ...] = tuple(m.name for m in COMPARED)
 # and never waits for a commit boundary, so its "deferrals" is not applicable (None, shown "—"), not 0.
 GATED_ONLY: tuple[str, ...] = ("deferrals",)
 # A decision counts as a deferral when it deferred, or when its reason starts with one of these
-# (a deferral that then spilled or failed at the hard ceiling: "pending_calls; spilled to hold ...").
-DEFERRAL_REASONS: tuple[str, ...] = ("pending_calls", "open_messages", "no_safe_prune", "policy_error")
+# (defined in the contract: the store's session catalog counts deferrals the same way).
+DEFERRAL_REASONS: tuple[str, ...] = sn.DEFERRAL_REASONS
 # Counted by the replay and recorded with the metrics, not compared (context for the compared ones).
 RECORDED_EXTRA: tuple[str, ...] = ("model_calls", "reinjects", "references", "retained", "lost_stream_heads")
 

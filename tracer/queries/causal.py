@@ -13,6 +13,7 @@ import pandas as pd
 
 from tracer.contract import names as sn
 from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _con, _df, _first_row, _one, records
+from tracer.queries.listing import reads_kept
 
 _LINK_TYPE = '[{"trace_id":"VARCHAR","span_id":"VARCHAR","attributes":"JSON"}]'
 
@@ -211,7 +212,10 @@ def partners(src: Source, violation_span_id: str, *, session_id: str | None = No
 def retries(src: Source, *, session_id: str | None = None, limit: int | None = None) -> pd.DataFrame:
     """Repeated side-effecting calls: ``execute_tool`` spans flagged ``prunegate.tool.retry``, with
     the step of the first execution of the same call id (the one the retry repeats), newest first;
-    ``total`` is how many there are in all when ``limit`` keeps only the newest."""
+    ``total`` is how many there are in all when ``limit`` keeps only the newest. On a store whose
+    catalog compaction keeps, only the sessions it counts retries in are read (a JSON read of every
+    tool execution of a million-span store otherwise)."""
+    some = "AND session_id IN (SELECT session_id FROM catalog_counts WHERE retries > 0)" if reads_kept(src) else ""
     sql = f"""
     WITH t AS (
         SELECT session_id, seq, start_time_ns, span_id,
@@ -223,7 +227,7 @@ def retries(src: Source, *, session_id: str | None = None, limit: int | None = N
         -- the span name ("execute_tool <tool>") narrows the scan before any attribute is parsed
         WHERE starts_with(name, '{sn.OP_EXECUTE_TOOL}')
           AND attributes->>'{sn.GEN_AI_OPERATION_NAME}' = '{sn.OP_EXECUTE_TOOL}'
-          AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR))
+          AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR)) {some}
     ),
     r AS (
         SELECT *, count(*) OVER () AS total FROM t WHERE retry

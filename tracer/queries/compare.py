@@ -4,8 +4,9 @@ Why these read the replay's own record: a replay counts its metrics as it runs
 (:class:`~tracer.lab.replay.SessionResult`) and records them on its root span
 (:func:`tracer.lab.metrics.attribute`); reading them back, and pairing and bounding them with
 :mod:`tracer.lab.metrics`, is what makes the dashboard show exactly what ``prunegate compare``
-printed for the same replays. A session recorded without them (an import, a live session, a
-replay by an older prunegate) falls back to what its spans count where spans can (invalid
+printed for the same replays. The span counts come from the session catalog compaction keeps
+(:mod:`tracer.store.catalog`), so a visit reads one row per session, not every span's JSON. A
+session recorded without them (an import, a live session, a replay by an older prunegate) falls back to what its spans count where spans can (invalid
 requests, prunes, deferrals, spills, failures, peak tokens; the same definitions, checked equal on
 real replays by the tests).
 """
@@ -18,8 +19,8 @@ from typing import Any
 import pandas as pd
 
 from tracer.lab import metrics as m
-from tracer.queries._sql import SESSION, Source, _df, _list, _struct
-from tracer.queries.listing import summary_sql
+from tracer.queries._sql import Source, _df, _list, _struct
+from tracer.queries.listing import reads_kept, roots_relation, summary_sql
 
 # Counted from spans only (every session has them; a comparison's replays too).
 SPAN_METRICS: tuple[str, ...] = ("violations", "retries", "final_tokens", "tokens_pruned", "over_budget_checks")
@@ -31,16 +32,16 @@ _FROM_SPANS = ("invalid_requests", "prunes", "deferrals", "spills", "failures", 
 _RECORDED = _struct({m.attribute(n): ("DOUBLE" if n == "retention" else "BIGINT") for n in m.NAMES})
 
 
-def _metric_sql() -> str:
+def _metric_sql(*, kept: bool) -> str:
     cols = []
     for n in m.NAMES:
         recorded = f'rec.r."{m.attribute(n)}"'
         cols.append(f"coalesce({recorded}, t.{n}) AS {n}" if n in _FROM_SPANS else f"{recorded} AS {n}")
     return f"""
-    WITH t AS ({summary_sql()}),
+    WITH t AS ({summary_sql(kept=kept)}),
     rec AS (
         SELECT session_id, any_value(from_json(attributes, '{_RECORDED}')) AS r
-        FROM spans WHERE name = '{SESSION}' AND session_id IS NOT NULL GROUP BY session_id
+        FROM {roots_relation(kept=kept)} GROUP BY session_id
     )
     SELECT t.session_id,
            coalesce(t.source_id, CASE WHEN t.source = 'replay' THEN t.label END, t.session_id) AS source_id,
@@ -54,7 +55,8 @@ def _metric_sql() -> str:
     """
 
 
-_METRIC_SQL = _metric_sql()
+# kept: the roots and span counts compaction keeps (tracer.store.catalog), not a JSON read of every span per visit
+_METRIC_SQL = {k: _metric_sql(kept=k) for k in (False, True)}
 
 
 def session_metrics(
@@ -68,7 +70,7 @@ def session_metrics(
     session's is ``(recorded)``) and the session it replays (``source_id``: a recorded session is
     its own source; a replay of a conversation that was never recorded pairs by name). Filter by
     the sessions themselves and/or by their sources. Sorted by source, then arm."""
-    df = _df(src, _METRIC_SQL, {"sids": _list(session_ids), "srcs": _list(source_ids)})
+    df = _df(src, _METRIC_SQL[reads_kept(src)], {"sids": _list(session_ids), "srcs": _list(source_ids)})
     recorded = df["policy"].isna()
     df["arm"] = [
         "(recorded)" if rec else m.arm_label(str(p), None if pd.isna(g) else bool(g))
@@ -88,8 +90,9 @@ def _check(metric: str) -> None:
 
 
 def _rows(frame: pd.DataFrame, metric: str) -> list[dict[str, Any]]:
-    return [{"source_id": s, "arm": a, metric: (None if pd.isna(v) else float(v))}
-            for s, a, v in zip(frame["source_id"], frame["arm"], frame[metric], strict=True)]
+    values = frame[metric].astype("float64").tolist()  # a missing value reads NaN: None below
+    return [{"source_id": s, "arm": a, metric: (None if v != v else v)}
+            for s, a, v in zip(frame["source_id"].tolist(), frame["arm"].tolist(), values, strict=True)]
 
 
 def arm_summary(frame: pd.DataFrame, metric: str) -> pd.DataFrame:

@@ -17,17 +17,9 @@ from typing import Any, Literal
 import pandas as pd
 
 from tracer.contract import names as sn
-from tracer.lab.metrics import DEFERRAL_REASONS
 from tracer.queries._sql import (
     _AFTERWARDS,
-    BUDGET_CHECK,
-    DEFER,
-    FAIL,
-    MESSAGE,
-    PRUNE,
     SESSION,
-    SPILL,
-    VIOLATION,
     Source,
     _con,
     _df,
@@ -36,7 +28,8 @@ from tracer.queries._sql import (
     _one,
     _struct,
 )
-from tracer.store import Store
+from tracer.store import Store, StoreReader
+from tracer.store import catalog as store_catalog
 
 Order = Literal["recent", "started", "oldest"]
 _ORDER: dict[str, str] = {  # constants only: never user text in SQL
@@ -50,12 +43,6 @@ _ROOT_FIELDS = {
     sn.SESSION_NAME: "VARCHAR", sn.SESSION_SOURCE_ID: "VARCHAR", sn.PROVIDER: "VARCHAR",
     sn.POLICY_PARAMS: "VARCHAR", sn.HARD_CEILING: "BIGINT", sn.CONTENT_CAPTURED: "BOOLEAN",
     sn.REPLAY_LABEL: "VARCHAR",
-}
-_COUNT_FIELDS = {
-    sn.MESSAGE_ID: "VARCHAR", sn.EVENT: "VARCHAR", sn.MESSAGE_SUMMARY_OF: ["VARCHAR"],
-    sn.MESSAGE_CALL_IDS: ["VARCHAR"], sn.SPILLED_UNITS: ["VARCHAR"],
-    sn.CONTEXT_TOKENS: "BIGINT",
-    sn.GEN_AI_OPERATION_NAME: "VARCHAR", sn.TOOL_RETRY: "BOOLEAN", sn.REQUEST_VALID: "BOOLEAN",
 }
 
 # One row per session from its root span (None for every column while it is still recording).
@@ -74,57 +61,19 @@ roots AS (
            any_value(a."{sn.HARD_CEILING}") AS hard_ceiling,
            any_value(a."{sn.CONTENT_CAPTURED}") AS content_captured
     FROM (SELECT session_id, source, policy, gated, budget, from_json(attributes, '{_struct(_ROOT_FIELDS)}') AS a
-          FROM spans WHERE name = '{SESSION}' AND session_id IS NOT NULL AND {{where}}) r
+          FROM {{roots}}) r
     GROUP BY session_id
 )"""
 
-# A spill or failure whose decision had deferred first (tracer.lab.metrics.DEFERRAL_REASONS; constants only).
-_DEFERRED_FIRST = " OR ".join(f"starts_with(coalesce(reason, ''), '{r}')" for r in DEFERRAL_REASONS)
+
+def roots_relation(*, kept: bool, where: str = "true") -> str:
+    """Every session's root spans (session id, promoted columns, attributes): a store reader's
+    ``catalog_roots`` (kept by compaction) with ``kept``, else picked out of ``spans``."""
+    return "catalog_roots" if kept else f"({store_catalog.roots_sql('spans', where)})"
+
 
 # Per session: what its spans add up to (the Sessions page's columns; the definitions of docs/replay.md).
-_COUNTS = f"""
-agg AS (
-    SELECT session_id,
-           count(DISTINCT a."{sn.MESSAGE_ID}")
-               FILTER (WHERE name = '{MESSAGE}' AND a."{sn.EVENT}" IN ('append', 'open')
-                       AND a."{sn.MESSAGE_SUMMARY_OF}" IS NULL) AS messages,
-           CAST(coalesce(sum(len(a."{sn.MESSAGE_CALL_IDS}"))
-               FILTER (WHERE name = '{MESSAGE}' AND a."{sn.EVENT}" IN ('append', 'open')
-                       AND a."{sn.MESSAGE_SUMMARY_OF}" IS NULL), 0) AS BIGINT) AS tool_calls,
-           greatest(
-               max(a."{sn.CONTEXT_TOKENS}") FILTER (WHERE name = '{MESSAGE}'),
-               max(tokens_before) FILTER (WHERE name = '{BUDGET_CHECK}')
-           ) AS peak_tokens,
-           arg_max(coalesce(a."{sn.CONTEXT_TOKENS}", tokens_after), (seq, start_time_ns))
-               FILTER (WHERE name IN ('{MESSAGE}', '{BUDGET_CHECK}')) AS final_tokens,
-           count(*) FILTER (WHERE name = '{BUDGET_CHECK}') AS checks,
-           count(*) FILTER (WHERE name = '{BUDGET_CHECK}'
-                            AND tokens_before > budget) AS over_budget_checks,
-           count(*) FILTER (WHERE name = '{VIOLATION}') AS violations,
-           count(*) FILTER (WHERE name = '{PRUNE}') AS prunes,
-           CAST(coalesce(sum(tokens_before - tokens_after)
-                         FILTER (WHERE name = '{PRUNE}'), 0) AS BIGINT) AS tokens_pruned,
-           count(*) FILTER (WHERE name = '{DEFER}' OR (name IN ('{SPILL}', '{FAIL}') AND ({_DEFERRED_FIRST}))) AS deferrals,
-           CAST(coalesce(sum(len(a."{sn.SPILLED_UNITS}")) FILTER (WHERE name IN ('{SPILL}', '{FAIL}')), 0)
-               AS BIGINT) AS spills,
-           count(*) FILTER (WHERE name = '{FAIL}') AS failures,
-           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = '{sn.OP_EXECUTE_TOOL}' AND a."{sn.TOOL_RETRY}") AS retries,
-           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = '{sn.OP_CHAT}') AS model_calls,
-           count(*) FILTER (WHERE a."{sn.GEN_AI_OPERATION_NAME}" = '{sn.OP_CHAT}'
-                            AND a."{sn.REQUEST_VALID}" = false) AS invalid_requests,
-           max(seq) AS max_seq,
-           count(*) FILTER (WHERE NOT held) AS spans,
-           min(start_time_ns) AS first_ns,
-           max(coalesce(end_time_ns, start_time_ns)) AS last_ns
-    FROM (SELECT session_id, name, seq, start_time_ns, end_time_ns, reason, tokens_before, tokens_after, budget,
-                 from_json(attributes, '{_struct(_COUNT_FIELDS)}') AS a, false AS held
-          FROM spans WHERE session_id IS NOT NULL AND name NOT IN {_AFTERWARDS} AND {{where}}
-          UNION ALL  -- message events recorded below full detail (docs/spans.md): counted like message spans
-          SELECT session_id, event_name, CAST(attributes->>'$."{sn.SEQ}"' AS BIGINT), time_ns, time_ns, NULL, NULL,
-                 NULL, NULL, from_json(attributes, '{_struct(_COUNT_FIELDS)}'), true
-          FROM span_events WHERE session_id IS NOT NULL AND event_name = '{MESSAGE}' AND {{where}}) s
-    GROUP BY session_id
-)"""
+_COUNTS = f"agg AS ({store_catalog.counts_sql('spans', '{where}')})"
 
 # Per session: only when it was active (no attribute is parsed).
 _TIMES = """
@@ -134,15 +83,24 @@ agg AS (
 )"""
 
 
-def summary_sql(*, summary: bool = True, where: str = "true") -> str:
+def summary_sql(*, summary: bool = True, where: str = "true", kept: bool = False) -> str:
     """The listing's relation: one row per session, root columns (``label``, ``source``,
     ``source_id``, ``provider``, ``policy``, ``policy_params``, ``replay_label``, ``gated``,
     ``budget``, ``hard_ceiling``, ``content_captured``), ``complete`` (its root is stored),
     ``first_ns``/``last_ns`` and, with ``summary``, the span counts. ``where`` is a constant filter
-    on spans (``session_id = $sid``), never user text. Other query modules build on it."""
-    agg = (_COUNTS if summary else _TIMES).replace("{where}", where)
+    on spans (``session_id = $sid``), never user text. ``kept``: roots, counts and times come from
+    what compaction keeps (a store reader's ``catalog_roots``, ``catalog_counts`` and
+    ``catalog_sessions``, :mod:`tracer.store.catalog`) instead of a pass over every span (only for
+    the whole store: no ``where``). Other query modules build on it."""
+    if kept and where != "true":
+        raise ValueError("kept rows are for the whole store's summary")
+    if kept:
+        agg = ("agg AS (SELECT * FROM catalog_counts)" if summary
+               else "agg AS (SELECT session_id, first_ns, last_ns FROM catalog_sessions)")
+    else:
+        agg = (_COUNTS if summary else _TIMES).replace("{where}", where)
     return f"""
-WITH {_ROOTS.replace("{where}", where)},
+WITH {_ROOTS.replace("{roots}", roots_relation(kept=kept, where=where))},
 {agg}
 SELECT agg.session_id, roots.label, roots.source, roots.source_id, roots.provider, roots.policy,
        roots.policy_params, roots.replay_label, roots.gated, roots.budget, roots.hard_ceiling,
@@ -152,9 +110,16 @@ FROM agg LEFT JOIN roots USING (session_id)
 """
 
 
-_SUMMARY = summary_sql()
+def reads_kept(src: Source) -> bool:
+    """Whether ``src`` is a store reader over a store whose catalog compaction keeps (then its
+    ``catalog_*`` views serve the kept rows plus those of pending segments); any other source
+    computes everything from ``spans``."""
+    return isinstance(src, StoreReader) and src.catalog and src.catalog_views
+
+
+_SUMMARY = {k: summary_sql(kept=k) for k in (False, True)}
 _ONE_SUMMARY = summary_sql(where="session_id = $sid")
-_ROOTS_ONLY = summary_sql(summary=False)
+_ROOTS_ONLY = {k: summary_sql(summary=False, kept=k) for k in (False, True)}
 
 
 def _listing(
@@ -169,13 +134,14 @@ def _listing(
     summary: bool,
     order: Order,
     limit: int | None,
+    kept: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     if order not in _ORDER:
         raise ValueError(f"unknown order {order!r}; expected one of {sorted(_ORDER)}")
     if only_with_violations and not summary:
         raise ValueError("only_with_violations needs summary=True (violations are counted from spans)")
     sql = f"""
-    SELECT * FROM ({_SUMMARY if summary else _ROOTS_ONLY}) t
+    SELECT * FROM ({(_SUMMARY if summary else _ROOTS_ONLY)[kept]}) t
     WHERE (len(CAST($sources AS VARCHAR[])) = 0
            OR list_contains(CAST($sources AS VARCHAR[]), coalesce(source, '')))
       AND NOT list_contains(CAST($exclude AS VARCHAR[]), coalesce(source, ''))
@@ -224,7 +190,7 @@ def sessions(
     ``oldest`` (oldest first)."""
     sql, params = _listing(sources=sources, exclude_sources=exclude_sources, policies=policies, gated=gated,
                            text=text, only_with_violations=only_with_violations, complete=complete,
-                           summary=summary, order=order, limit=limit)
+                           summary=summary, order=order, limit=limit, kept=reads_kept(src))
     return _df(src, sql, params)
 
 
@@ -237,9 +203,10 @@ def list_sessions(store: Store | str | os.PathLike[str] | None = None, sources: 
     oldest first, with :data:`LIST_COLUMNS` (``id`` and ``name`` are the session id and label;
     messages and tool calls count arrivals, not re-injections or summaries)."""
     store = store if isinstance(store, Store) else Store(store)
-    sql, params = _listing(sources=sources, exclude_sources=None, policies=None, gated=None, text=None,
-                           only_with_violations=False, complete=True, summary=True, order="oldest", limit=None)
     with store.reader() as r:
+        sql, params = _listing(sources=sources, exclude_sources=None, policies=None, gated=None, text=None,
+                               only_with_violations=False, complete=True, summary=True, order="oldest", limit=None,
+                               kept=reads_kept(r))
         cur = _con(r).execute(sql, params)
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

@@ -50,7 +50,8 @@ class StoreReader:
     """Query the unified views of one store snapshot. Use as a context manager."""
 
     catalog = False  # spans.duckdb holds the session catalog compaction keeps (tracer.store.catalog)
-    catalog_views = False  # the views catalog_sessions and catalog_search are defined (not on every subclass)
+    _views = False  # the views over spans are defined (not on every subclass: a bucket reader has its own)
+    _catalog_defined = False
 
     def __init__(self, layout: StoreLayout, *, attach_timeout: float = 2.0) -> None:
         self.layout = layout
@@ -203,9 +204,23 @@ class StoreReader:
             "CREATE TEMP VIEW spans AS SELECT *, end_time_ns - start_time_ns AS duration_ns FROM "
             "(SELECT * FROM _main_spans UNION ALL SELECT * FROM _segment_spans)"
         )
-        for name, sql in (*VIEWS, *catalog.views(self.catalog, "_segment_spans")):
+        for name, sql in VIEWS:
             con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
-        self.catalog_views = True
+        self._views = True
+
+    @property
+    def catalog_views(self) -> bool:
+        """Whether this reader serves ``catalog_sessions``, ``catalog_counts``, ``catalog_roots`` and
+        ``catalog_search`` (:func:`tracer.store.catalog.views`). They are defined on first ask: binding
+        them costs tens of milliseconds per reader, and most readers (one session's steps, one
+        violation) never read them."""
+        if self._views and not self._catalog_defined:
+            files = ("_segment_files" if self.pending_segments
+                     and self._scalar(catalog.pending_activity_sql("_segment_files")) else None)
+            for name, sql in catalog.views(self.catalog, "_segment_spans", files):
+                self.con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
+            self._catalog_defined = True
+        return self._views
 
     # -- queries -------------------------------------------------------------------------------
     def arrow(self, sql: str, params: Params = None) -> pa.Table:

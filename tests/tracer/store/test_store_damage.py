@@ -127,7 +127,8 @@ def test_fifty_kilobytes_over_the_middle_of_spans_duckdb_one_line_then_recover_r
     else:
         pytest.fail("50 KB of noise anywhere in spans.duckdb went unnoticed")
     capsys.readouterr()
-    for argv in (["sessions"], ["replay", "--policy", "recency"]):
+    # commands that read the spans (`sessions` reads the catalog compaction keeps, which this damage may miss)
+    for argv in (["export", "--otlp-endpoint", "http://127.0.0.1:9"], ["replay", "--policy", "recency"]):
         assert main([*argv, "--store", str(store)]) == 2
         assert f"prunegate recover --store {store}" in one_line(capsys.readouterr().err)
     assert main(["recover", "--store", str(store)]) == 0
