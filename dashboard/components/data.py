@@ -115,6 +115,53 @@ def session_list() -> Any:
     return run_activity(queries.sessions, summary=False, order="started", limit=2000)
 
 
+# ----------------------------------------------------------------------------- compare
+SOURCES_LISTED = 100  # more recorded sessions than this: "all of them" is a checkbox, not 2,500 chips in a picker
+
+
+def compare_arms(metric: str, sources: tuple[str, ...] | None, arms: tuple[str, ...]) -> dict[str, Any]:
+    """The Compare page's replays of ``sources`` (None: every recorded session) under ``arms``:
+    ``chosen`` (their per-session metrics), ``side`` (every metric's mean per arm), ``n`` (sessions
+    per arm) and ``summary`` (:func:`tracer.queries.arm_summary` of ``metric``). Kept per store
+    activity and pick, so a second visit, or another user's, does not recompute them."""
+    path = key()
+    return _compare_arms(path, activity(path), metric, sources, arms)
+
+
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=64)
+def _compare_arms(path: str, fp: str, metric: str, sources: tuple[str, ...] | None,
+                  arms: tuple[str, ...]) -> dict[str, Any]:
+    frame = run_activity(queries.session_metrics)
+    chosen = frame[(frame["source"] == "replay") & frame["arm"].isin(arms)]
+    if sources is not None:
+        chosen = chosen[chosen["source_id"].isin(sources)]
+    chosen = chosen.reset_index(drop=True)
+    if chosen.empty:
+        return {"chosen": chosen}
+    side = chosen.groupby("arm")[list(queries.METRICS)].mean().T
+    side.insert(0, "metric", side.index)
+    return {"chosen": chosen, "side": side, "n": chosen.groupby("arm")["session_id"].count(),
+            "summary": queries.arm_summary(chosen, metric)}
+
+
+def compare_pairs(metric: str, sources: tuple[str, ...] | None, arms: tuple[str, ...],
+                  baseline: str) -> dict[str, Any]:
+    """The per-session differences against ``baseline`` of :func:`compare_arms`' replays:
+    ``diff`` (:func:`tracer.queries.session_differences`) and ``diffs`` (their mean with its
+    interval per arm, :func:`tracer.queries.difference_summary`; empty without pairs)."""
+    path = key()
+    return _compare_pairs(path, activity(path), metric, sources, arms, baseline)
+
+
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=64)
+def _compare_pairs(path: str, fp: str, metric: str, sources: tuple[str, ...] | None, arms: tuple[str, ...],
+                   baseline: str) -> dict[str, Any]:
+    chosen = _compare_arms(path, fp, metric, sources, arms)["chosen"]
+    diff = queries.session_differences(chosen, metric, baseline)
+    diffs = queries.difference_summary(chosen, metric, baseline) if not diff.empty else None
+    return {"diff": diff, "diffs": diffs}
+
+
 # ----------------------------------------------------------------------------- the sessions list
 @st.cache_resource(ttl=600, max_entries=4, show_spinner=False)
 def _session_index(path: str, fp: str) -> Any:

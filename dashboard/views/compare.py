@@ -96,12 +96,18 @@ def results_tab() -> None:
         st.stop()
 
     sources = sorted({str(s) for s in replays["source_id"]})
-    names = (metrics_all.drop_duplicates("source_id").set_index("source_id")["label"].to_dict())
     c1, c2 = st.columns(2)
-    picked_sources = c1.multiselect(
-        "Recorded sessions", sources, default=sources, key="compare_sources",
-        format_func=lambda s: f"{names.get(s) or s} · {s[:12]}" if names.get(s) else s,
-    )
+    picked: tuple[str, ...] | None = None  # None: every recorded session
+    if len(sources) <= data.SOURCES_LISTED or not c1.checkbox(
+            f"All {len(sources):,} recorded sessions", value=True, key="compare_all_sources"):
+        names = (metrics_all.drop_duplicates("source_id").set_index("source_id")["label"].to_dict())
+        few = len(sources) <= data.SOURCES_LISTED
+        picked = tuple(c1.multiselect(
+            "Recorded sessions", sources, default=sources if few else [], key="compare_sources",
+            format_func=lambda s: f"{names.get(s) or s} · {s[:12]}" if names.get(s) else s,
+        ))
+        if few and len(picked) == len(sources):
+            picked = None
     arms = sorted({str(a) for a in replays["arm"]})
     from_url = [a for a in qp.get("arms", "").split(",") if a in arms]
     picked_arms = c2.multiselect("Arms (policy · gate)", arms, default=from_url or arms, key="compare_arms")
@@ -109,19 +115,18 @@ def results_tab() -> None:
     metric = st.selectbox("Metric", metrics, key="compare_metric",
                           index=metrics.index(qp["metric"]) if qp.get("metric") in metrics else 0)
 
-    chosen = replays[replays["source_id"].isin(picked_sources) & replays["arm"].isin(picked_arms)]
+    compared = data.compare_arms(metric, picked, tuple(picked_arms))
+    chosen = compared["chosen"]
     if chosen.empty:
         st.warning("Pick at least one recorded session and one arm.")
         st.stop()
+    picked_sources = sources if picked is None else list(picked)
 
     st.subheader("Metrics side by side (mean per session)")
-    side = chosen.groupby("arm")[list(queries.METRICS)].mean().T
-    side.insert(0, "metric", side.index)
-    n = chosen.groupby("arm")["session_id"].count()
-    st.caption("Sessions per arm: " + ", ".join(f"{a}: {int(k)}" for a, k in n.items()))
+    side, summary = compared["side"], compared["summary"]
+    st.caption("Sessions per arm: " + ", ".join(f"{a}: {int(k)}" for a, k in compared["n"].items()))
     show_table(rounded(side), hide_index=True, width="stretch", key="compare_side")
 
-    summary = queries.arm_summary(chosen, metric)
     c1, c2 = st.columns(2)
     with c1:
         st.subheader(f"Mean {metric} with 95% CI")
@@ -140,13 +145,14 @@ def results_tab() -> None:
     state = {k: v for k, v in state.items() if v}
     if state != qp.to_dict():
         qp.from_dict(state)  # this comparison is a link: /compare?metric=...&baseline=...&arms=...
-    diff = queries.session_differences(chosen, metric, baseline)
-    if diff.empty:
+    paired = data.compare_pairs(metric, picked, tuple(picked_arms), baseline)
+    diff, diffs = paired["diff"], paired["diffs"]
+    if diffs is None:
         st.caption("No other arm replayed the same sessions as the baseline.")
     else:
         st.caption(f"Mean per-session difference against {baseline} with its 95% confidence interval "
                    "(Student t over the paired differences; the same numbers `prunegate compare` prints)")
-        diffs = queries.difference_summary(chosen, metric, baseline)
+        diffs = diffs.copy()
         diffs.insert(1, "verdict", [verdict(metric, lo, hi) for lo, hi in zip(diffs["ci_low"], diffs["ci_high"],
                                                                               strict=True)])
         way = BETTER.get(metric)
@@ -168,7 +174,7 @@ def results_tab() -> None:
                   f"n = {r['n']}" for r in summary.to_dict("records")],
         "tables": {f"mean {metric} per arm (95% CI)": saved.plain(summary),
                    f"paired differences of {metric} against {baseline} (Student-t 95% CI)":
-                       saved.plain(queries.difference_summary(chosen, metric, baseline)) if not diff.empty else [],
+                       saved.plain(paired["diffs"]) if paired["diffs"] is not None else [],
                    "metrics side by side (mean per session)": saved.plain(side)},
     }, key="compare_results_save", title=f"{metric} against {baseline}")
 

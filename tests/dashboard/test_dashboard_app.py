@@ -294,6 +294,33 @@ def test_compare_page_shows_arms_side_by_side(store: dict) -> None:
     assert set(diff["arm"]) == {"salience · ungated", "recency · gated"}
 
 
+def test_compare_page_with_many_recorded_sessions_offers_all_of_them_as_one_checkbox(
+        store: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond SOURCES_LISTED recorded sessions the picker is a checkbox "All N recorded sessions"
+    (checked: every one, as the store says), and unchecked a picker that starts empty."""
+    from dashboard.components import data
+
+    with Store(store["path"]).reader() as r:
+        every = queries.session_metrics(r)
+    replays = every[every["source"] == "replay"]
+    sources = sorted(set(replays["source_id"]))
+    monkeypatch.setattr(data, "SOURCES_LISTED", len(sources) - 1)
+    at = page("compare")
+    box = at.checkbox(key="compare_all_sources")
+    assert box.value and box.label == f"All {len(sources):,} recorded sessions"
+    assert not [m for m in at.multiselect if m.key == "compare_sources"]
+    per_arm = replays.groupby("arm")["session_id"].count()
+    caption = next(c.value for c in at.caption if c.value.startswith("Sessions per arm"))
+    assert caption == "Sessions per arm: " + ", ".join(f"{a}: {int(k)}" for a, k in per_arm.items())
+    box.uncheck().run()
+    assert at.multiselect(key="compare_sources").value == []
+    assert any("Pick at least one recorded session" in w.value for w in at.warning)
+    at.multiselect(key="compare_sources").set_value([sources[0]]).run()
+    one = replays[replays["source_id"] == sources[0]].groupby("arm")["session_id"].count()
+    caption = next(c.value for c in at.caption if c.value.startswith("Sessions per arm"))
+    assert caption == "Sessions per arm: " + ", ".join(f"{a}: {int(k)}" for a, k in one.items())
+
+
 def test_compare_page_runs_a_comparison_with_progress(tmp_path: Path, store: dict) -> None:
     path = tmp_path / "store"
     info = demo_store(path, per_file=1, policies=())
