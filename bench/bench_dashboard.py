@@ -49,7 +49,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +208,42 @@ def against_baseline(baseline: Path, store: Path, sid: str, seq: int, repeat: in
           f"CPU ratio {med['ours_cpu'] / med['base_cpu']:.2f}")
     return [("compacted: AppTest replay page run, this checkout (median, turns)", med["ours_wall"]),
             ("compacted: AppTest replay page run, baseline (median, turns)", med["base_wall"])]
+
+
+def page_in(checkout: Path, sessions: int, page: str) -> float:
+    """A cold AppTest run of the dashboard page ``page`` (``views/<page>.py``; the Replay page at the
+    bench's session and step) by ``checkout``'s own copy of this benchmark and dashboard, in a fresh
+    process, over that checkout's own store of ``sessions`` sessions (:func:`scale_store`); seconds."""
+    import subprocess
+
+    code = ("import sys; from pathlib import Path; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/bench']; "
+            "import bench_dashboard as b; s = b.scale_store(int(sys.argv[2])); sid, step = b._pick_session(s); "
+            "p = {'session': sid, 'step': str(step)} if sys.argv[3] == 'replay' else {}; "
+            "print(b.cold_apptest(s, sys.argv[3], p)[1])")
+    done = subprocess.run([sys.executable, "-c", code, str(checkout), str(sessions), page], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(checkout)}, check=False)
+    if done.returncode:
+        raise RuntimeError(f"{checkout}: the {page} page run failed: {done.stderr[-1500:]}")
+    return float(done.stdout.split()[-1])  # after any progress output
+
+
+def pages_against_baseline(baseline: Path, sessions: int, pages: Sequence[str], repeat: int) -> int:
+    """Cold AppTest runs of ``pages``, this checkout and ``baseline`` (another commit's tree) taking
+    turns, each in a fresh process over its own store: medians side by side and their ratio (the
+    server's share of a first visit, robust to the load a browser figure moves with)."""
+    print(f"| page (cold AppTest run, {sessions:,} sessions) | baseline median | this checkout median | ratio | n |")
+    print("|---|---|---|---|---|")
+    for page in pages:
+        ours: list[float] = []
+        theirs: list[float] = []
+        for _ in range(repeat):
+            theirs.append(page_in(baseline, sessions, page))
+            ours.append(page_in(REPO, sessions, page))
+        a, b = statistics.median(theirs), statistics.median(ours)
+        print(f"| {page} | {a:.2f} s | {b:.2f} s | {b / a:.2f} | {repeat} |", flush=True)
+    with open("/proc/loadavg") as f:
+        print("load average (1, 5, 15 min) at the end:", " ".join(f.read().split()[:3]))
+    return 0
 
 
 def browser_steps(store_dir: Path, sid: str, seq: int, clicks: int = 4) -> list[float]:
@@ -397,9 +433,12 @@ def scale_store(sessions: int, rebuild: bool = False) -> Path:
     :func:`clone_sessions`), built once and kept under ``~/.cache/prunegate/bench``."""
     import shutil
 
+    from tracer.store.catalog import CATALOG_VERSION
     from tracer.store.schema import SCHEMA_VERSION
 
-    key = f"dashboard-{sessions}-schema{SCHEMA_VERSION}"
+    # the catalog's version in the key: a checkout with another catalog gets its own store (compaction
+    # would otherwise rebuild the catalog back and forth between checkouts sharing the cache)
+    key = f"dashboard-{sessions}-schema{SCHEMA_VERSION}-catalog{CATALOG_VERSION}"
     path = CACHE / key
     if (path / "READY").exists() and not rebuild:
         return path / "store"
@@ -450,9 +489,11 @@ def _thumb(pg: Any) -> str:
     return str(loc.first.inner_text()) if loc.count() else ""
 
 
-def browser_pages(store_dir: Path, sid: str, step: int, n: int) -> dict[str, list[float]]:
+def browser_pages(store_dir: Path, sid: str, step: int, n: int, only: Sequence[str] = ()) -> dict[str, list[float]]:
     """Seconds per page and interaction, ``n`` times each, in chromium against a real server over
-    ``store_dir``: from the navigation or click to the page idle with its charts drawn."""
+    ``store_dir``: from the navigation or click to the page idle with its charts drawn. ``only``:
+    the pages whose name holds one of these words, and the interactions when it holds
+    ``interactions`` (two checkouts measured in turns, under the same load)."""
     from playwright.sync_api import sync_playwright
 
     from tests.dashboard.browser.chromium import CHROMIUM, CHROMIUM_ARGS, dashboard_server
@@ -463,6 +504,8 @@ def browser_pages(store_dir: Path, sid: str, step: int, n: int) -> dict[str, lis
              ("violations /violations", "/violations"), ("compare /compare (results)", "/compare"),
              ("frontier /compare?tab=Frontier", "/compare?tab=Frontier"),
              ("annotations /annotations", "/annotations"), ("live /live", "/live")]
+    if only:
+        pages = [(name, path) for name, path in pages if any(w in name for w in only)]
     with tempfile.TemporaryDirectory(prefix="bench-dashboard-logs-") as logs, \
             dashboard_server(store_dir, Path(logs)) as (base, _), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -480,6 +523,8 @@ def browser_pages(store_dir: Path, sid: str, step: int, n: int) -> dict[str, lis
                 except TimeoutError:
                     took = float("inf")  # reported as "> TIMEOUT_S"
                 out.setdefault("page: " + name, []).append(took)
+            if only and "interactions" not in only:
+                continue
             # sessions table: a row's selection opens its replay
             pg.goto(base + "/sessions")
             _ready(pg, lambda: pg.locator('[data-testid="stDataFrame"] canvas').count() > 0)
@@ -523,7 +568,7 @@ def _pick_session(store_dir: Path) -> tuple[str, int]:
     return str(row[0]), max(0, int(row[1]) - 3)
 
 
-def pages_bench(scales: list[int], n: int, rebuild: bool) -> int:
+def pages_bench(scales: list[int], n: int, rebuild: bool, only: Sequence[str] = ()) -> int:
     """Every page and interaction at each scale, side by side: p50 / p95 and n."""
     figures: dict[int, dict[str, list[float]]] = {}
     for sessions in scales:
@@ -532,7 +577,7 @@ def pages_bench(scales: list[int], n: int, rebuild: bool) -> int:
             count, spans = r.con.execute("SELECT count(DISTINCT session_id), count(*) FROM spans").fetchall()[0]
         sid, step = _pick_session(store_dir)
         print(f"{sessions}: {count:,} sessions, {spans:,} spans in {store_dir}; replay {sid} at step {step}")
-        figures[sessions] = browser_pages(store_dir, sid, step, n)
+        figures[sessions] = browser_pages(store_dir, sid, step, n, only)
         print(json.dumps({"sessions": sessions, "spans": spans, "seconds": figures[sessions]}), flush=True)
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
@@ -564,7 +609,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-steps", action="store_true", help="only the Sessions page part")
     ap.add_argument("--baseline", metavar="DIR",
                     help="a checkout of another commit (git archive main | tar -x -C DIR): its Replay page and "
-                         "this one's, taking turns on the same store, with the ratio")
+                         "this one's, taking turns on the same store, with the ratio; with --pages, cold AppTest "
+                         "runs of the --only pages (compare, violations, replay, sessions, ...) in turns, "
+                         "--repeat each, at the last of --scales")
     ap.add_argument("--browser", action="store_true",
                     help="also time steps end to end in /usr/bin/chromium against a real server")
     ap.add_argument("--pages", action="store_true",
@@ -572,10 +619,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scales", default="100,10000", help="session counts for --pages (comma-separated)")
     ap.add_argument("-n", type=int, default=10, help="rounds of every page and interaction for --pages")
     ap.add_argument("--rebuild", action="store_true", help="--pages: rebuild the cached stores")
+    ap.add_argument("--only", default="", help="--pages: only the pages whose name holds one of these "
+                    "comma-separated words (and the interactions with the word 'interactions')")
     args = ap.parse_args(argv)
 
+    if args.pages and args.baseline:
+        return pages_against_baseline(Path(args.baseline), int(args.scales.split(",")[-1]),
+                                      [w for w in args.only.split(",") if w] or ["compare"], args.repeat)
     if args.pages:
-        return pages_bench([int(x) for x in args.scales.split(",")], args.n, args.rebuild)
+        return pages_bench([int(x) for x in args.scales.split(",")], args.n, args.rebuild,
+                           [w for w in args.only.split(",") if w])
 
     if args.skip_steps:
         return _report_sessions(sessions_bench(args.sessions)) if args.sessions else 0
