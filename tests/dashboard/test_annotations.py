@@ -165,6 +165,7 @@ def test_the_counts_compaction_keeps_give_the_compare_page_and_session_list_what
         listed = queries.sessions(r, limit=None).sort_values("session_id").reset_index(drop=True)
         listed_fly = queries.sessions(r.con, limit=None).sort_values("session_id").reset_index(drop=True)
         retried, retried_fly = queries.retries(r), queries.retries(r.con)  # the kept counts say where to look
+        newest = {k: (queries.retries(r, limit=k), queries.retries(r.con, limit=k)) for k in (1, 2, 5)}
     assert kept_rows == len(fly)  # every compacted session has its kept row
     assert added.replay_id in set(kept["session_id"]) and len(kept) == len(fly) + 1
     late = kept[kept["session_id"] == added.replay_id].iloc[0]
@@ -176,6 +177,9 @@ def test_the_counts_compaction_keeps_give_the_compare_page_and_session_list_what
     assert (listed["messages"] > 0).all()
     assert len(retried) > 0
     pd.testing.assert_frame_equal(retried, retried_fly)
+    for k, (some, some_fly) in newest.items():  # the newest k only: the same rows, the same total
+        assert len(some) == min(k, len(retried_fly))
+        pd.testing.assert_frame_equal(some, some_fly)
 
 
 def test_an_older_store_gets_its_catalog_at_the_next_compaction(tmp_path: Path) -> None:

@@ -209,14 +209,8 @@ def partners(src: Source, violation_span_id: str, *, session_id: str | None = No
     return _df(src, sql, {"vid": violation_span_id, "sid": sid})
 
 
-def retries(src: Source, *, session_id: str | None = None, limit: int | None = None) -> pd.DataFrame:
-    """Repeated side-effecting calls: ``execute_tool`` spans flagged ``prunegate.tool.retry``, with
-    the step of the first execution of the same call id (the one the retry repeats), newest first;
-    ``total`` is how many there are in all when ``limit`` keeps only the newest. On a store whose
-    catalog compaction keeps, only the sessions it counts retries in are read (a JSON read of every
-    tool execution of a million-span store otherwise)."""
-    some = "AND session_id IN (SELECT session_id FROM catalog_counts WHERE retries > 0)" if reads_kept(src) else ""
-    sql = f"""
+def _retries_sql(some: str) -> str:
+    return f"""
     WITH t AS (
         SELECT session_id, seq, start_time_ns, span_id,
                attributes->>'{sn.GEN_AI_TOOL_NAME}' AS tool,
@@ -237,11 +231,50 @@ def retries(src: Source, *, session_id: str | None = None, limit: int | None = N
            (SELECT min(o.seq) FROM t o WHERE o.session_id = r.session_id AND o.call_id = r.call_id
                                         AND NOT o.retry) AS first_seq,
            (SELECT count(*) FROM t o WHERE o.session_id = r.session_id AND o.call_id = r.call_id) AS executions,
-           r.total
+           r.total, r.start_time_ns
     FROM r
     ORDER BY r.start_time_ns DESC
     """
-    return _df(src, sql, {"sid": session_id, "limit": limit})
+
+
+_RETRIES = _retries_sql("")
+_RETRIES_IN = _retries_sql("AND list_contains($sessions::VARCHAR[], session_id)")
+
+
+def retries(src: Source, *, session_id: str | None = None, limit: int | None = None) -> pd.DataFrame:
+    """Repeated side-effecting calls: ``execute_tool`` spans flagged ``prunegate.tool.retry``, with
+    the step of the first execution of the same call id (the one the retry repeats), newest first;
+    ``total`` is how many there are in all when ``limit`` keeps only the newest.
+
+    On a store whose catalog compaction keeps, only sessions it counts retries in are read (a JSON
+    read of every tool execution of a million-span store otherwise), and with ``limit`` only the
+    newest of them: first the newest sessions that hold ``limit`` retries; the oldest retry kept
+    from them bounds the rest, so then every session active since that retry (a retry starts
+    before its session's last span), which holds the ``limit`` newest retries of all."""
+    params: dict[str, Any] = {"sid": session_id, "limit": limit}
+    if not reads_kept(src):
+        return _df(src, _RETRIES, params).drop(columns=["start_time_ns"])
+    held = _con(src).execute(
+        "SELECT session_id, last_ns, retries FROM catalog_counts WHERE retries > 0 "
+        "AND (CAST($sid AS VARCHAR) IS NULL OR session_id = CAST($sid AS VARCHAR)) ORDER BY last_ns DESC, session_id",
+        {"sid": session_id}).fetchall()
+    total = sum(int(n) for _, _, n in held)
+    sessions = [str(s) for s, _, _ in held]
+    if limit is not None:
+        newest, n = [], 0
+        for s, _, k in held:  # the newest sessions holding `limit` retries
+            if n >= limit:
+                break
+            newest.append(str(s))
+            n += int(k)
+        df = _df(src, _RETRIES_IN, {**params, "sessions": newest})
+        if len(df) >= limit:  # any newer retry is in a session whose last span is at least as new
+            bound = int(df["start_time_ns"].min())
+            sessions = [str(s) for s, last, _ in held if last is not None and int(last) >= bound]
+        if set(sessions) <= set(newest):
+            return df.assign(total=total).drop(columns=["start_time_ns"])
+    df = _df(src, _RETRIES_IN, {**params, "sessions": sessions})
+    return df.assign(total=total).drop(columns=["start_time_ns"])
 
 
 __all__ = ["causal_eviction", "partners", "retries", "violation_codes", "violations"]

@@ -103,3 +103,33 @@ def test_kept_rows_equal_a_full_scan_after_compaction_new_segments_and_annotatio
     assert _same_as_a_full_scan(store, kept_tables=True) == 3
     store.compact()
     assert _same_as_a_full_scan(store, kept_tables=True) == 3
+
+
+def test_the_newest_retries_read_through_the_kept_counts_are_the_newest_of_all(tmp_path: Path) -> None:
+    """Two sessions at once: "a" ends last but ran its retry first; "b" holds the two newest. The
+    newest retry is b's, though the kept counts put "a" first (its last span is the newest)."""
+    from tests.dashboard_fixtures import recording
+    from tracer import queries
+    from tracer.spans import SessionConfig, TracedSession
+
+    path = tmp_path / "store"
+    with recording(path) as provider:
+        a = TracedSession(provider, SessionConfig(session_id="a", source="live", name="a"))
+        b = TracedSession(provider, SessionConfig(session_id="b", source="live", name="b"))
+        for seq, (ts, cid) in enumerate([(a, "c1"), (a, "c1"), (b, "c1"), (b, "c1"), (b, "c2"), (b, "c2")], 1):
+            with ts.tool("book", cid, arguments={"n": cid}, seq=seq):
+                pass
+        b.end()
+        with a.tool("look", "c9", seq=9):
+            pass
+        a.end()
+    store = Store(path)
+    store.compact()
+    with store.reader() as r:
+        assert [row["session_id"] for row in r.query(
+            "SELECT session_id FROM store.session_counts WHERE retries > 0 ORDER BY last_ns DESC")] == ["a", "b"]
+        for k in (1, 2, 3, 4):
+            kept, scan = queries.retries(r, limit=k), queries.retries(r.con, limit=k)
+            pd.testing.assert_frame_equal(kept, scan)
+            assert list(kept["total"]) == [3] * min(k, 3)
+        assert list(queries.retries(r, limit=1)["session_id"]) == ["b"]
