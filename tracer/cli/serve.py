@@ -31,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-inflight", type=options.positive, default=4, metavar="N",
                         help="requests decoded and written at once; more get 429 with Retry-After (default 4)")
     parser.add_argument("--compact-every", type=options.nonnegative, default=64, metavar="N",
-                        help="compact the store in the background after every N requests (0: never; default 64)")
+                        help="compact the store in the background after every N requests, in a process at lower "
+                        "priority, resting twice the last compaction's time after it and waiting (up to 30 s) "
+                        "while GenAI conversations are overdue as sessions (0: never; default 64)")
     parser.add_argument("--conversation-idle", type=options.nonneg_seconds, default=30.0, metavar="S",
                         help="a GenAI conversation arriving over several requests becomes one session once no "
                         "turn of it has come for S seconds, or at shutdown (default 30; 0: one session per "
@@ -80,8 +82,14 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"cannot serve metrics on {args.host}:{args.metrics}: {exc.strerror or exc}") from None
         observe_receiver(provider, receiver, args.max_inflight)
         print(f"prunegate serve: metrics on http://{host}:{prometheus_port(provider, args.host)}/metrics", flush=True)
+    compactor = None
     if args.compact_every:
-        _compact_in_background(receiver, store, args.compact_every)
+        from tracer.wire.compaction import Compactor
+
+        compactor = Compactor(store, args.compact_every, lambda: receiver.stats.requests,
+                              receiver.conversations.overdue,
+                              lambda line: print(f"prunegate serve: {line}", file=sys.stderr, flush=True))
+        compactor.start()
     if args.conversation_idle > 0:
         _sessions_in_background(receiver, args.conversation_idle)
 
@@ -96,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
               "were taken over", flush=True)
     server.serve_forever()
     server.server_close()
+    if compactor is not None and compactor.stop():
+        print("prunegate serve: the compaction under way was stopped with serve (nothing lost: the store is as "
+              "it was before it; the next compaction does its work)", flush=True)
     receiver.flush_conversations(force=True)  # the conversations still going become sessions now
     receiver.close()
     receiver.conversations.close()
@@ -119,30 +130,3 @@ def _sessions_in_background(receiver: Any, idle: float) -> None:
             receiver.flush_conversations()
 
     threading.Thread(target=loop, name="prunegate-serve-sessions", daemon=True).start()
-
-
-def _compact_in_background(receiver: Any, store: Any, every: int) -> None:
-    """One daemon thread compacting after every ``every`` requests, in a process of its own (DuckDB's
-    memory is not serve's; see tracer.wire.serve.WorkerProcess). Writers never wait for it."""
-    from tracer.wire.serve import WorkerProcess, compact_in_worker
-
-    worker = WorkerProcess("prunegate-serve-compact", compact_in_worker, store)
-
-    def loop() -> None:
-        done = 0
-        while True:
-            threading.Event().wait(2.0)
-            if receiver.stats.requests - done >= every:
-                done = receiver.stats.requests
-                try:
-                    result = worker.call(10.0)
-                except (OSError, EOFError) as exc:  # the process died: a new one at the next round
-                    print(f"prunegate serve: compaction failed: the compaction process stopped ({exc})",
-                          file=sys.stderr, flush=True)
-                    continue
-                if isinstance(result, str):  # damaged or unwritable: said, and tried again later
-                    print(f"prunegate serve: compaction failed: {result}", file=sys.stderr, flush=True)
-                elif result.busy:
-                    print(f"prunegate serve: compaction skipped: {result.busy}", file=sys.stderr, flush=True)
-
-    threading.Thread(target=loop, name="prunegate-serve-compact", daemon=True).start()

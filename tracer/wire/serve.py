@@ -36,6 +36,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import os
 import socket
 import threading
 import time
@@ -43,6 +44,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from tracer.contract import names
@@ -319,10 +321,12 @@ class WorkerProcess:
     receiver then forgets them, or keeps them waiting when it did not. A process that dies (killed,
     crashed) loses nothing: its chunk waits again and a new process is started at the next call; a
     session it committed before dying is claimed, so it is not committed twice. Started on first use
-    ("spawn": no fork of a threaded server)."""
+    ("spawn": no fork of a threaded server), named after ``name`` without its ``prunegate-`` (what
+    ``ps``/``top`` show), at ``nice`` more than serve (the compaction process: work that can wait)."""
 
-    def __init__(self, name: str, fn: Callable[..., Any], *args: Any) -> None:
+    def __init__(self, name: str, fn: Callable[..., Any], *args: Any, nice: int = 0) -> None:
         self.name = name
+        self.nice = nice
         self._fn, self._args = fn, args
         self._proc: Any = None
         self._conn: Any = None
@@ -352,7 +356,9 @@ class WorkerProcess:
         self._stop()
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker_loop, args=(child, self._fn, self._args), name=self.name, daemon=True)
+        self._proc = ctx.Process(target=_worker_loop, args=(child, self._fn, self._args, self.nice,
+                                                            self.name.removeprefix("prunegate-")),
+                                 name=self.name, daemon=True)
         self._proc.start()
         child.close()
         self._conn = parent
@@ -373,9 +379,27 @@ class WorkerProcess:
         with self._lock:
             self._stop()
 
+    def kill(self) -> None:
+        """Kill the process now, mid-call or not (a :meth:`call` under way raises EOFError): for work
+        that is safe to lose, such as a compaction."""
+        proc = self._proc
+        if proc is not None and proc.is_alive():
+            proc.kill()
 
-def _worker_loop(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """A worker process's loop: an item in, ``fn``'s answer out, until the receiver goes away."""
+
+def _worker_loop(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...], nice: int = 0, comm: str = "") -> None:
+    """A worker process's loop: an item in, ``fn``'s answer out, until the receiver goes away. Ctrl-C
+    (SIGINT to the terminal's process group) is serve's to handle: serve ends its workers itself."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if nice:
+        os.nice(nice)
+    if comm:
+        try:
+            Path("/proc/self/comm").write_text(comm[:15])  # the name ps and top show (Linux)
+        except OSError as exc:
+            log.debug("prunegate serve: process not renamed %s: %s", comm, exc)
     while True:
         try:
             item = conn.recv()
@@ -393,16 +417,6 @@ def _commit_in_worker(store: Store, detail: str, wait_busy: float, items: list[t
         return commit_due(store, items, detail, wait_busy)
     except Exception as exc:  # noqa: BLE001 - said to the receiver, which keeps the chunk waiting
         return 0, [], f"the session process failed: {type(exc).__name__}: {exc}"
-
-
-def compact_in_worker(store: Store, timeout: float) -> Any:
-    """``store.compact`` in the compaction process: the result, or the StoreError's message."""
-    from tracer.store import StoreError
-
-    try:
-        return store.compact(timeout=timeout)
-    except StoreError as exc:
-        return str(exc)
 
 
 def _recorder(record: Callable[..., Any], conv: Any, sid: str, detail: str = "full") -> Callable[[Any], None]:

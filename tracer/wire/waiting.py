@@ -151,6 +151,17 @@ class Conversations:
         """At the memory cap: take no more spans until some conversations are done."""
         return self._bytes >= self.max_bytes
 
+    def overdue(self, now: float | None = None) -> float:
+        """Seconds the conversation quiet the longest is past its idle deadline (0 when none is):
+        how far sessions are behind, for serve's compaction to wait on (tracer.wire.compaction).
+        O(1): the front of the arrival order (a chunk being committed is not in it)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            if not self._order:
+                return 0.0
+            oldest = next(iter(self._order.values()))
+        return max(0.0, now - oldest - self.idle)
+
     def add(self, rows: list[SpanRow], now: float | None = None) -> None:
         """Decode, journal and stitch the model-call spans of one acknowledged request.
         Raises OSError when the journal cannot be written (the request must not be acknowledged)."""

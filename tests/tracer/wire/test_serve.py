@@ -53,8 +53,8 @@ class Served:
 
     def stop(self) -> str:
         self.proc.send_signal(signal.SIGTERM)
-        out, err = self.proc.communicate(timeout=20)
-        assert self.proc.returncode == 0, err
+        out, self.err = self.proc.communicate(timeout=20)
+        assert self.proc.returncode == 0, self.err
         return out
 
 
