@@ -1,7 +1,7 @@
 """Spans over the network, both ways: ``export.py`` sends the store's spans out to any OpenTelemetry
 backend over OTLP/HTTP (``prunegate export``); ``serve.py`` receives OTLP/HTTP from agents or a
 Collector into the store (``prunegate serve``), with ``waiting.py`` holding the GenAI conversations that
-arrive over several requests until they are quiet. Recorded traffic read from files stays in
+arrive over several requests until they are quiet and ``compaction.py`` deciding when serve compacts. Recorded traffic read from files stays in
 ``tracer.traffic``, whose OTLP JSON reader both use. Import names from here; they load on first use.
 """
 
