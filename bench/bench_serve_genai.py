@@ -124,12 +124,12 @@ def _children_peak_rss_mb(pid: int) -> dict[str, float]:
     """Peak RSS of serve's child processes (its session and compaction processes), by name."""
     out: dict[str, float] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            try:
+        try:  # a thread (task) or a child may end while it is read
+            for child in (task / "children").read_text().split():
                 name = Path(f"/proc/{child}/comm").read_text().strip()
                 out[f"{name} ({child})"] = _peak_rss_mb(int(child))
-            except OSError:
-                continue
+        except OSError:
+            continue
     return out
 
 

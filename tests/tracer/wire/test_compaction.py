@@ -79,11 +79,11 @@ def _children(pid: int) -> dict[str, int]:
     """serve's child processes: name (what ps shows) -> pid."""
     out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            try:
+        try:  # a thread (task) or a child may end while it is read
+            for child in (task / "children").read_text().split():
                 out[Path(f"/proc/{child}/comm").read_text().strip()] = int(child)
-            except OSError:
-                continue
+        except OSError:
+            continue
     return out
 
 
