@@ -33,6 +33,9 @@ BLOCK_TYPES = (
     OTHER,
 )
 
+_CALLS = frozenset((TOOL_USE, SERVER_TOOL_USE))  # the block types that open a call (Block.call_id)
+_RESULTS = frozenset((TOOL_RESULT, SERVER_TOOL_RESULT))  # the block types that answer one (Block.answers)
+
 
 @dataclass
 class Block:
@@ -58,12 +61,12 @@ class Block:
     @property
     def call_id(self) -> str | None:
         """The id this block opens (a call) — tool_use and server_tool_use."""
-        return self.id if self.type in (TOOL_USE, SERVER_TOOL_USE) else None
+        return self.id if self.type in _CALLS else None
 
     @property
     def answers(self) -> str | None:
         """The call id this block answers — tool_result and server tool results."""
-        return self.tool_use_id if self.type in (TOOL_RESULT, SERVER_TOOL_RESULT) else None
+        return self.tool_use_id if self.type in _RESULTS else None
 
     def plain_text(self) -> str:
         """All text a token counter or a lexical scorer should see."""
@@ -130,6 +133,22 @@ class Message:
     @property
     def answered_ids(self) -> list[str]:
         return [b.tool_use_id for b in self.blocks if b.answers is not None]  # type: ignore[misc]  # answers is tool_use_id
+
+    def tool_links(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """(:attr:`call_ids`, :attr:`answered_ids`, the name of each call, ``""`` when it has none) as
+        tuples, in one pass over the blocks: a tracer reads all three for every message event."""
+        calls: tuple[str, ...] = ()
+        answers: tuple[str, ...] = ()
+        names: tuple[str, ...] = ()
+        for b in self.blocks:
+            kind = b.type
+            if kind in _CALLS:
+                if b.id is not None:
+                    calls += (b.id,)
+                    names += (b.name or "",)
+            elif kind in _RESULTS and b.tool_use_id is not None:
+                answers += (b.tool_use_id,)
+        return calls, answers, names
 
     def plain_text(self) -> str:
         return "\n".join(b.plain_text() for b in self.blocks)

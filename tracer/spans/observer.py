@@ -10,7 +10,7 @@ whatever the size of the context. Message content is recorded only when the sess
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -35,6 +35,16 @@ DECISION_SPANS: dict[DecisionKind, str] = {
 _HOLDABLE = (DecisionKind.PRUNED, DecisionKind.SPILLED, DecisionKind.FAILED)
 _IN_CHECK = (REMOVE, REWRITE, REINJECT)  # events that only happen inside a budget check (or a trimmer)
 _NO_CONTENT = (REMOVE,)
+# a message event's keys, bound once (on_message runs for every message event)
+_EVENT, _MESSAGE_ID, _ROLE, _TOKENS, _CONTEXT_TOKENS, _CLOSED = (
+    sn.EVENT, sn.MESSAGE_ID, sn.MESSAGE_ROLE, sn.MESSAGE_TOKENS, sn.CONTEXT_TOKENS, sn.MESSAGE_CLOSED)
+_CALL_IDS, _ANSWERS, _TOOL_NAMES, _UNIT_ID, _CAUSE = (
+    sn.MESSAGE_CALL_IDS, sn.MESSAGE_ANSWERS, sn.MESSAGE_TOOL_NAMES, sn.UNIT_ID, sn.MESSAGE_CAUSE)
+# a budget check's keys, likewise (record_decision runs for every check)
+_CHECK, _DECISION, _REASON, _POLICY, _TOKENS_BEFORE, _TOKENS_AFTER, _BUDGET, _HARD_CEILING = (
+    sn.CHECK, sn.DECISION, sn.REASON, sn.POLICY, sn.TOKENS_BEFORE, sn.TOKENS_AFTER, sn.BUDGET, sn.HARD_CEILING)
+_TOKENS_OVERHEAD, _PENDING_CALLS, _OPEN_MESSAGES, _GATED = (
+    sn.TOKENS_OVERHEAD, sn.PENDING_CALLS, sn.OPEN_MESSAGES, sn.GATED)
 
 
 class SpanObserver(Observer):
@@ -55,7 +65,7 @@ class SpanObserver(Observer):
         self.held: list[tuple[trace.Span, int]] = []
         self.gated = session.gated if gated is None else gated
         self._unit_of: dict[str, str] = {}  # message id -> last known unit (removed messages have none)
-        self._removed: dict[str, list[str]] = {}  # removed since the last decision: id -> its call ids
+        self._removed: dict[str, tuple[str, ...]] = {}  # removed since the last decision: id -> its call ids
         self._reserved: tuple[int, int] | None = None  # start times for the check in progress
         self.checks = 0
         self.last_decision_span: trace.Span | None = None
@@ -74,27 +84,26 @@ class SpanObserver(Observer):
             uid = self._unit_of.get(mid)
         else:
             self._unit_of[mid] = uid
-        call_ids = message.call_ids
-        answers = message.answered_ids
+        call_ids, answers, tool_names = message.tool_links()
         # built as the SDK stores them (no None, sequences as tuples of str: what put_clean would
         # make of them), so a held event needs no cleaning pass (docs/performance.md, round 8)
         attrs: dict[str, Any] = {
-            sn.EVENT: event,
-            sn.MESSAGE_ID: mid,
-            sn.MESSAGE_ROLE: message.role,
-            sn.MESSAGE_TOKENS: message.tokens,
-            sn.CONTEXT_TOKENS: ctx.tokens,
-            sn.MESSAGE_CLOSED: message.closed,
-            sn.MESSAGE_CALL_IDS: tuple(call_ids),
-            sn.MESSAGE_ANSWERS: tuple(answers),
-            sn.MESSAGE_TOOL_NAMES: tuple([b.name or "" for b in message.blocks if b.call_id is not None]),
+            _EVENT: event,
+            _MESSAGE_ID: mid,
+            _ROLE: message.role,
+            _TOKENS: message.tokens,
+            _CONTEXT_TOKENS: ctx.tokens,
+            _CLOSED: message.closed,
+            _CALL_IDS: call_ids,
+            _ANSWERS: answers,
+            _TOOL_NAMES: tool_names,
         }
         if uid is not None:
-            attrs[sn.UNIT_ID] = uid
+            attrs[_UNIT_ID] = uid
         if info or s.capture:
             cause = info.get("cause")
             if type(cause) is str and len(info) == 1 and not s.capture:  # a removal: its cause, a str, is clean
-                attrs[sn.MESSAGE_CAUSE] = cause
+                attrs[_CAUSE] = cause
             else:
                 self._rare_attributes(s, message, event, info, attrs)
         if event == REMOVE:
@@ -152,7 +161,7 @@ class SpanObserver(Observer):
 
     def record_decision(self, ctx: Context, d: Decision, *, gated: bool | None = None,
                         extra: Mapping[str, Any] | None = None,
-                        removed: Iterable[tuple[str, list[str]]] | None = None) -> trace.Span | None:
+                        removed: Iterable[tuple[str, Sequence[str]]] | None = None) -> trace.Span | None:
         """Write the budget check and its decision span; remember what the decision evicted.
 
         ``extra`` adds attributes to the decision span; ``removed`` gives (message id, call ids)
@@ -170,26 +179,28 @@ class SpanObserver(Observer):
             self._removed.clear()
             return None
         check_attrs = {
-            sn.CHECK: d.check,
-            sn.DECISION: str(d.kind),
-            sn.REASON: d.reason,
-            sn.POLICY: d.policy,
-            sn.TOKENS_BEFORE: d.tokens_before,
-            sn.TOKENS_AFTER: d.tokens_after,
-            sn.BUDGET: d.budget,
-            # a None value is left out when the span is stored; leaving it out here is cheaper
-            **({sn.HARD_CEILING: d.hard_ceiling} if d.hard_ceiling is not None else {}),
-            sn.TOKENS_OVERHEAD: d.overhead_tokens,
-            sn.PENDING_CALLS: len(ctx.pending),
-            sn.OPEN_MESSAGES: len(ctx.open_ids),
-            sn.GATED: gated,
+            _CHECK: d.check,
+            _DECISION: str(d.kind),
+            _REASON: d.reason,
+            _POLICY: d.policy,
+            _TOKENS_BEFORE: d.tokens_before,
+            _TOKENS_AFTER: d.tokens_after,
+            _BUDGET: d.budget,
+            _HARD_CEILING: d.hard_ceiling,
+            _TOKENS_OVERHEAD: d.overhead_tokens,
+            _PENDING_CALLS: len(ctx.pending),
+            _OPEN_MESSAGES: len(ctx.open_ids),
+            _GATED: gated,
         }
+        if d.hard_ceiling is None:  # left out when stored anyway; leaving it out here is cheaper
+            del check_attrs[_HARD_CEILING]
         if s.metrics is not None:
             s.metrics.decision(d, gated, s.source)
         parent = self.parent
         if name is None:  # within budget (most checks): no child, so one instant span (one record)
             start, end = s.clock_pair(reserved[0]) if reserved else s.clock_back(d.duration_ns)
-            s.emit_at(sn.BUDGET_CHECK, check_attrs, d.seq, start, end, parent, () if self._full else s.take_held())
+            s.emit_at(sn.BUDGET_CHECK, check_attrs, d.seq, start, end, parent, () if self._full else s.take_held(),
+                      owned=True)
             self._removed.clear()
             return None
         if reserved is None:
@@ -214,9 +225,9 @@ class SpanObserver(Observer):
         else:  # both end now: two records, no span objects (docs/performance.md, round 10)
             span = s.emit_pair(sn.BUDGET_CHECK, check_attrs, name, attrs, seq=d.seq, start=t_check,
                                child_start=t_decision, parent=parent, events=events,
-                               child_error=(d.error or "failed") if failed else None)
+                               child_error=(d.error or "failed") if failed else None, owned=True)
         gone = self._evicted(ctx, d)
-        pairs = [(mid, self._removed.get(mid, [])) for mid in gone]
+        pairs: list[tuple[str, Sequence[str]]] = [(mid, self._removed.get(mid, ())) for mid in gone]
         if removed is not None:
             pairs.extend(removed)
         if pairs:

@@ -124,6 +124,7 @@ def check_detail(detail: str) -> str:
 _OI_KINDS: dict[Any, Any] = {}
 _SEQ, _SESSION_ID, _OI_KIND, _OPERATION = sn.SEQ, sn.SESSION_ID, _oi.SPAN_KIND, sn.GEN_AI_OPERATION_NAME
 _MISSING = object()
+_time_ns = time.time_ns
 _INTERNAL = SpanKind.INTERNAL
 _TRACERS: weakref.WeakKeyDictionary[Any, trace.Tracer] = weakref.WeakKeyDictionary()
 
@@ -250,11 +251,13 @@ class TracedSession:
     def clock_back(self, duration_ns: int) -> tuple[int, int]:
         """(start, end) of a span that ends now and took ``duration_ns`` (the gate's own measure of
         a check), its start clipped to just after the session's last time so emission order holds."""
-        now = time.time_ns()
+        now = _time_ns()
         with self._lock:
             last = self._last_ns
             end = now if now > last + 1 else last + 2
-            start = max(last + 1, end - max(duration_ns, 0))
+            start = end - duration_ns if duration_ns > 0 else end
+            if start <= last:
+                start = last + 1
             if start >= end:
                 start = end - 1
             self._last_ns = end
@@ -298,9 +301,12 @@ class TracedSession:
             self._tracer_failed(exc)
             return trace.INVALID_SPAN
 
-    def _direct_attrs(self, name: str, attributes: Mapping[str, Any], seq: int | None) -> dict[str, Any]:
+    def _direct_attrs(self, name: str, attributes: Mapping[str, Any], seq: int | None,
+                      owned: bool = False) -> dict[str, Any]:
         """The common attributes and ``attributes``, left for the record's later cleaning when that
-        gives what cleaning them now would (the usual case), else cleaned now.
+        gives what cleaning them now would (the usual case), else cleaned now. ``owned``: ``attributes``
+        is a new dict the caller gives away, so the common ones are added to it (no copy; the stored
+        attributes are the same, only their order in the dict differs).
 
         On the agent's thread for every span: module-level names and one cache lookup per span name."""
         if seq is None:
@@ -311,6 +317,10 @@ class TracedSession:
             attrs = put_clean({_SESSION_ID: self.session_id, _SEQ: seq}, attributes)
             if _OI_KIND in attrs:
                 return attrs
+        elif owned and type(attributes) is dict:
+            attrs = attributes
+            attrs[_SESSION_ID] = self.session_id
+            attrs[_SEQ] = seq
         else:
             attrs = {_SESSION_ID: self.session_id, _SEQ: seq, **attributes}
         op = attrs.get(_OPERATION)
@@ -382,9 +392,11 @@ class TracedSession:
         return span
 
     def emit_at(self, name: str, attributes: Mapping[str, Any], seq: int | None, start: int, end: int,
-                parent: trace.Span | None = None, events: tuple[Event | HeldEvent, ...] = ()) -> None:
+                parent: trace.Span | None = None, events: tuple[Event | HeldEvent, ...] = (),
+                owned: bool = False) -> None:
         """:meth:`emit` for a caller that has its (start, end) from the session's clock already and
-        needs no span back (a within-budget check: one record, no second clock read, no span handle)."""
+        needs no span back (a within-budget check: one record, no second clock read, no span handle).
+        ``owned``: ``attributes`` is a new dict the caller gives away (see :meth:`_direct_attrs`)."""
         direct = self._direct
         if direct is not None and (parent is None or type(parent) is DirectSpan):
             try:
@@ -393,8 +405,8 @@ class TracedSession:
                 else:
                     root, parent_id = parent._root, parent._span_id
                 direct.emit((name, direct.generate_span_id(), parent_id, _INTERNAL,
-                             self._direct_attrs(name, attributes, seq), False, start, end, _UNSET, (), events, root,
-                             direct))
+                             self._direct_attrs(name, attributes, seq, owned), False, start, end, _UNSET, (), events,
+                             root, direct))
             except Exception as exc:  # noqa: BLE001 - never reaches the agent
                 self._tracer_failed(exc)
             return
@@ -402,12 +414,14 @@ class TracedSession:
 
     def emit_pair(self, name: str, attributes: Mapping[str, Any], child: str, child_attributes: Mapping[str, Any], *,
                   seq: int | None, start: int, child_start: int, parent: trace.Span | None = None,
-                  events: tuple[Event | HeldEvent, ...] = (), child_error: str | None = None) -> trace.Span:
+                  events: tuple[Event | HeldEvent, ...] = (), child_error: str | None = None,
+                  owned: bool = False) -> trace.Span:
         """A span and one child span, both ending now (the child first): a budget check and its decision.
 
         The same spans as :meth:`start_span` twice, :meth:`add_events` on the parent and
         :meth:`end_span` twice would give; on prunegate's own pipeline two records and no span
-        objects. Returns the ended child (its span context is what evictions link to)."""
+        objects. Returns the ended child (its span context is what evictions link to). ``owned``: both
+        attribute dicts are new dicts the caller gives away (see :meth:`_direct_attrs`)."""
         direct = self._direct
         if direct is not None and (parent is None or type(parent) is DirectSpan):
             try:
@@ -416,9 +430,9 @@ class TracedSession:
                 else:
                     root, parent_id = parent._root, parent._span_id
                 span_id, child_id = direct.generate_span_id(), direct.generate_span_id()
-                attrs = self._direct_attrs(name, attributes, seq)
+                attrs = self._direct_attrs(name, attributes, seq, owned)
                 child_end, end = self.clock_pair()
-                direct.emit((child, child_id, span_id, _INTERNAL, self._direct_attrs(child, child_attributes, seq),
+                direct.emit((child, child_id, span_id, _INTERNAL, self._direct_attrs(child, child_attributes, seq, owned),
                              False, child_start, child_end,
                              _UNSET if child_error is None else Status(StatusCode.ERROR, child_error), (), (), root,
                              direct))
