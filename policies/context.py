@@ -664,8 +664,12 @@ class Context:
             self.observer_errors.call(self.observer.on_unit_closed, self, unit)
 
     def _notify_message(self, msg: Message, event: str, **info: Any) -> None:
-        if self.observer is not None:
-            self.observer_errors.call(self.observer.on_message, self, msg, event, **info)
+        observer = self.observer
+        if observer is not None:
+            try:
+                observer.on_message(self, msg, event, **info)
+            except Exception as exc:  # noqa: BLE001 - tracing must never crash the agent
+                self.observer_errors.failed(exc)
 
     def _missing(self, message_id: str, writing: bool = False) -> Exception:
         why = self._gone.get(message_id)

@@ -252,7 +252,10 @@ class Gate:
         d.budget_met = ctx.request_tokens <= self.budget  # a deferral over budget must not read as "met"
         observer = self.observer or ctx.observer
         if observer is not None:
-            ctx.observer_errors.call(observer.on_decision, ctx, d)
+            try:
+                observer.on_decision(ctx, d)
+            except Exception as exc:  # noqa: BLE001 - tracing must never crash the agent
+                ctx.observer_errors.failed(exc)
         return d
 
 

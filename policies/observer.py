@@ -73,11 +73,16 @@ class ObserverErrors:
         try:
             fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - tracing must never crash the agent
-            self.count += 1
-            if self.last is None:
-                log.warning("prunegate observer failed (counted, not raised): %r", exc)
-            self.last = exc
-            listener, self.on_error = self.on_error, None  # a failing listener counts once, never loops
-            if listener is not None:
-                self.call(listener, exc)
-                self.on_error = listener
+            self.failed(exc)
+
+    def failed(self, exc: Exception) -> None:
+        """Count an observer's failure (for a caller that made the call itself: the per-event paths
+        of the context and the gate, one call frame less per event)."""
+        self.count += 1
+        if self.last is None:
+            log.warning("prunegate observer failed (counted, not raised): %r", exc)
+        self.last = exc
+        listener, self.on_error = self.on_error, None  # a failing listener counts once, never loops
+        if listener is not None:
+            self.call(listener, exc)
+            self.on_error = listener

@@ -53,10 +53,20 @@ class Eviction(NamedTuple):
     """Where a message or call left the context: the decision span that removed it (a tuple: one is
     made per message a decision removes, on the agent's thread)."""
 
-    span_context: SpanContext
+    cause: EndedSpan | SpanContext  # the decision span: a record's handle (its context built when a
+    #                                  violation links to it) or, for any other span, its context
     message_id: str
     check: int | None
     decision: str  # span name of the decision: prunegate.prune, prunegate.spill, ...
+
+    @property
+    def span_context(self) -> SpanContext:
+        """The decision span's context (what a violation links to)."""
+        cause = self.cause
+        return cause.get_span_context() if type(cause) is EndedSpan else cause  # type: ignore[return-value]  # else a SpanContext
+
+
+_new_eviction = tuple.__new__
 
 
 def clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -511,12 +521,14 @@ class TracedSession:
     def note_eviction(self, span: trace.Span, removed: Iterable[tuple[str, Iterable[str]]], *,
                       check: int | None, decision: str) -> None:
         """Remember that the decision ``span`` removed these (message id, call ids) pairs."""
-        ctx = span.get_span_context()
+        cause = span if type(span) is EndedSpan else span.get_span_context()  # (an EndedSpan is a small handle)
+        by_message, by_call = self._by_message, self._by_call
+        ev = None
         for mid, call_ids in removed:
-            ev = Eviction(ctx, mid, check, decision)
-            self._by_message[mid] = ev
+            ev = by_message[mid] = _new_eviction(Eviction, (cause, mid, check, decision))  # (no Python-level __new__)
             for cid in call_ids:
-                self._by_call[cid] = ev
+                by_call[cid] = ev
+        if ev is not None:
             self._last_eviction = ev
 
     def cause_of(self, *, call_ids: Iterable[str] = (), message_ids: Iterable[str] = ()) -> Eviction | None:
