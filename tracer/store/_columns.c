@@ -68,6 +68,15 @@ static const unsigned char ESCAPE[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, /* the backslash */
 };
 
+/* Whether one of the 8 bytes in x is a control character, the quote or the backslash (exact: the
+ * "has a byte less than" and "has a zero byte" word tricks). */
+static inline int may_escape(uint64_t x) {
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t control = (x - ones * 0x20) & ~x & high;
+    uint64_t q = x ^ (ones * 0x22), bs = x ^ (ones * 0x5c);
+    return ((control | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & high) != 0;
+}
+
 /* A str as JSON text, escaped as orjson escapes it. OTHER for text that is not UTF-8 (a lone
  * surrogate: orjson refuses it and the Python path writes it another way). */
 static int json_str(Buf *b, PyObject *s) {
@@ -83,8 +92,13 @@ static int json_str(Buf *b, PyObject *s) {
     if (grow(b, 6 * n + 2)) return FAIL; /* the longest escape is 6 bytes */
     char *o = b->p + b->len;
     *o++ = '"';
-    Py_ssize_t start = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    Py_ssize_t start = 0, i = 0;
+    for (; i + 8 <= n; i += 8) { /* 8 bytes at a time up to the first that may need escaping (most text has none) */
+        uint64_t x;
+        memcpy(&x, u + i, 8);
+        if (may_escape(x)) break;
+    }
+    for (; i < n; i++) {
         unsigned char c = (unsigned char)u[i];
         if (!ESCAPE[c]) continue;
         memcpy(o, u + start, (size_t)(i - start));

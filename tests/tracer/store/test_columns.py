@@ -409,3 +409,24 @@ def test_an_accelerator_that_fails_costs_speed_not_spans(tmp_path, monkeypatch, 
         assert rows.records_to_table(cap.records).equals(expected)
     warned = [r for r in caplog.records if "C accelerator failed" in r.getMessage()]
     assert len(warned) == 1 and "injected" in warned[0].getMessage()
+
+
+@needs_accelerator
+def test_text_needing_escapes_anywhere_converts_to_the_same_table(tmp_path, monkeypatch):
+    """The C path scans text 8 bytes at a time for characters JSON must escape: a quote, a backslash,
+    a control character or non-ASCII text at every position of strings around those steps (as a key,
+    a value, a list item and in a span event) gives the table the Python path gives."""
+    cap = Capture(tmp_path)
+    s = cap.session()
+    specials = ['"', "\\", "\n", "\x00", "\x1f", "\x7f", "é", " ", "~"]
+    for n in range(1, 26):
+        for i in range(n):
+            for ch in specials:
+                text = "a" * i + ch + "b" * (n - i - 1)
+                s.emit("m", {text: text, "l": [text, "x"]}, seq=1, events=(("e", 5, {text: text}),))
+    s.end()
+    cap.close()
+    for k in range(0, len(cap.records), 256):
+        chunk = cap.records[k:k + 256]
+        assert fast_path(chunk) is not None
+        assert_same(*both(chunk, monkeypatch))
