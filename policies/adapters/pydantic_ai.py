@@ -11,7 +11,8 @@ the run's history keeps every message (``write_back=True`` stores the gated hist
 ``ProcessHistory`` does; the guard recognises its own output and stays on one session).
 
 Conversion: every ``SystemPromptPart`` is a system message; the other parts of a ``ModelRequest``
-are one user message (prompts as text, ``ToolReturnPart`` and tool ``RetryPromptPart`` as results);
+are one user message (prompts as text, ``ToolReturnPart`` as results, an error when its ``outcome`` is
+``failed`` or ``retried``, as is a legacy tool ``RetryPromptPart``; ``RetryFeedbackPart`` as text);
 a ``ModelResponse`` is one assistant message (text, thinking, tool calls: a parallel batch is one
 unit). Back, unchanged parts return as themselves and regroup into their original message; what the
 gate rewrote or wrote (summaries, masked results) is built from its content.
@@ -37,6 +38,21 @@ def _pai() -> Any:
     except ImportError as exc:
         raise ImportError("Pydantic AI support needs the extra: pip install 'prunegate[pydantic-ai]'") from exc
     return messages
+
+
+_ERROR_OUTCOMES = ("failed", "retried")  # the outcomes pydantic-ai sends through the provider's error channel
+
+
+def _has_outcomes(pm: Any) -> bool:
+    """Whether this pydantic-ai marks a tool error on ``ToolReturnPart`` (``outcome``), which deprecates
+    ``RetryPromptPart`` (removed in v3)."""
+    return "outcome" in {f.name for f in dataclasses.fields(pm.ToolReturnPart)}
+
+
+def _is_retry(pm: Any, part: Any) -> bool:
+    """Whether ``part`` asks the model to try again: ``RetryFeedbackPart`` (no tool call) where it
+    exists, and the legacy ``RetryPromptPart`` while pydantic-ai still has it."""
+    return isinstance(part, tuple(getattr(pm, n) for n in ("RetryFeedbackPart", "RetryPromptPart") if hasattr(pm, n)))
 
 
 def from_pydantic_ai(messages: Iterable[Any], originals: Originals | None = None) -> list[Message]:
@@ -69,13 +85,14 @@ def from_pydantic_ai(messages: Iterable[Any], originals: Originals | None = None
                 if isinstance(part, pm.UserPromptPart):
                     blocks.append(Block(TEXT, text=part.content if isinstance(part.content, str)
                                         else "\n".join(c if isinstance(c, str) else repr(c) for c in part.content)))
-                elif isinstance(part, pm.ToolReturnPart):
+                elif isinstance(part, pm.ToolReturnPart):  # outcome 'failed'/'retried' (2.x): the error channel
                     blocks.append(Block(TOOL_RESULT, tool_use_id=part.tool_call_id, name=part.tool_name,
-                                        content=part.model_response_str()))
-                elif isinstance(part, pm.RetryPromptPart) and part.tool_name:
+                                        content=part.model_response_str(),
+                                        is_error=getattr(part, "outcome", "success") in _ERROR_OUTCOMES or None))
+                elif _is_retry(pm, part) and getattr(part, "tool_name", None):
                     blocks.append(Block(TOOL_RESULT, tool_use_id=part.tool_call_id, name=part.tool_name,
                                         content=part.model_response(), is_error=True))
-                elif isinstance(part, pm.RetryPromptPart):
+                elif _is_retry(pm, part):  # feedback that answers no tool call
                     blocks.append(Block(TEXT, text=part.model_response()))
                 else:
                     blocks.append(Block(OTHER, extra={"part_kind": getattr(part, "part_kind", type(part).__name__),
@@ -162,7 +179,10 @@ def _parts(m: Message, originals: Originals | None = None) -> list[Any]:
     for b in m.blocks:
         if b.type == TOOL_RESULT:
             content = b.content if isinstance(b.content, str) else json.dumps(b.content, ensure_ascii=False, default=str)
-            if b.is_error:
+            if b.is_error and _has_outcomes(pm):  # what pydantic-ai itself makes of a tool RetryPromptPart
+                parts.append(pm.ToolReturnPart(tool_name=b.name or "", content=content,
+                                               tool_call_id=b.tool_use_id or "", outcome="retried"))
+            elif b.is_error:  # a pydantic-ai without tool-return outcomes
                 parts.append(pm.RetryPromptPart(content=content, tool_name=b.name or "", tool_call_id=b.tool_use_id or ""))
             else:
                 parts.append(pm.ToolReturnPart(tool_name=b.name or "", content=content, tool_call_id=b.tool_use_id or ""))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -244,3 +245,47 @@ def test_concurrent_agents_sdk_runs_are_one_session_per_group(tmp_path):
     assert guard.errors == 0 and all(r.valid for r in conversation.requests) and len(conversation.requests) == 9
     assert set(guard.conversations) == {"group:chat-0", "group:chat-1", "group:chat-2"}
     assert sorted(s["session_id"] for s in Store(store).sessions()) == sorted(guard.conversations.values())
+
+
+def test_a_pydantic_ai_tool_retry_keeps_its_error_channel_through_the_gate(tmp_path):
+    """A tool that raises ModelRetry: pydantic-ai 2.x marks the answer ``outcome='retried'``; through a
+    gate that masks old results, the model still gets it as an error, with no deprecated part built."""
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent, ModelRetry
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from policies.adapters.pydantic_ai import prune_history
+
+    seen: list[list[Any]] = []
+
+    def model(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        if len(seen) <= 3:  # ask the flaky tool three times (the first answer is a retry)
+            return ModelResponse(parts=[ToolCallPart("flaky", {"n": len(seen)}, tool_call_id=f"c{len(seen)}")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    calls = {"n": 0}
+    agent = Agent(FunctionModel(model), system_prompt=SYSTEM,
+                  capabilities=[prune_history(guard := PruneGuard("mask", budget=60, provider="openai",
+                                                                  policy_params={"keep_last": 1},
+                                                                  store=str(tmp_path / "store")))])
+
+    @agent.tool_plain
+    def flaky(n: int) -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ModelRetry("the order service timed out; try again " + "x" * 200)
+        return f"result {n} " + "y" * 200
+
+    from pydantic_ai._warnings import PydanticAIDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PydanticAIDeprecationWarning)
+        assert agent.run_sync("go").output == "done"
+    guard.close()
+    assert guard.errors == 0
+    sent = [p for m in seen[-1] for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+    first = [p for p in sent if p.tool_call_id == "c1"]
+    assert len(first) == 1 and first[0].outcome == "retried" and "masked" in str(first[0].content)  # masked, still an error
+    assert len(Store(tmp_path / "store").sessions()) == 1

@@ -12,6 +12,7 @@ types (Hypothesis): every message kind the framework holds comes back as it went
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -115,13 +116,13 @@ def pydantic_ai_messages(draw) -> list:
         parts: list = []
         if not out and draw(st.booleans()):
             parts.append(pm.SystemPromptPart(content=draw(text)))
-        for call in pending:
-            if draw(st.booleans()):
-                parts.append(pm.ToolReturnPart(tool_name=call.tool_name, tool_call_id=call.tool_call_id,
-                                               content=draw(json_value)))
-            else:
-                parts.append(pm.RetryPromptPart(tool_name=call.tool_name, tool_call_id=call.tool_call_id,
-                                                content=draw(text)))
+        for call in pending:  # a result, or an error result as pydantic-ai 2.x marks it (outcome)
+            outcome = draw(st.sampled_from(["success", "success", "failed", "retried"]))
+            parts.append(pm.ToolReturnPart(tool_name=call.tool_name, tool_call_id=call.tool_call_id,
+                                           content=draw(json_value) if outcome == "success" else draw(text),
+                                           outcome=outcome))
+        if out and draw(st.booleans()):  # feedback on a response that answers no tool call
+            parts.append(pm.RetryFeedbackPart(content=draw(text), retry=pm.RetryInfo(cause="model_retry")))
         prompt = draw(st.one_of(text, st.lists(st.one_of(text, st.builds(
             lambda u: pm.ImageUrl(url=f"https://example.invalid/{u}.png"), ids)), min_size=1, max_size=2)))
         parts.append(pm.UserPromptPart(content=prompt))
@@ -156,19 +157,38 @@ def test_a_rewritten_pydantic_ai_part_changes_alone(natives, data):
 
     originals = Originals()
     messages = from_pydantic_ai(natives, originals)
-    results = [(i, j) for i, m in enumerate(messages) for j, b in enumerate(m.blocks)
-               if b.type == TOOL_RESULT and not b.is_error]
+    results = [(i, j) for i, m in enumerate(messages) for j, b in enumerate(m.blocks) if b.type == TOOL_RESULT]
     if not results:
         return
     i, j = data.draw(st.sampled_from(results))
     messages[i].blocks[j].content = "[masked]"
-    back = to_pydantic_ai(messages, originals)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no deprecated part (RetryPromptPart goes in pydantic-ai v3)
+        back = to_pydantic_ai(messages, originals)
     assert len(back) == len(natives)
     changed = [(a, b) for a, b in zip(back, natives, strict=True) if a != b]
     assert len(changed) == 1
     new, old = changed[0]
     diff = [(p, q) for p, q in zip(new.parts, old.parts, strict=True) if p != q]
     assert len(diff) == 1 and diff[0][0].content == "[masked]" and diff[0][0].tool_call_id == diff[0][1].tool_call_id
+    was_error = diff[0][1].outcome in ("failed", "retried")  # still on the provider's error channel
+    assert type(diff[0][0]).__name__ == "ToolReturnPart" and (diff[0][0].outcome != "success") == was_error
+
+
+def test_pydantic_ai_error_results_and_retry_feedback_convert_as_the_model_sees_them():
+    pm = pytest.importorskip("pydantic_ai.messages")
+    from policies.adapters.pydantic_ai import from_pydantic_ai
+    from policies.messages import TEXT, TOOL_RESULT
+
+    call = pm.ToolCallPart(tool_name="lookup", args={"q": "x"}, tool_call_id="c1")
+    feedback = pm.RetryFeedbackPart(content="no tool answered", retry=pm.RetryInfo(cause="model_retry"))
+    natives = [pm.ModelRequest(parts=[pm.UserPromptPart(content="go")]), pm.ModelResponse(parts=[call]),
+               pm.ModelRequest(parts=[pm.ToolReturnPart(tool_name="lookup", content="boom", tool_call_id="c1",
+                                                        outcome="retried"), feedback])]
+    last = from_pydantic_ai(natives)[-1]
+    assert [b.type for b in last.blocks] == [TOOL_RESULT, TEXT]
+    assert last.blocks[0].is_error is True and last.blocks[0].tool_use_id == "c1"
+    assert last.blocks[1].text == feedback.model_response()  # what the model is shown, not a repr
 
 
 # ----------------------------------------------------------------------------------- Agents SDK
