@@ -227,11 +227,15 @@ def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
 
 
 def replay_session(path: str, session_id: str) -> dict[str, Any]:
-    """What does not change from step to step: ``info`` (the root's attributes; None while the
-    session is still recording), ``bounds``, the token ``series``, ``markers``, ``budget`` and
-    the session's ``annotations`` (cached apart: saving one re-reads only them)."""
-    return {**_bundle(path, activity(path), session_id),
-            "annotations": run(queries.annotation_list, session_id=session_id)}
+    """What does not change from step to step: ``info`` (the root's attributes and ids; None while
+    the session is still recording), ``bounds``, the token ``series``, ``markers`` and ``budget``."""
+    return _bundle(path, activity(path), session_id)
+
+
+def session_annotations(session_id: str) -> pd.DataFrame:
+    """The session's annotations (:func:`tracer.queries.annotation_list`), cached apart from the
+    session: saving one re-reads only them."""
+    return run(queries.annotation_list, session_id=session_id)
 
 
 def replay_step(path: str, session_id: str, seq: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from dashboard.components import data
 from dashboard.components.safe import md
 from dashboard.components.widgets import show_table, ts_column
 from tracer.contract import names as sn
-from tracer.queries import AnnotationError, access
+from tracer.queries import AnnotationError, AnnotationTarget, access
 
 FLASH_S = 60.0  # how long "Saved the annotation …" stays above the form
 TARGET_NAMES = {sn.VIOLATION: "violation", sn.BUDGET_CHECK: "decision", **{n: "decision" for n in sn.DECISION_SPANS}}
@@ -43,10 +43,10 @@ def table(frame: pd.DataFrame, *, key: str, with_session: bool = True) -> None:
                  column_config={"open": st.column_config.LinkColumn("open", display_text="replay ▸")})
 
 
-def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str,
+def form(session_id: str, targets: list[tuple[str, AnnotationTarget | None]], *, key: str,
          rerun: Literal["app", "fragment"] = "app") -> None:
-    """Add an annotation: pick what it is on (``targets``: (what it reads as, span id or None for the
-    session)), type a label and a note, save. Saved through the store's normal path; the page then
+    """Add an annotation: pick what it is on (``targets``: (what it reads as, the span as read from
+    the store, or None for the session's root, then looked up)), type a label and a note, save. Saved through the store's normal path; the page then
     reruns, so the lists above show it, and says so under the form for a minute. ``rerun="fragment"``:
     the form is in an ``st.fragment`` that draws those lists too, and only it reruns."""
     flash = st.session_state.get(f"{key}_saved")  # (session, when, what): kept through the reruns that follow
@@ -62,7 +62,7 @@ def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str,
     if submitted:
         try:
             row = access.annotate(data.store_path(), session_id, label=label, note=note,
-                                  span_id=targets[int(pick or 0)][1])
+                                  target=targets[int(pick or 0)][1])
         except AnnotationError as exc:
             st.error(md(str(exc)))
             return
@@ -76,9 +76,19 @@ def form(session_id: str, targets: list[tuple[str, str | None]], *, key: str,
             st.rerun()
 
 
-def step_targets(events: pd.DataFrame, step: int) -> list[tuple[str, str | None]]:
-    """What can be annotated at ``step``: the session, and the step's decisions and violations."""
-    out: list[tuple[str, str | None]] = [("this session", None)]
+def root_target(info: dict | None) -> AnnotationTarget | None:
+    """The session's root as an annotation target, from :func:`tracer.queries.session_root`'s
+    answer (None while the session has no root: the save then looks it up and says so)."""
+    if not info or not info.get("span_id"):
+        return None
+    return AnnotationTarget(str(info["trace_id"]), str(info["span_id"]), sn.SESSION)
+
+
+def step_targets(events: pd.DataFrame, step: int,
+                 root: AnnotationTarget | None = None) -> list[tuple[str, AnnotationTarget | None]]:
+    """What can be annotated at ``step``: the session (``root``), and the step's decisions and
+    violations (``events``: the step's event log, with each span's trace, id and name)."""
+    out: list[tuple[str, AnnotationTarget | None]] = [("this session", root)]
     if events.empty:
         return out
     here = events[(events["seq"] == step) & events["name"].isin(list(TARGET_NAMES))]
@@ -89,5 +99,5 @@ def step_targets(events: pd.DataFrame, step: int) -> list[tuple[str, str | None]
         seen[text] = seen.get(text, 0) + 1  # two alike at one step read "… (2nd)", never as span ids
         n = seen[text]
         out.append((text + (f" ({n}{'nd' if n == 2 else 'rd' if n == 3 else 'th'})" if n > 1 else ""),
-                     str(rec["span_id"])))
+                     AnnotationTarget(str(rec["trace_id"]), str(rec["span_id"]), str(rec["name"]))))
     return out

@@ -19,7 +19,7 @@ from dashboard.components.safe import md
 from dashboard.components.widgets import session_label, show_table
 from tracer import queries
 from tracer.contract import names as sn
-from tracer.queries import explain
+from tracer.queries import AnnotationTarget, explain
 
 STEP = "replay_step"
 PLAY = "replay_play"
@@ -252,11 +252,7 @@ if info.get("source") == "replay" and st.button(
 
 def _step_view(session_id: str) -> None:
     """The step controls and everything drawn for the step: a fragment, so a click here (next step,
-    a jump, the slider, saving an annotation) reruns this part only, not the session picker and the
-    sidebar above it."""
-    annotated = data.replay_session(path, session_id)["annotations"]  # re-read once an annotation is saved
-    if not annotated.empty:
-        st.text("Labels: " + ", ".join(dict.fromkeys(str(v) for v in annotated["label"])) + "  (Annotations below)")
+    a jump, the slider) reruns this part only, not the session picker and the sidebar above it."""
     # ---------------------------------------------------------------- controls
     c_prev, c_next, c_play, c_speed, c_v, c_p, c_d = st.columns([1.4, 1.3, 0.8, 1.3, 1.6, 1.5, 1.6])
     c_prev.button("◀ previous step", on_click=_move, args=(-1, lo, hi), width="stretch", key="replay_prev")
@@ -368,14 +364,24 @@ def _step_view(session_id: str) -> None:
                            "u3 is the structural unit it belongs to (a message, or a tool call with its results, "
                            "pruned only whole under the gate); t7.r0 is the first tool result of recorded message t7, split out so each result arrives on its own.")
 
+    _annotations_view(session_id, notes.step_targets(now["events"], int(step), notes.root_target(info)))
+
+
+@st.fragment
+def _annotations_view(session_id: str, targets: list[tuple[str, AnnotationTarget | None]]) -> None:
+    """The session's annotations and the form that adds one: a fragment inside the step's, so saving
+    one reruns this part only (it re-reads the annotations), not the step's charts; the form passes
+    the spans it offers as read, so the save looks nothing up."""
+    annotated = data.session_annotations(session_id)
     st.subheader("Annotations")
     st.caption("A label and a note on this session, or on a decision or violation at this step; stored with the "
                "spans (the same as `prunegate annotate`), listed on the Annotations page, filterable on Sessions.")
     if annotated.empty:
         st.caption("No annotation on this session yet.")
     else:
+        st.text("Labels: " + ", ".join(dict.fromkeys(str(v) for v in annotated["label"])))
         notes.table(annotated, key="replay_annotations", with_session=False)
-    notes.form(session_id, notes.step_targets(now["events"], int(step)), key="replay_annotate", rerun="fragment")
+    notes.form(session_id, targets, key="replay_annotate", rerun="fragment")
 
 
 st.fragment(_step_view)(session_id)

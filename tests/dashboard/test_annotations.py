@@ -236,6 +236,35 @@ def test_replay_page_adds_and_lists_an_annotation_as_text(store: dict) -> None:
     assert list(rows["session"]) == [v["session_id"]]
 
 
+def test_the_targets_the_replay_page_offers_store_what_a_lookup_by_id_stores(store: dict) -> None:
+    """The Replay page passes the spans it has read (the root from ``session_root``, the step's
+    decisions and violations from its event log), so a save looks nothing up: each is stored on the
+    same span, trace and session as the lookup by id stores it."""
+    from dashboard.components import notes
+
+    v, s = store["violation"], Store(store["path"])
+    sid = str(v["session_id"])
+    with s.reader() as r:
+        step = int(r.query("SELECT seq FROM spans WHERE span_id = ?", [v["span_id"]])[0]["seq"])
+        root = notes.root_target(queries.session_root(r, sid))
+        events = queries.step_from_tables(queries.session_tables(r, sid), step)["events"]
+    targets = notes.step_targets(events, step, root)
+    assert root is not None and len(targets) > 2  # the session, the check and the violation at least
+    ids = []
+    for text, target in targets:
+        assert target is not None
+        passed = annotate(s, sid, label="passed", target=target)
+        looked = annotate(s, sid, label="looked", span_id=None if text == "this session" else target.span_id)
+        ids.append((passed["id"], looked["id"]))
+    with s.reader() as r:
+        stored = {row["id"]: (row["trace_id"], row["parent_span_id"], row["session_id"], row["target"])
+                  for row in r.query(f"""SELECT attributes->>'{sn.ANNOTATION_ID}' AS id, trace_id, parent_span_id,
+                                         session_id, attributes->>'{sn.ANNOTATION_TARGET}' AS target
+                                         FROM spans WHERE name = '{sn.ANNOTATION}'""")}
+    assert [stored[a] for a, _ in ids] == [stored[b] for _, b in ids]
+    assert {stored[a][3] for a, _ in ids} >= {"session", "decision", "violation"}
+
+
 def test_a_saved_comparison_reopens_from_its_url_with_the_same_numbers(store: dict) -> None:
     at = page("compare", metric="prunes")
     diff = next(d.value for d in at.dataframe if "mean diff" in d.value.columns)  # shown at 3 significant digits

@@ -89,7 +89,7 @@ from tracer.queries.timeline import (
     token_series,
 )
 from tracer.queries.trace import TRACE_COLUMNS, span_tree, trace_size
-from tracer.queries.writes import annotate, save_comparison
+from tracer.queries.writes import AnnotationTarget, annotate, save_comparison
 
 __all__ = [
     "BUDGET_CHECK", "DEFER", "FAIL", "JUMP_TARGETS", "LIST_COLUMNS", "MESSAGE", "METRICS", "PRUNE", "REINJECT",
@@ -102,5 +102,5 @@ __all__ = [
     "series_from_tables", "session_bounds", "session_differences", "session_filter_options", "session_info", "session_metrics",
     "session_root", "session_tables", "sessions", "step_from_tables", "store_totals", "summary_sql",
     "token_series", "units_at", "violation_codes", "violations", "TRACE_COLUMNS", "span_tree", "trace_size",
-    "AnnotationError",
+    "AnnotationError", "AnnotationTarget",
 ]

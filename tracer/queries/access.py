@@ -14,11 +14,14 @@ import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from tracer.store import Store, StoreLocation, StoreReader, resolve_store
+
+if TYPE_CHECKING:
+    from tracer.queries.writes import AnnotationTarget
 
 PathLike = str | os.PathLike[str]
 
@@ -49,11 +52,12 @@ def activity_version(path: PathLike | StoreLocation) -> str:
 
 
 def annotate(path: PathLike | StoreLocation, session_id: str, *, label: str, note: str = "",
-             span_id: str | None = None) -> dict[str, Any]:
-    """Store an annotation (:func:`tracer.queries.writes.annotate`); AnnotationError says why not."""
+             span_id: str | None = None, target: AnnotationTarget | None = None) -> dict[str, Any]:
+    """Store an annotation (:func:`tracer.queries.writes.annotate`; ``target``: the span as the page
+    read it, so nothing is looked up); AnnotationError says why not."""
     from tracer.queries.writes import annotate as store_annotation
 
-    return store_annotation(Store(path), session_id, label=label, note=note, span_id=span_id)
+    return store_annotation(Store(path), session_id, label=label, note=note, span_id=span_id, target=target)
 
 
 def save_comparison(path: PathLike | StoreLocation, title: str, params: dict[str, Any],

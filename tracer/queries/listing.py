@@ -253,19 +253,21 @@ _ROOT_STRUCT = _struct({k: v for k, v in _ROOT_FIELDS.items() if k not in (sn.PO
 
 
 def session_root(src: Source, session_id: str) -> dict[str, Any] | None:
-    """A session's root attributes (name as ``label``, source, policy, gated, budget, ...): cheap,
+    """A session's root attributes (name as ``label``, source, policy, gated, budget, ...) and the
+    root's ``trace_id`` and ``span_id`` (what an annotation on the session hangs on): cheap,
     reads the root span only. None while the session is still recording (no root yet) or unknown."""
     row = _one(src, f"""
         SELECT j."{sn.SESSION_NAME}", source, j."{sn.SESSION_SOURCE_ID}",
                j."{sn.PROVIDER}", policy, gated, budget,
-               j."{sn.HARD_CEILING}", j."{sn.CONTENT_CAPTURED}"
-        FROM (SELECT source, policy, gated, budget, from_json(attributes, '{_ROOT_STRUCT}') AS j FROM spans
+               j."{sn.HARD_CEILING}", j."{sn.CONTENT_CAPTURED}", trace_id, span_id
+        FROM (SELECT source, policy, gated, budget, trace_id, span_id,
+                     from_json(attributes, '{_ROOT_STRUCT}') AS j FROM spans
               WHERE session_id = $sid AND name = '{SESSION}' LIMIT 1) x
         """, {"sid": session_id})
     if row is None:
         return None
     keys = ("label", "source", "source_id", "provider", "policy", "gated", "budget", "hard_ceiling",
-            "content_captured")
+            "content_captured", "trace_id", "span_id")
     return {"session_id": session_id, **dict(zip(keys, row, strict=True))}
 
 

@@ -166,7 +166,7 @@ _IN_DECISIONS = ", ".join(f"'{n}'" for n in _DECISIONS)
 
 # Every span of a session that has a step, as one event-log row each (the root is left out).
 _EVENTS_SQL = f"""
-SELECT seq, t, e, name, span_id, status_code,
+SELECT seq, t, e, name, trace_id, span_id, status_code,
        CASE WHEN name = '{sn.MESSAGE}' THEN j."{sn.EVENT}"
             WHEN name = '{sn.BUDGET_CHECK}' THEN decision
             WHEN name = '{sn.VIOLATION}' THEN violation
@@ -185,13 +185,14 @@ SELECT seq, t, e, name, span_id, status_code,
        policy,
        CASE WHEN name IN ({_IN_DECISIONS}) THEN attributes END AS attributes,
        status_message
-FROM (SELECT seq, start_time_ns AS t, coalesce(end_time_ns, start_time_ns) AS e, name, span_id, status_code,
-             status_message, decision, violation, tokens_before, tokens_after, budget, reason, policy,
+FROM (SELECT seq, start_time_ns AS t, coalesce(end_time_ns, start_time_ns) AS e, name, trace_id, span_id,
+             status_code, status_message, decision, violation, tokens_before, tokens_after, budget, reason, policy,
              CAST(attributes AS VARCHAR) AS attributes, from_json(attributes, '{_EVENT_FIELDS}') AS j
       FROM spans WHERE session_id = $sid AND seq IS NOT NULL AND name NOT IN ('{sn.SESSION}', '{sn.MESSAGES}')
       UNION ALL  -- below full detail (docs/spans.md) message events and unit closures are span events
-      SELECT CAST(attributes->>'$."{sn.SEQ}"' AS BIGINT), time_ns, time_ns, event_name, span_id, NULL, NULL, NULL,
-             NULL, NULL, NULL, NULL, NULL, NULL, CAST(attributes AS VARCHAR), from_json(attributes, '{_EVENT_FIELDS}')
+      SELECT CAST(attributes->>'$."{sn.SEQ}"' AS BIGINT), time_ns, time_ns, event_name, trace_id, span_id,
+             NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, CAST(attributes AS VARCHAR),
+             from_json(attributes, '{_EVENT_FIELDS}')
       FROM span_events WHERE session_id = $sid AND event_name IN ('{sn.MESSAGE}', '{sn.UNIT_CLOSE}')) x
 """
 
@@ -234,8 +235,8 @@ def step_from_tables(tables: dict[str, pa.Table], seq: int, *, with_content: boo
 
 def _event_log(con: duckdb.DuckDBPyConnection, seq: int, before: int, after: int) -> pd.DataFrame:
     return con.execute(
-        "SELECT seq, t AS start_time_ns, name, span_id, status_code, what, subject, role, context_tokens, detail, "
-        "policy FROM events WHERE seq BETWEEN $lo AND $hi ORDER BY seq, t, span_id",
+        "SELECT seq, t AS start_time_ns, name, trace_id, span_id, status_code, what, subject, role, context_tokens, "
+        "detail, policy FROM events WHERE seq BETWEEN $lo AND $hi ORDER BY seq, t, span_id",
         {"lo": seq - before, "hi": seq + after},
     ).df()
 

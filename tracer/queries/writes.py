@@ -20,7 +20,7 @@ import json
 import os
 import secrets
 import time
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
 
@@ -31,6 +31,16 @@ MAX_LABEL = 80
 MAX_NOTE = 4000
 KINDS_OF = {sn.SESSION: "session", sn.VIOLATION: "violation", sn.BUDGET_CHECK: "decision",
             **{name: "decision" for name in sn.DECISION_SPANS}}
+
+
+class AnnotationTarget(NamedTuple):
+    """The span an annotation hangs on (its trace, id and name), as its caller already read it from the
+    store: the Replay page holds the session's root and its step's spans, so it passes them and a
+    save reads nothing (the lookups scan every root and the session's spans)."""
+
+    trace_id: str
+    span_id: str
+    name: str
 
 
 class Writable(Protocol):
@@ -68,11 +78,33 @@ def _clean(label: str, note: str) -> tuple[str, str]:
 
 
 def annotate(store: Any, session_id: str, *, label: str, note: str = "", span_id: str | None = None,
-             author: str | None = None) -> dict[str, Any]:
+             author: str | None = None, target: AnnotationTarget | None = None) -> dict[str, Any]:
     """Store a label and a note on session ``session_id`` (id or name), or on one of its decision
     or violation spans (``span_id``). Returns the stored annotation (id, target, label, ...).
-    Raises :class:`AnnotationError` when the session or span does not exist or is not annotatable."""
+    Raises :class:`AnnotationError` when the session or span does not exist or is not annotatable.
+    ``target``: the span, read from the store by the caller (then ``session_id`` is the session's
+    id and ``span_id`` is not used): nothing is looked up."""
     label, note = _clean(label, note)
+    if target is None:
+        sid, target = _lookup(store, session_id, span_id)
+    else:
+        sid = session_id
+    kind = KINDS_OF.get(target.name)
+    if kind is None:
+        raise AnnotationError(f"span {target.span_id} is a {target.name}: annotate a session, a decision "
+                              f"({', '.join(sorted(k for k, v in KINDS_OF.items() if v == 'decision'))}) "
+                              "or a violation")
+    ident = secrets.token_hex(6)
+    attrs = {sn.ANNOTATION_ID: ident, sn.ANNOTATION_TARGET: kind, sn.ANNOTATION_SPAN_ID: target.span_id,
+             sn.ANNOTATION_LABEL: label, sn.ANNOTATION_NOTE: note, sn.SESSION_ID: sid,
+             sn.ANNOTATION_AUTHOR: author or os.environ.get("USER") or ""}
+    _write(store, _row(sn.ANNOTATION, attrs, trace_id=target.trace_id, parent=target.span_id, session_id=sid))
+    return {"id": ident, "session_id": sid, "target": kind, "span_id": target.span_id, "label": label,
+            "note": note}
+
+
+def _lookup(store: Any, session_id: str, span_id: str | None) -> tuple[str, AnnotationTarget]:
+    """The session's id and the span to annotate: its root, or its span ``span_id``."""
     with store.reader() as r:
         sid = _session(r, session_id)
         if span_id is None:
@@ -86,19 +118,7 @@ def annotate(store: Any, session_id: str, *, label: str, note: str = "", span_id
                            [sid, span_id.strip().lower()])
             if not rows:
                 raise AnnotationError(f"no span {span_id} in session {sid}")
-    target = rows[0]
-    kind = KINDS_OF.get(str(target["name"]))
-    if kind is None:
-        raise AnnotationError(f"span {target['span_id']} is a {target['name']}: annotate a session, a decision "
-                              f"({', '.join(sorted(k for k, v in KINDS_OF.items() if v == 'decision'))}) "
-                              "or a violation")
-    ident = secrets.token_hex(6)
-    attrs = {sn.ANNOTATION_ID: ident, sn.ANNOTATION_TARGET: kind, sn.ANNOTATION_SPAN_ID: target["span_id"],
-             sn.ANNOTATION_LABEL: label, sn.ANNOTATION_NOTE: note, sn.SESSION_ID: sid,
-             sn.ANNOTATION_AUTHOR: author or os.environ.get("USER") or ""}
-    _write(store, _row(sn.ANNOTATION, attrs, trace_id=target["trace_id"], parent=target["span_id"], session_id=sid))
-    return {"id": ident, "session_id": sid, "target": kind, "span_id": target["span_id"], "label": label,
-            "note": note}
+    return sid, AnnotationTarget(str(rows[0]["trace_id"]), str(rows[0]["span_id"]), str(rows[0]["name"]))
 
 
 def _session(r: Any, session_id: str) -> str:
