@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -12,6 +13,7 @@ from tracer.cli import add_command, options, status
 from tracer.errors import CommandError
 
 METRICS_PORT = 9464  # the OpenTelemetry Prometheus exporter's usual port
+SESSION_PROCESSES = min(2, os.cpu_count() or 1)  # processes recording and committing GenAI sessions
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         receiver = Receiver(store, max_body=args.max_body, max_inflight=args.max_inflight, token=args.token,
                             conversation_idle=args.conversation_idle,
                             conversation_memory=args.conversation_memory << 20, detail=args.detail,
-                            session_process=args.conversation_idle > 0)
+                            session_processes=SESSION_PROCESSES if args.conversation_idle > 0 else 0)
         adopted = receiver.recover()
     except OSError as exc:
         raise CommandError(f"cannot keep the waiting-conversation journal under {store.layout.root}: "

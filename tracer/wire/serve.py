@@ -42,6 +42,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -142,7 +143,7 @@ class Receiver:
     def __init__(self, store: Store, *, max_body: int = 16 << 20, max_inflight: int = 4,
                  token: str | None = None, wait_busy: float = 5.0, conversation_idle: float = 0.0,
                  conversation_memory: int = 256 << 20, detail: str = "full",
-                 request_deadline: float = 30.0, session_process: bool = False) -> None:
+                 request_deadline: float = 30.0, session_processes: int = 0) -> None:
         self.store = store
         self.request_deadline = request_deadline  # seconds for a request's headers and body together
         self.detail = detail  # of the GenAI conversations recorded as sessions (docs/spans.md)
@@ -154,9 +155,11 @@ class Receiver:
         self.conversations = Conversations(conversation_idle, max_bytes=conversation_memory,
                                            journal_root=store.layout.root / JOURNAL_DIR)
         self._flushing = threading.Lock()
-        # sessions recorded and committed in a process of their own (WorkerProcess; serve's default)
-        self.sessions_worker = (WorkerProcess("prunegate-serve-sessions", _commit_in_worker, store, detail, wait_busy)
-                        if session_process else None)
+        # sessions recorded and committed in processes of their own (WorkerProcess; serve's default), a
+        # chunk each at a time; none: in this process
+        self.sessions_workers = [WorkerProcess("prunegate-serve-sessions", _commit_in_worker, store, detail, wait_busy)
+                                 for _ in range(session_processes)]
+        self._sending = ThreadPoolExecutor(session_processes, "prunegate-serve-send") if session_processes > 1 else None
 
     def authorized(self, header: str | None) -> bool:
         if self.token is None:
@@ -202,8 +205,9 @@ class Receiver:
     def flush_conversations(self, *, force: bool = False) -> int:
         """Commit the conversations quiet for ``conversation_idle`` seconds (every one with ``force``,
         at shutdown), :data:`COMMIT_CHUNK` at a time (so a backlog never sits in memory as
-        conversations all at once); returns how many sessions were committed. A store that refuses
-        them keeps them waiting for the next call (logged)."""
+        conversations all at once), a chunk in each session process at once; returns how many
+        sessions were committed. A store that refuses them keeps them waiting for the next call
+        (logged)."""
         from tracer.traffic.importers import no_content_refusal
 
         with self._flushing:
@@ -212,23 +216,32 @@ class Receiver:
                 empty, waiting.empty = waiting.empty, {}
                 log.warning("prunegate serve: GenAI spans not turned into a session: %s", no_content_refusal("otlp", empty))
             total = 0
+            workers: list[WorkerProcess | None] = [*self.sessions_workers] or [None]
             while True:
-                chains = waiting.due(force=force, limit=COMMIT_CHUNK)
-                if not chains:
+                chunks = []
+                for worker in workers:
+                    chains = waiting.due(force=force, limit=COMMIT_CHUNK)
+                    if not chains:
+                        break
+                    chunks.append((worker, chains))
+                if not chunks:
                     return total
-                n = self._commit_chains(chains)
-                if n is None:
+                if self._sending is None or len(chunks) == 1:
+                    done = [self._commit_chains(*chunks[0])]
+                else:
+                    done = list(self._sending.map(lambda chunk: self._commit_chains(*chunk), chunks))
+                total += sum(n for n in done if n is not None)
+                if None in done:
                     return total
-                total += n
 
-    def _commit_chains(self, chains: list[Any]) -> int | None:
-        """One chunk of due chains as sessions (in the session process when there is one); None when
-        the store refused them or the process stopped (they wait again)."""
+    def _commit_chains(self, worker: WorkerProcess | None, chains: list[Any]) -> int | None:
+        """One chunk of due chains as sessions (in ``worker``, a session process, when there is one);
+        None when the store refused them or the process stopped (they wait again)."""
         waiting = self.conversations
         items = [(chain.last, chain.first_trace, list(chain.span_ids)) for chain in chains]
         try:
-            if self.sessions_worker is not None:
-                stored, warnings, refused = self.sessions_worker.call(items)
+            if worker is not None:
+                stored, warnings, refused = worker.call(items)
             else:
                 stored, warnings, refused = commit_due(self.store, items, self.detail, self.wait_busy)
         except (OSError, EOFError) as exc:  # the session process died: a new one takes the next round
@@ -265,9 +278,11 @@ class Receiver:
             self.stats.count(sessions=stored)
 
     def close(self) -> None:
-        """Stop the session process (after the last :meth:`flush_conversations`)."""
-        if self.sessions_worker is not None:
-            self.sessions_worker.close()
+        """Stop the session processes (after the last :meth:`flush_conversations`)."""
+        for worker in self.sessions_workers:
+            worker.close()
+        if self._sending is not None:
+            self._sending.shutdown()
 
 
 Committed = tuple[int, list[str], str | None]  # sessions stored, warnings to log, why none were (or None)
@@ -316,8 +331,9 @@ class WorkerProcess:
     (hundreds of conversations a second) that on top was more than the core: sessions fell behind
     the conversations. Compacting the store in process held DuckDB's memory in serve's (most of its
     peak RSS; docs/scale.md). So serve runs both in processes of their own: the receiver keeps
-    stitching and sends each chunk of due chains (their latest call, pickled) to the session
-    process, which records and commits them on another core and answers what it stored; the
+    stitching and sends each chunk of due chains (their latest call, pickled) to a session process
+    (serve runs two where there are two cores: a chunk each at once), which records and commits
+    them on another core and answers what it stored; the
     receiver then forgets them, or keeps them waiting when it did not. A process that dies (killed,
     crashed) loses nothing: its chunk waits again and a new process is started at the next call; a
     session it committed before dying is claimed, so it is not committed twice. Started on first use

@@ -234,7 +234,7 @@ def test_session_process_killed_mid_commit_loses_nothing_and_each_conversation_i
 
     store = Store(tmp_path / "store")
     store.ensure()
-    receiver = Receiver(store, conversation_idle=600, session_process=True)
+    receiver = Receiver(store, conversation_idle=600, session_processes=1)
     convs, turns = 10, 3
     for batch in _span_batches(convs, turns):
         receiver.ingest(encode_spans(batch))
@@ -247,7 +247,7 @@ def test_session_process_killed_mid_commit_loses_nothing_and_each_conversation_i
     flushing.start()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        pid = receiver.sessions_worker.pid
+        pid = receiver.sessions_workers[0].pid
         if pid is not None and _state(pid) == "T":
             break
         time.sleep(0.05)
@@ -259,7 +259,7 @@ def test_session_process_killed_mid_commit_loses_nothing_and_each_conversation_i
     monkeypatch.delenv(FAULT_ENV)
     assert receiver.flush_conversations(force=True) == convs  # a new session process commits them all
     assert len(receiver.conversations) == 0 and receiver.stats.sessions == convs
-    assert receiver.sessions_worker.pid not in (None, pid)
+    assert receiver.sessions_workers[0].pid not in (None, pid)
     receiver.close()
     sessions = _imports(store.path)  # each span id once, whatever the killed process wrote
     assert len(sessions) == convs and set(sessions.values()) == {1 + 2 * turns}, sessions
@@ -292,3 +292,25 @@ def test_a_conversation_its_recording_refuses_is_a_warning_and_the_others_are_st
 
     refused_sid = session_id_for(conversation_of_chain(broken, chains[1].first_trace, [], "otlp", check=False))
     assert refused_sid not in sessions and not is_committed(store.layout, refused_sid)
+
+
+def test_two_session_processes_each_take_a_chunk_and_each_conversation_is_one_whole_session(tmp_path):
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from tracer.wire.serve import COMMIT_CHUNK, Receiver
+
+    store = Store(tmp_path / "store")
+    store.ensure()
+    receiver = Receiver(store, conversation_idle=600, session_processes=2)
+    convs, turns = COMMIT_CHUNK + 44, 2  # two chunks: one for each process
+    for batch in _span_batches(convs, turns):
+        receiver.ingest(encode_spans(batch))
+    try:
+        assert receiver.flush_conversations(force=True) == convs
+        pids = {w.pid for w in receiver.sessions_workers}
+        assert None not in pids and len(pids) == 2  # both processes committed a chunk
+    finally:
+        receiver.close()
+    assert len(receiver.conversations) == 0 and receiver.stats.sessions == convs
+    sessions = _imports(store.path)
+    assert len(sessions) == convs and set(sessions.values()) == {1 + 2 * turns}
