@@ -7,7 +7,6 @@ request body converted into a :class:`Message` list and back comes out equal to 
 from __future__ import annotations
 
 import copy
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,9 +167,21 @@ class Message:
     def shallow_copy(self) -> Message:
         """A copy with its own block objects that shares their payloads (tool input, result
         content, extra values). Enough to append to a context (which sets message and block
-        fields, never edits payloads in place), and no recursion: payloads may be deeply nested."""
-        return dataclasses.replace(self, blocks=[dataclasses.replace(b, extra=dict(b.extra)) for b in self.blocks],
-                                   extra=dict(self.extra))
+        fields, never edits payloads in place), and no recursion: payloads may be deeply nested.
+        Fields copied as a dict (no ``__post_init__`` to rerun): ``dataclasses.replace`` took 10% of
+        serve's session process (two copies a message; docs/scale.md)."""
+        new = _same_fields(self)
+        new.blocks = [_same_fields(b) for b in self.blocks]
+        for obj in (new, *new.blocks):
+            obj.extra = dict(obj.extra)
+        return new
+
+
+def _same_fields(obj: Any) -> Any:
+    """A new instance of ``obj``'s dataclass with the same field values (shared, not copied)."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    return new
 
 
 def is_compaction(block: Block) -> bool:

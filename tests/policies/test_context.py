@@ -348,3 +348,16 @@ def test_remove_events_report_the_context_tokens_after_each_removal():
     ctx.remove_units([ctx.unit_id_of(a.id), ctx.unit_id_of(b.id)], cause="test")
     assert seen == [(a.id, total - a.tokens), (b.id, total - a.tokens - b.tokens)]
     assert ctx.tokens == total - a.tokens - b.tokens
+
+
+def test_a_shallow_copy_has_its_own_message_blocks_and_extras_and_shares_payloads():
+    payload = {"rows": [{"deep": list(range(3))}]}
+    m = Message("m1", "assistant", [Block("tool_use", id="c1", name="search", input=payload, extra={"k": 1}),
+                                    Block("text", text="hi")], extra={"x": [1]}, seq=4, tokens=9)
+    c = m.shallow_copy()
+    assert c == m and type(c) is Message and all(type(b) is Block for b in c.blocks)
+    assert c is not m and c.blocks is not m.blocks and all(a is not b for a, b in zip(c.blocks, m.blocks, strict=True))
+    assert c.extra is not m.extra and c.blocks[0].extra is not m.blocks[0].extra
+    assert c.blocks[0].input is payload  # payloads shared, not copied
+    c.id, c.blocks[0].id, c.extra["y"], c.blocks[0].extra["k"] = "t0", "c9", 2, 5  # what appending sets
+    assert (m.id, m.blocks[0].id, m.extra, m.blocks[0].extra) == ("m1", "c1", {"x": [1]}, {"k": 1})
