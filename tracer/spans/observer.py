@@ -277,7 +277,7 @@ def decision_attributes(d: Decision, gated: bool | None) -> dict[str, Any]:
             _TOKENS_AFTER: d.tokens_after,
             _GATED: gated,
             _POLICY: d.policy,
-            sn.PROPOSAL: _redact.dumps(proposal.to_dict()) if proposal is not None else None,
+            sn.PROPOSAL: _redact.proposal_json(proposal) if proposal is not None else None,
             sn.PROPOSAL_IDS: list(d.proposed_ids),
             sn.SCORES: (_redact.dumps(proposal.scores) if proposal.scores else "{}") if proposal is not None else "{}",
             sn.PRUNED_UNITS: list(d.pruned_units),
