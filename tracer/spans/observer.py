@@ -21,6 +21,7 @@ from policies.decision import Decision, DecisionKind
 from policies.messages import Message
 from policies.observer import DELTA, REINJECT, REMOVE, REWRITE, Observer
 from tracer.contract import names as sn
+from tracer.spans import openinference as _oi
 from tracer.spans import redact as _redact
 from tracer.spans.direct import put_clean
 from tracer.spans.session import TracedSession
@@ -45,6 +46,7 @@ _CHECK, _DECISION, _REASON, _POLICY, _TOKENS_BEFORE, _TOKENS_AFTER, _BUDGET, _HA
     sn.CHECK, sn.DECISION, sn.REASON, sn.POLICY, sn.TOKENS_BEFORE, sn.TOKENS_AFTER, sn.BUDGET, sn.HARD_CEILING)
 _TOKENS_OVERHEAD, _PENDING_CALLS, _OPEN_MESSAGES, _GATED = (
     sn.TOKENS_OVERHEAD, sn.PENDING_CALLS, sn.OPEN_MESSAGES, sn.GATED)
+_SESSION_ID, _SEQ, _OI_KIND = sn.SESSION_ID, sn.SEQ, _oi.SPAN_KIND
 
 
 class SpanObserver(Observer):
@@ -72,6 +74,10 @@ class SpanObserver(Observer):
         self.parent: trace.Span | None = None  # the open ``chat`` span whose request the checks gate, if any
         self._full = session.detail == "full"  # else message events and unit closures ride on check spans
         self._every_check = session.detail != "decisions"  # else within-budget checks are no span
+        # the OpenInference kind of a check and of each decision span: written into their attributes with
+        # the session id and seq (``ready``), so the session skips its pass over them (round 12)
+        self._kinds = {n: session.oi_kind(n) for n in (sn.BUDGET_CHECK, *DECISION_SPANS.values())}
+        self._ready = None not in self._kinds.values()
 
     # ------------------------------------------------------------------ messages and units
     def on_message(self, ctx: Context, message: Message, event: str, **info: Any) -> None:
@@ -188,16 +194,24 @@ class SpanObserver(Observer):
             _PENDING_CALLS: len(ctx.pending),
             _OPEN_MESSAGES: len(ctx.open_ids),
             _GATED: gated,
+            _SESSION_ID: s.session_id,  # what the session would add (ready), in its order
+            _SEQ: d.seq,
+            _OI_KIND: self._kinds[sn.BUDGET_CHECK],
         }
         if d.hard_ceiling is None:  # left out when stored anyway; leaving it out here is cheaper
             del check_attrs[_HARD_CEILING]
+        # ready: the check (and its decision) written as they are; not for a held decision (a span object)
+        # or ``extra`` attributes (they may name anything): the session's pass adds what it adds then
+        ready = self._ready and not extra and type(d.seq) is int and not (self.hold_decisions and d.kind in _HOLDABLE)
+        if not ready:
+            del check_attrs[_SESSION_ID], check_attrs[_SEQ], check_attrs[_OI_KIND]
         if s.metrics is not None:
             s.metrics.decision(d, gated, s.source)
         parent = self.parent
         if name is None:  # within budget (most checks): no child, so one instant span (one record)
             start, end = s.clock_pair(reserved[0]) if reserved else s.clock_back(d.duration_ns)
             s.emit_at(sn.BUDGET_CHECK, check_attrs, d.seq, start, end, parent, () if self._full else s.take_held(),
-                      owned=True)
+                      owned=True, ready=ready)
             self._removed.clear()
             return None
         if reserved is None:
@@ -209,6 +223,10 @@ class SpanObserver(Observer):
         attrs = decision_attributes(d, gated)
         if extra:
             attrs.update(extra)
+        elif ready:
+            attrs[_SESSION_ID] = s.session_id
+            attrs[_SEQ] = d.seq
+            attrs[_OI_KIND] = self._kinds[name]
         failed = d.kind == DecisionKind.FAILED
         if self.hold_decisions and d.kind in _HOLDABLE:  # ended later (end_held): a span that stays open
             check = s.start_span(sn.BUDGET_CHECK, check_attrs, seq=d.seq, parent=parent, start_time=t_check)
@@ -222,7 +240,7 @@ class SpanObserver(Observer):
         else:  # both end now: two records, no span objects (docs/performance.md, round 10)
             span = s.emit_pair(sn.BUDGET_CHECK, check_attrs, name, attrs, seq=d.seq, start=t_check,
                                child_start=t_decision, parent=parent, events=events,
-                               child_error=(d.error or "failed") if failed else None, owned=True)
+                               child_error=(d.error or "failed") if failed else None, owned=True, ready=ready)
         gone = self._evicted(ctx, d)
         pairs: list[tuple[str, Sequence[str]]] = [(mid, self._removed.get(mid, ())) for mid in gone]
         if removed is not None:

@@ -348,6 +348,11 @@ class TracedSession:
             attrs[_OI_KIND] = oi_kind
         return attrs
 
+    def oi_kind(self, name: str) -> str | None:
+        """The OpenInference span kind :meth:`_direct_attrs` gives a span named ``name`` that has no
+        ``gen_ai.operation.name``: what a caller passing ``ready`` attributes writes itself."""
+        return self._direct_attrs(name, {}, None, owned=True).get(_OI_KIND)
+
     def end_span(self, span: trace.Span, attributes: Mapping[str, Any] | None = None, *,
                  end_time: int | None = None) -> None:
         """End a span now (or at ``end_time``, taken earlier from :meth:`clock`); a failing span
@@ -403,10 +408,11 @@ class TracedSession:
 
     def emit_at(self, name: str, attributes: Mapping[str, Any], seq: int | None, start: int, end: int,
                 parent: trace.Span | None = None, events: tuple[Event | HeldEvent, ...] = (),
-                owned: bool = False) -> None:
+                owned: bool = False, ready: bool = False) -> None:
         """:meth:`emit` for a caller that has its (start, end) from the session's clock already and
         needs no span back (a within-budget check: one record, no second clock read, no span handle).
-        ``owned``: ``attributes`` is a new dict the caller gives away (see :meth:`_direct_attrs`)."""
+        ``owned``: ``attributes`` is a new dict the caller gives away (see :meth:`_direct_attrs`);
+        ``ready``: besides, it has what :meth:`_direct_attrs` would add (the session id, ``seq``, :meth:`oi_kind`)."""
         direct = self._direct
         if direct is not None and (parent is None or type(parent) is DirectSpan):
             try:
@@ -414,9 +420,14 @@ class TracedSession:
                     root, parent_id = self._root_span_context, self._root_span_id
                 else:
                     root, parent_id = parent._root, parent._span_id
-                direct.emit((name, direct.generate_span_id(), parent_id, _INTERNAL,
-                             self._direct_attrs(name, attributes, seq, owned), False, start, end, _UNSET, (), events,
-                             root, direct))
+                if ready:
+                    if seq is not None and seq > self.seq:
+                        self.seq = seq
+                    attrs = attributes
+                else:
+                    attrs = self._direct_attrs(name, attributes, seq, owned)
+                direct.emit((name, direct.generate_span_id(), parent_id, _INTERNAL, attrs, False, start, end, _UNSET, (),
+                             events, root, direct))
             except Exception as exc:  # noqa: BLE001 - never reaches the agent
                 self._tracer_failed(exc)
             return
@@ -425,13 +436,14 @@ class TracedSession:
     def emit_pair(self, name: str, attributes: Mapping[str, Any], child: str, child_attributes: Mapping[str, Any], *,
                   seq: int | None, start: int, child_start: int, parent: trace.Span | None = None,
                   events: tuple[Event | HeldEvent, ...] = (), child_error: str | None = None,
-                  owned: bool = False) -> trace.Span:
+                  owned: bool = False, ready: bool = False) -> trace.Span:
         """A span and one child span, both ending now (the child first): a budget check and its decision.
 
         The same spans as :meth:`start_span` twice, :meth:`add_events` on the parent and
         :meth:`end_span` twice would give; on prunegate's own pipeline two records and no span
         objects. Returns the ended child (its span context is what evictions link to). ``owned``: both
-        attribute dicts are new dicts the caller gives away (see :meth:`_direct_attrs`)."""
+        attribute dicts are new dicts the caller gives away (see :meth:`_direct_attrs`); ``ready``:
+        besides, both have what :meth:`_direct_attrs` would add (see :meth:`emit_at`)."""
         direct = self._direct
         if direct is not None and (parent is None or type(parent) is DirectSpan):
             try:
@@ -440,10 +452,15 @@ class TracedSession:
                 else:
                     root, parent_id = parent._root, parent._span_id
                 span_id, child_id = direct.generate_span_id(), direct.generate_span_id()
-                attrs = self._direct_attrs(name, attributes, seq, owned)
+                if ready:
+                    if seq is not None and seq > self.seq:
+                        self.seq = seq
+                    attrs, child_attrs = attributes, child_attributes
+                else:
+                    attrs = self._direct_attrs(name, attributes, seq, owned)
+                    child_attrs = self._direct_attrs(child, child_attributes, seq, owned)
                 child_end, end = self.clock_pair()
-                direct.emit((child, child_id, span_id, _INTERNAL, self._direct_attrs(child, child_attributes, seq, owned),
-                             False, child_start, child_end,
+                direct.emit((child, child_id, span_id, _INTERNAL, child_attrs, False, child_start, child_end,
                              _UNSET if child_error is None else Status(StatusCode.ERROR, child_error), (), (), root,
                              direct))
                 direct.emit((name, span_id, parent_id, _INTERNAL, attrs, False, start, end, _UNSET, (), events, root,
