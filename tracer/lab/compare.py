@@ -150,12 +150,23 @@ def _worker_close() -> None:
         _WORKER["provider"] = None
 
 
-def _tasks(conversations: Iterable[Conversation], chunk: int) -> Iterator[tuple[int, list[Conversation]]]:
+# The last sessions go one a task, this many per worker: with whole chunks to the end, one worker
+# waited on another's last chunk (2 workers / 1 at decisions, 120 sessions x 6 arms, n=8 medians, four
+# runs side by side: 1.70-1.80x -> 1.78-1.81x; docs/performance.md, round 12).
+TAIL_PER_WORKER = 4
+
+
+def _tasks(conversations: Iterable[Conversation], chunk: int, count: int | None = None,
+           tail: int = 0) -> Iterator[tuple[int, list[Conversation]]]:
+    """(index of the first, sessions) tasks of ``chunk`` sessions; the last ``tail`` sessions (when
+    ``count`` says where the end is) one a task, so that the workers finish together instead of one
+    waiting on another's last whole chunk."""
     batch: list[Conversation] = []
     first = 0
+    single_from = count - tail if count is not None else None
     for conv in conversations:
         batch.append(conv)
-        if len(batch) >= chunk:
+        if len(batch) >= chunk or (single_from is not None and first + len(batch) >= single_from):
             yield first, batch
             first += len(batch)
             batch = []
@@ -233,7 +244,7 @@ def run_replays(
     pool = ctx.Pool(procs, initializer=_worker_init,
                     initargs=(specs, str(store_path) if store_path is not None else None, capture_content))
     try:
-        for n, data in pool.imap_unordered(_worker_run, _tasks(conversations, chunk)):
+        for n, data in pool.imap_unordered(_worker_run, _tasks(conversations, chunk, count, TAIL_PER_WORKER * procs)):
             by_index.update(results_from_ipc(data))
             done += n * len(specs)
             if progress:

@@ -141,3 +141,15 @@ def test_progress_bar_only_on_a_terminal():
     show(0, 4)
     show(4, 4)
     assert "4/4 sessions" in out.getvalue() and out.getvalue().endswith("\n")
+
+
+def test_tasks_end_in_single_sessions_and_cover_each_session_once_in_order():
+    from tracer.lab.compare import _tasks
+
+    convs = list(range(23))  # stand-ins: _tasks only batches
+    tasks = list(_tasks(iter(convs), 4, count=len(convs), tail=8))
+    assert [s for _, batch in tasks for s in batch] == convs
+    assert all(first == batch[0] for first, batch in tasks)
+    assert [len(b) for _, b in tasks] == [4, 4, 4, 3] + [1] * 8  # whole chunks until the last 8
+    assert [len(b) for _, b in _tasks(iter(convs), 4)] == [4, 4, 4, 4, 4, 3]  # no count: no tail
+    assert [len(b) for _, b in _tasks(iter(convs[:5]), 4, count=5, tail=8)] == [1] * 5
