@@ -17,6 +17,9 @@ def main(argv: list[str]) -> int:
     """``streamlit run dashboard/app.py <argv>`` in this process."""
     from streamlit.web import cli as streamlit_cli
 
+    from dashboard.components import warm
+
+    warm.start()  # the pages' first queries, while the server starts and the browser connects
     sys.argv = ["streamlit", "run", str(APP), *argv]
     try:
         streamlit_cli.main()  # a click command: it exits

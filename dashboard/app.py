@@ -16,7 +16,7 @@ if find_spec("tracer") is None:  # run from a checkout without installing: the r
 
 import streamlit as st  # noqa: E402
 
-from dashboard.components import data  # noqa: E402
+from dashboard.components import data, warm  # noqa: E402
 from dashboard.components.safe import md  # noqa: E402
 
 # The favicon is a file shipped here: a ":material/...:" icon makes the browser fetch it from the internet.
@@ -43,6 +43,7 @@ with st.sidebar:
         st.caption(f"{totals['sessions']:,} sessions · {totals['spans']:,} spans")
         for warning in totals["warnings"]:
             st.warning(md(warning))
+        warm.start()  # the pages' first queries, computed in the background once per store activity
     except Exception as exc:  # noqa: BLE001 - show the store problem, keep the app up
         st.error(f"Cannot read the store: {md(exc)}")
     if st.button("Refresh now", help="Drop the few-second query caches and re-read the store"):

@@ -278,6 +278,28 @@ def _violation_detail(path: str, fp: str, violation_span_id: str, session_id: st
     return detail
 
 
+VIOLATION_ROWS = 50  # a page of the Violations list; a million-span store holds tens of thousands of violations
+RETRY_ROWS = 200  # the newest repeated side-effecting calls listed
+
+
+def violation_page(scope: str | None, codes: tuple[str, ...], page: int) -> pd.DataFrame:
+    """Page ``page`` (from 1) of the violations, newest first, of session ``scope`` (None: every
+    session) with one of ``codes`` (none: every code) (:func:`tracer.queries.violations`)."""
+    return run_activity(queries.violations, session_id=scope, codes=tuple(codes), limit=VIOLATION_ROWS,
+                        offset=(page - 1) * VIOLATION_ROWS)
+
+
+def first_violation(shown: pd.DataFrame) -> str:
+    """The violation a page of :func:`violation_page` opens on: the first whose cause is known."""
+    linked = [str(x) for x in shown.loc[shown["cause_span_id"].notna(), "span_id"]]
+    return linked[0] if linked else str(shown["span_id"].iloc[0])
+
+
+def repeated_calls(scope: str | None) -> pd.DataFrame:
+    """The newest repeated side-effecting calls of session ``scope`` (None: every session)."""
+    return run_activity(queries.retries, session_id=scope, limit=RETRY_ROWS)
+
+
 # ----------------------------------------------------------------------------- why a request broke
 def why(path: str, session_id: str, seq: int) -> dict[str, Any] | None:
     """The violations at step ``seq`` of a session and what caused them, for the Replay page:

@@ -20,11 +20,16 @@ def _lost(path: str, fp: str, session_id: str) -> pd.DataFrame:
         return access.lost_references(r, session_id)
 
 
+def references(path: str, session_id: str) -> pd.DataFrame:
+    """The session's lost references, cached per store activity (chat spans: an annotation changes nothing)."""
+    return _lost(path, data.activity(path), session_id)
+
+
 def panel(session_id: str, step: int, jump: Callable[[int], None]) -> None:
     """Lost references at ``step`` with a button per prune that caused them; ``jump(step)`` moves
     the page (a button callback). Shows nothing for sessions that lost none (or are not replays)."""
     path = data.key()
-    lost = _lost(path, data.activity(path), session_id)  # chat spans: an annotation changes nothing
+    lost = references(path, session_id)
     if lost.empty:
         return
     here = access.lost_at(lost, step)

@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from dashboard.components import charts, conversation, data, lost, notes
+from dashboard.components import charts, conversation, data, lost, notes, warm
 from dashboard.components.safe import md
 from dashboard.components.widgets import session_label, show_table
 from tracer import queries
@@ -208,6 +208,7 @@ st.title("Replay")
 session_id = _pick_session()
 if session_id is None:
     st.stop()
+warm.session(session_id)  # its annotations and lost references, read beside its spans below
 
 path = data.key()
 sess = data.replay_session(path, session_id)

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
-from dashboard.components import data
+from dashboard.components import data, warm
 from dashboard.components.widgets import open_links, show_table, ts_column
 from tracer import queries
 
@@ -142,7 +142,9 @@ event = show_table(
 )
 rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
 if rows:
-    st.switch_page("views/replay.py", query_params={"session": str(df.iloc[rows[0]]["session_id"])})
+    picked = str(df.iloc[rows[0]]["session_id"])
+    warm.session(picked)  # read while the page switches
+    st.switch_page("views/replay.py", query_params={"session": picked})
 
 p1, p2, p3 = st.columns([1, 1, 4])
 if page_no > 1 and p1.button("◀ previous page", key="sessions_prev"):

@@ -23,8 +23,7 @@ from tracer.contract import names as sn
 
 PICK = "violations_pick"
 PAGE = "violations_page"
-PAGE_ROWS = 50  # a page of the list; a million-span store holds tens of thousands of violations
-RETRY_ROWS = 200
+PAGE_ROWS = data.VIOLATION_ROWS
 
 
 def _attrs(value: Any) -> dict[str, Any]:
@@ -76,8 +75,7 @@ else:
         st.session_state[PAGE] = 1
     page = int(st.number_input(f"Page (of {pages:,}; {PAGE_ROWS} violations each, newest first)", min_value=1,
                                max_value=pages, step=1, key=PAGE)) if pages > 1 else 1
-    shown = data.run_activity(queries.violations, session_id=scope, codes=tuple(chosen), limit=PAGE_ROWS,
-                     offset=(page - 1) * PAGE_ROWS)
+    shown = data.violation_page(scope, tuple(chosen), page)
     first = (page - 1) * PAGE_ROWS
     st.caption(f"Violations {first + 1:,}–{first + len(shown):,} of {total:,}")
     table = pd.DataFrame({
@@ -109,8 +107,7 @@ else:
     elif wanted in ids and st.session_state.get(PICK) not in ids:
         st.session_state[PICK] = wanted
     elif st.session_state.get(PICK) not in ids:
-        linked = [str(x) for x in shown.loc[shown["cause_span_id"].notna(), "span_id"]]
-        st.session_state[PICK] = linked[0] if linked else ids[0]  # prefer one whose cause is known
+        st.session_state[PICK] = data.first_violation(shown)  # prefer one whose cause is known
     picked = st.selectbox("Violation", ids, key=PICK, format_func=lambda s: labels.get(s, s),
                           help="The violations of this page (and the one a link names)")
     st.query_params["violation"] = picked
@@ -190,7 +187,7 @@ else:
                         width="stretch", key="violations_after")
 
 st.subheader("Repeated side-effecting calls")
-retries = data.run_activity(queries.retries, session_id=scope, limit=RETRY_ROWS)
+retries = data.repeated_calls(scope)
 if retries.empty:
     st.caption("No tool call was executed twice.")
 else:

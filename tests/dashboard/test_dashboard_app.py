@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard.components import warm
 from dashboard.components.safe import esc, md, short
 from dashboard.components.widgets import MISSING, words
 from tests.dashboard_fixtures import (
@@ -29,6 +31,7 @@ from tests.dashboard_fixtures import (
 from tests.paths import REPO
 from tracer import queries
 from tracer.store import ENV_STORE, Store
+from tracer.store.reader import StoreReader
 
 APP = str(REPO / "dashboard" / "app.py")
 TIMEOUT = 60
@@ -237,6 +240,29 @@ def test_violations_page_shows_the_causal_eviction(store: dict) -> None:
     assert len(at.get("plotly_chart")) == 2  # context before and after the prune
     retries = frame(at, "call id", "first run at step")
     assert "c3" in set(retries["call id"])
+
+
+def test_warming_reads_what_the_violations_page_reads_first(store: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The background warm-up makes the page's own calls (its list, first violation and repeated
+    calls): the page, opened afterwards, opens no reader of the store and shows the same."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()  # the start page (it reads other things)
+    warm._warm()
+    for thread in threading.enumerate():  # the start page's own warm-up, if it started one
+        if thread.name == warm.THREAD:
+            thread.join()
+    opened: list[object] = []
+    real_init = StoreReader.__init__
+
+    def counting(self: StoreReader, *args: object, **kwargs: object) -> None:
+        opened.append(self)
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StoreReader, "__init__", counting)
+    at.switch_page("views/violations.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert "Causal eviction" in texts(at) and "c3" in set(frame(at, "call id", "first run at step")["call id"])
+    assert opened == []
 
 
 def test_violations_page_lists_every_violation_page_by_page_and_scopes_to_a_session(store: dict) -> None:

@@ -1,0 +1,84 @@
+"""Fill the caches of what the pages show first, in the background, once per state of the store.
+
+The first visit of a page after the dashboard starts, or after a recording changed the store, would
+otherwise pay for the store-wide queries behind it (at 10,000 sessions: the Violations page's list,
+its first violation and the repeated calls, 1.2 s; the Replay page's session picker; the sessions
+index of the Start and Sessions pages; Compare's metrics). One daemon thread per store activity
+(:func:`dashboard.components.data.activity`) makes the same cached calls the pages make, so they find
+the answers kept; a page asking for one still being computed waits for that computation (Streamlit's
+cache computes a key once) instead of starting its own. ``python -m dashboard`` starts it before the
+server, so it runs while the browser connects.
+
+A session picked (a Sessions row, the Replay page's picker) gets the same for its annotations and
+lost references (:func:`session`): read beside the session itself instead of after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from dashboard.components import data, lost
+from tracer import queries
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_warmed: set[tuple[str, ...]] = set()  # what this process warmed or is warming, per state of the store
+THREAD = "prunegate-warm-caches"  # the name of the store's warm-up thread
+_FORGET = 4096  # entries kept (a long-lived dashboard visits many sessions)
+
+
+def _once(state: tuple[str, ...]) -> bool:
+    """Whether ``state`` is new (and mark it seen)."""
+    with _lock:
+        if state in _warmed:
+            return False
+        if len(_warmed) >= _FORGET:
+            _warmed.clear()
+        _warmed.add(state)
+        return True
+
+
+def start() -> None:
+    """Warm the caches for the store's current activity in a daemon thread, unless done already."""
+    try:
+        path = data.key()
+        state = ("store", path, data.activity(path))
+    except Exception:  # noqa: BLE001 - no store (yet), or unreadable: the pages say so
+        log.exception("prunegate dashboard: cannot warm the caches")
+        return
+    if _once(state):
+        threading.Thread(target=_warm, name=THREAD, daemon=True).start()
+
+
+def session(session_id: str) -> None:
+    """Read the annotations and lost references of ``session_id`` in a daemon thread (once per store
+    state), so the Replay page finds them read while it reads the session's spans."""
+    path = data.key()
+    if _once(("session", path, data.fingerprint(path), session_id)):
+        threading.Thread(target=_warm_session, args=(path, session_id), name="prunegate-warm-session",
+                         daemon=True).start()
+
+
+def _warm_session(path: str, session_id: str) -> None:
+    try:
+        data.session_annotations(session_id)
+        lost.references(path, session_id)
+    except Exception:  # noqa: BLE001 - a background nicety: the page that needs the query reports the error
+        log.exception("prunegate dashboard: reading session %s ahead failed", session_id)
+
+
+def _warm() -> None:
+    """The pages' first queries, most visited first; a failure is logged and shown by the page itself."""
+    try:
+        data.session_policies()  # the sessions index (Start, Sessions)
+        data.session_list()  # the Replay page's picker
+        data.run_activity(queries.violation_codes, session_id=None)
+        shown = data.violation_page(None, (), 1)
+        if not shown.empty:
+            data.violation_detail(data.key(), data.first_violation(shown))
+        data.repeated_calls(None)
+        data.run_activity(queries.session_metrics)  # Compare
+    except Exception:  # noqa: BLE001 - a background nicety: the page that needs the query reports the error
+        log.exception("prunegate dashboard: warming the caches failed")
