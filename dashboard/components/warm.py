@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 
 from dashboard.components import data, lost
 from tracer import queries
@@ -25,6 +27,8 @@ log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _warmed: set[tuple[str, ...]] = set()  # what this process warmed or is warming, per state of the store
+_threads: list[threading.Thread] = []  # the warm-ups started and maybe still running
+_stopping = threading.Event()  # set by finish(): no warm-up starts or goes on to its next query
 THREAD = "prunegate-warm-caches"  # the name of the store's warm-up thread
 _FORGET = 4096  # entries kept (a long-lived dashboard visits many sessions)
 
@@ -40,6 +44,32 @@ def _once(state: tuple[str, ...]) -> bool:
         return True
 
 
+def _spawn(target: Callable[..., None], name: str, *args: str) -> None:
+    with _lock:
+        if _stopping.is_set():
+            return
+        _threads[:] = [thread for thread in _threads if thread.is_alive()]
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        _threads.append(thread)
+        thread.start()
+
+
+def finish(timeout: float) -> bool:
+    """Stop starting warm-ups and wait up to ``timeout`` seconds for those running; whether none is left.
+
+    A daemon thread still inside DuckDB when the interpreter shuts down is unwound through C++ code,
+    which aborts the process (exit status -6 instead of the server's own): the server calls this
+    after it stopped, and ends without the interpreter's shutdown when a warm-up is still running.
+    """
+    _stopping.set()
+    deadline = time.monotonic() + timeout
+    with _lock:
+        running = list(_threads)
+    for thread in running:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for thread in running)
+
+
 def start() -> None:
     """Warm the caches for the store's current activity in a daemon thread, unless done already."""
     try:
@@ -49,7 +79,7 @@ def start() -> None:
         log.exception("prunegate dashboard: cannot warm the caches")
         return
     if _once(state):
-        threading.Thread(target=_warm, name=THREAD, daemon=True).start()
+        _spawn(_warm, THREAD)
 
 
 def session(session_id: str) -> None:
@@ -57,8 +87,7 @@ def session(session_id: str) -> None:
     state), so the Replay page finds them read while it reads the session's spans."""
     path = data.key()
     if _once(("session", path, data.fingerprint(path), session_id)):
-        threading.Thread(target=_warm_session, args=(path, session_id), name="prunegate-warm-session",
-                         daemon=True).start()
+        _spawn(_warm_session, "prunegate-warm-session", path, session_id)
 
 
 def _warm_session(path: str, session_id: str) -> None:
@@ -69,16 +98,29 @@ def _warm_session(path: str, session_id: str) -> None:
         log.exception("prunegate dashboard: reading session %s ahead failed", session_id)
 
 
+def _first_violation() -> None:
+    shown = data.violation_page(None, (), 1)
+    if not shown.empty:
+        data.violation_detail(data.key(), data.first_violation(shown))
+
+
+_STEPS: tuple[Callable[[], object], ...] = (
+    data.session_policies,  # the sessions index (Start, Sessions)
+    data.session_list,  # the Replay page's picker
+    lambda: data.run_activity(queries.violation_codes, session_id=None),
+    _first_violation,
+    lambda: data.repeated_calls(None),
+    lambda: data.run_activity(queries.session_metrics),  # Compare
+)
+"""The pages' first queries, most visited first."""
+
+
 def _warm() -> None:
-    """The pages' first queries, most visited first; a failure is logged and shown by the page itself."""
+    """Run :data:`_STEPS` until done or :func:`finish`; a failure is logged and shown by the page itself."""
     try:
-        data.session_policies()  # the sessions index (Start, Sessions)
-        data.session_list()  # the Replay page's picker
-        data.run_activity(queries.violation_codes, session_id=None)
-        shown = data.violation_page(None, (), 1)
-        if not shown.empty:
-            data.violation_detail(data.key(), data.first_violation(shown))
-        data.repeated_calls(None)
-        data.run_activity(queries.session_metrics)  # Compare
+        for step in _STEPS:
+            if _stopping.is_set():
+                return
+            step()
     except Exception:  # noqa: BLE001 - a background nicety: the page that needs the query reports the error
         log.exception("prunegate dashboard: warming the caches failed")

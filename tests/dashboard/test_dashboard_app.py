@@ -265,6 +265,33 @@ def test_warming_reads_what_the_violations_page_reads_first(store: dict, monkeyp
     assert opened == []
 
 
+def test_a_stopped_server_waits_for_its_warm_up_and_starts_no_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    """finish() lets the running query end, skips the steps after it and refuses new warm-ups: a
+    daemon thread left inside DuckDB at the interpreter's exit aborts the process."""
+    for name, value in (("_stopping", threading.Event()), ("_threads", []), ("_warmed", set())):
+        monkeypatch.setattr(warm, name, value)
+    entered, release, ran = threading.Event(), threading.Event(), []
+
+    def slow() -> None:
+        entered.set()
+        release.wait(10)
+        ran.append("slow")
+
+    monkeypatch.setattr(warm, "_STEPS", (slow, lambda: ran.append("next")))
+    monkeypatch.setattr(warm.data, "activity", lambda path: "a")
+    monkeypatch.setattr(warm.data, "key", lambda: "store")
+    warm.start()
+    assert entered.wait(10)
+    assert not warm.finish(timeout=0.2)  # still in its query
+    release.set()
+    assert warm.finish(timeout=10)
+    assert ran == ["slow"]  # the step after it never started
+    monkeypatch.setattr(warm.data, "activity", lambda path: "b")  # a new state of the store
+    warm.start()
+    assert len(warm._threads) == 1  # no second warm-up was started
+    assert ran == ["slow"]
+
+
 def test_violations_page_lists_every_violation_page_by_page_and_scopes_to_a_session(store: dict) -> None:
     at = page("violations")
     with Store(store["path"]).reader() as r:

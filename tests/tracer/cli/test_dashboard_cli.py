@@ -74,7 +74,8 @@ def test_real_server_serves_the_store_and_stops_with_sigterm(tmp_path: Path) -> 
         code = proc.wait(timeout=20)
     out = proc.stdout.read().decode() if proc.stdout else ""
     assert f"serving {store} on http://127.0.0.1:{port}" in out
-    assert code in (0, -signal.SIGTERM)
+    assert code in (0, -signal.SIGTERM), out  # not 250: a cache warm-up inside DuckDB aborted the exit
+    assert "No runtime found" not in out  # Streamlit's notice about the warm-up's caches is not shown
     with pytest.raises(OSError):  # streamlit went down with it: nothing listens any more
         urllib.request.urlopen(base + "/_stcore/health", timeout=2)
 
