@@ -67,6 +67,11 @@ def test_annotate_from_the_command_line_stores_lists_filters_searches_and_export
         assert spans[0]["session_id"] == v["session_id"] and spans[0]["seq"] is None
         listed = queries.annotation_list(r, labels=["evicted-partner"])
         assert listed.iloc[0]["target"] == "violation" and listed.iloc[0]["note"] == "the <b>result</b> lost its call"
+        everyone = queries.annotation_list(r)  # one session's list is the whole list's rows of it
+        mine = queries.annotation_list(r, session_id=v["session_id"])
+        pd.testing.assert_frame_equal(mine, everyone[everyone["session_id"] == v["session_id"]].reset_index(drop=True))
+        assert mine.iloc[0]["what"] and mine.iloc[0]["step"] is not None  # its target found in the session
+        assert queries.annotation_list(r, session_id="no-such-session").empty
         page = catalog.session_page(r, labels=["evicted-partner"])
         assert list(page["rows"]["session_id"]) == [v["session_id"]]
         assert page["rows"].iloc[0]["labels"] == "evicted-partner"

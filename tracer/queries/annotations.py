@@ -29,8 +29,7 @@ WITH a AS (
            attributes->>'{sn.ANNOTATION_NOTE}' AS note,
            attributes->>'{sn.ANNOTATION_AUTHOR}' AS author
     FROM spans
-    WHERE name = '{sn.ANNOTATION}'
-      AND (CAST($session AS VARCHAR) IS NULL OR session_id = CAST($session AS VARCHAR))
+    WHERE name = '{sn.ANNOTATION}' {{sessions}}
       AND (len(CAST($labels AS VARCHAR[])) = 0
            OR list_contains(CAST($labels AS VARCHAR[]), attributes->>'{sn.ANNOTATION_LABEL}'))
 )
@@ -41,17 +40,23 @@ SELECT a.id, a.session_id, a.target, a.label, a.note, a.author, a.time_ns, a.spa
             WHEN t.name = '{sn.SESSION}' THEN t.attributes->>'{sn.SESSION_NAME}'
             ELSE replace(t.name, '{sn.PREFIX}', '') END AS what
 FROM a LEFT JOIN (SELECT session_id, span_id, name, seq, attributes FROM spans
-                  WHERE session_id IN (SELECT session_id FROM a)) t
+                  WHERE {{targets}}) t
        ON t.session_id = a.session_id AND t.span_id = a.span_id
 ORDER BY a.time_ns DESC, a.id
 """
+_ONE_SESSION = _ANNOTATIONS.format(sessions="AND session_id = $session", targets="session_id = $session")
+"""One session's: its id compared as such (not ``$session IS NULL OR ...``), so DuckDB skips the row
+groups of other sessions by their statistics (a session without annotations: 0.06 -> 0.02 s at 10,024)."""
+_EVERY_SESSION = _ANNOTATIONS.format(sessions="", targets="session_id IN (SELECT session_id FROM a)")
 
 
 def annotation_list(src: Source, session_id: str | None = None, labels: Sequence[str] | None = None) -> pd.DataFrame:
     """Every annotation (of one session, with one of ``labels``), newest first: id, session, target
     kind, label, note, author, time, the annotated span with its name, step and what it is (the
     violation code, the decision, the session name)."""
-    return _df(src, _ANNOTATIONS, {"session": session_id, "labels": _list(labels)})
+    if session_id is None:
+        return _df(src, _EVERY_SESSION, {"labels": _list(labels)})
+    return _df(src, _ONE_SESSION, {"session": session_id, "labels": _list(labels)})
 
 
 def annotation_labels(src: Source) -> list[str]:
