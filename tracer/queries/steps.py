@@ -25,6 +25,7 @@ from tracer.queries._sql import (
     _struct,
     records,
 )
+from tracer.store.schema import VIEWS
 
 # What "jump to the next ..." can aim at: a label -> the span names that count.
 JUMP_TARGETS: dict[str, tuple[str, ...]] = {
@@ -196,20 +197,31 @@ FROM (SELECT seq, start_time_ns AS t, coalesce(end_time_ns, start_time_ns) AS e,
       FROM span_events WHERE session_id = $sid AND event_name IN ('{sn.MESSAGE}', '{sn.UNIT_CLOSE}')) x
 """
 
+_SPAN_EVENTS_VIEW = dict(VIEWS)["span_events"]
+
+
 def session_tables(src: Source, session_id: str) -> dict[str, pa.Table]:
     """A session's spans with their attributes extracted once (one JSON parse per span), as Arrow
     tables: ``msg_events`` (message events), ``unit_closes`` (one row per member message) and
     ``events`` (every span with a step: the event log, budget checks and decisions). Every
     ``*_from_tables`` function answers from these without the store; extracting once and stepping
-    many times is what keeps a long session's replay fast."""
-    con = _con(src)
-    params = {"sid": session_id}
-    return {
-        "msg_events": con.sql(_MSG_EVENTS_SQL, params=params).to_arrow_table(),
-        "unit_closes": con.sql(_CLOSES_SQL, params=params).to_arrow_table(),
-        "events": con.sql(_EVENTS_SQL, params=params).to_arrow_table(),
-    }
+    many times is what keeps a long session's replay fast.
 
+    The store is read once, for the session's spans; the three tables are computed from those in
+    memory (each query over the store scanned it twice, spans and their events: 0.19 -> 0.05 s for
+    one session of 10,024)."""
+    params = {"sid": session_id}
+    rows = _con(src).sql("SELECT * FROM spans WHERE session_id = $sid", params=params).to_arrow_table()
+
+    def extract(con: duckdb.DuckDBPyConnection) -> dict[str, pa.Table]:
+        con.execute(f"CREATE TEMP VIEW span_events AS {_SPAN_EVENTS_VIEW}")  # the store's view, over these rows
+        return {
+            "msg_events": con.sql(_MSG_EVENTS_SQL, params=params).to_arrow_table(),
+            "unit_closes": con.sql(_CLOSES_SQL, params=params).to_arrow_table(),
+            "events": con.sql(_EVENTS_SQL, params=params).to_arrow_table(),
+        }
+
+    return _on_tables({"spans": rows}, extract)
 
 
 def step_from_tables(tables: dict[str, pa.Table], seq: int, *, with_content: bool = True,
