@@ -292,6 +292,25 @@ def test_live_sessions_window(scripted: tuple[Store, dict]) -> None:
     pd.testing.assert_frame_equal(newest, every.head(2))
 
 
+def test_session_tables_read_once_equal_the_queries_over_the_store(demo: tuple[Store, dict]) -> None:
+    """The session's rows read once and queried in memory (the store's span_events view over them)
+    give the tables the same queries give over the whole store, for replays and imports alike."""
+    from tracer.queries import steps
+
+    store, _ = demo
+    with store.reader() as r:
+        sids = [row["session_id"] for row in r.query("SELECT DISTINCT session_id FROM spans ORDER BY 1")]
+        assert len(sids) > 10
+        for sid in sids:
+            read_once = q.session_tables(r, sid)
+            for name, sql in (("msg_events", steps._MSG_EVENTS_SQL), ("unit_closes", steps._CLOSES_SQL),
+                              ("events", steps._EVENTS_SQL)):
+                whole = r.con.sql(sql, params={"sid": sid}).to_arrow_table()
+                assert whole.schema.equals(read_once[name].schema), (sid, name)
+                order = [(c, "ascending") for c in whole.column_names if c not in ("call_ids", "answers", "tool_names")]
+                assert whole.sort_by(order).to_pylist() == read_once[name].sort_by(order).to_pylist(), (sid, name)
+
+
 # ----------------------------------------------------------------------------- real replays
 @pytest.mark.slow
 def test_context_matches_what_real_replays_recorded(demo: tuple[Store, dict]) -> None:
