@@ -215,9 +215,11 @@ def _bundle(path: str, fp: str, session_id: str) -> dict[str, Any]:
     # store's activity: an annotation saved does not re-read the session (its annotations: below).
     with access.snapshot(path, sessions=[session_id]) as r:  # on a bucket: only this session's row groups
         root = queries.session_root(r, session_id)
-        tables = queries.session_tables(r, session_id)
+        rows = queries.session_rows(r, session_id)
+    tables = queries.tables_from_rows(rows, session_id)
     return {
         "info": root,
+        "rows": rows,  # the session's spans: its violations' causes are read from these (_violation_detail)
         "tables": tables,
         "bounds": queries.bounds_from_tables(tables),
         "series": queries.series_from_tables(tables),
@@ -262,15 +264,24 @@ def violation_detail(path: str, violation_span_id: str) -> dict[str, Any] | None
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=128)
 def _violation_detail(path: str, fp: str, violation_span_id: str, session_id: str | None) -> dict[str, Any] | None:
-    with access.snapshot(path) as r:
-        detail = queries.causal_eviction(r, violation_span_id, session_id=session_id)
+    if session_id is None:
+        with access.snapshot(path) as r:
+            session_id = queries.violation_session(r, violation_span_id)
+        if session_id is None:
+            return None
+    # Its prune, budget check and partners are spans of its session: read from the session's rows
+    # (kept by the replay of it, or read once here for both) rather than by scans of the store.
+    bundle = _bundle(path, fp, session_id)
+    sid = session_id
+    detail = queries.on_session_rows(bundle["rows"], lambda con: queries.causal_eviction(
+        con, violation_span_id, session_id=sid))
     if detail is None:
         return None
     seq = detail.get("prune_seq")
     if seq is None:
         detail["before"] = detail["after"] = pd.DataFrame()
         return detail
-    tables = _bundle(path, fp, detail["session_id"])["tables"]
+    tables = bundle["tables"]
     detail["before"] = queries.step_from_tables(tables, int(seq) - 1, with_content=False)["units"]
     detail["after"] = queries.step_from_tables(tables, int(seq), with_content=False)["units"]
     prune = json.loads(detail["prune"]) if isinstance(detail.get("prune"), str) else dict(detail.get("prune") or {})

@@ -44,7 +44,14 @@ from tracer.queries.annotations import (
     saved_comparison,
     saved_comparisons,
 )
-from tracer.queries.causal import causal_eviction, partners, retries, violation_codes, violations
+from tracer.queries.causal import (
+    causal_eviction,
+    partners,
+    retries,
+    violation_codes,
+    violation_session,
+    violations,
+)
 from tracer.queries.compare import (
     METRICS,
     SPAN_METRICS,
@@ -75,8 +82,11 @@ from tracer.queries.steps import (
     message_detail,
     next_from_tables,
     next_step,
+    on_session_rows,
+    session_rows,
     session_tables,
     step_from_tables,
+    tables_from_rows,
     units_at,
 )
 from tracer.queries.timeline import (
@@ -100,7 +110,7 @@ __all__ = [
     "event_log", "list_sessions", "live_sessions", "markers", "markers_from_tables", "message_detail",
     "next_from_tables", "next_step", "partners", "policy_choices", "retries", "scratch",
     "series_from_tables", "session_bounds", "session_differences", "session_filter_options", "session_info", "session_metrics",
-    "session_root", "session_tables", "sessions", "step_from_tables", "store_totals", "summary_sql",
-    "token_series", "units_at", "violation_codes", "violations", "TRACE_COLUMNS", "span_tree", "trace_size",
+    "on_session_rows", "session_root", "session_rows", "session_tables", "tables_from_rows", "sessions", "step_from_tables", "store_totals", "summary_sql",
+    "token_series", "units_at", "violation_codes", "violation_session", "violations", "TRACE_COLUMNS", "span_tree", "trace_size",
     "AnnotationError", "AnnotationTarget",
 ]
