@@ -1,5 +1,5 @@
 """The Replay page's lost references: what the model call at this step lacked, and a jump to the
-prune that evicted each one's source (:func:`tracer.queries.access.lost_references` reads them from the chat spans)."""
+prune that evicted each one's source (:func:`tracer.queries.lost_references` reads them from the chat spans the replay read)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ import streamlit as st
 from dashboard.components import data
 from dashboard.components.safe import md
 from dashboard.components.widgets import show_table
+from tracer import queries
 from tracer.queries import access
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=64)
 def _lost(path: str, fp: str, session_id: str) -> pd.DataFrame:
-    with access.snapshot(path) as r:
-        return access.lost_references(r, session_id)
+    rows = data.replay_session(path, session_id)["rows"]  # the session's spans, read once for the replay
+    return queries.on_session_rows(rows, lambda con: queries.lost_references(con, session_id))
 
 
 def references(path: str, session_id: str) -> pd.DataFrame:

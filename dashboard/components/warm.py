@@ -9,8 +9,8 @@ the answers kept; a page asking for one still being computed waits for that comp
 cache computes a key once) instead of starting its own. ``python -m dashboard`` starts it before the
 server, so it runs while the browser connects.
 
-A session picked (a Sessions row, the Replay page's picker) gets the same for its annotations and
-lost references (:func:`session`): read beside the session itself instead of after it.
+A session picked (a Sessions row, the Replay page's picker) gets the same (:func:`session`): its
+spans and lost references, and its annotations, read in two threads as soon as it is picked.
 """
 
 from __future__ import annotations
@@ -83,19 +83,28 @@ def start() -> None:
 
 
 def session(session_id: str) -> None:
-    """Read the annotations and lost references of ``session_id`` in a daemon thread (once per store
-    state), so the Replay page finds them read while it reads the session's spans."""
+    """Read ``session_id`` for the Replay page in two daemon threads (once per store state): its spans
+    with its lost references (computed from them), and its annotations (a read of their own). A
+    Sessions row calls this before it switches pages, so both reads start while the page changes;
+    the page asking for them waits for these reads instead of starting its own."""
     path = data.key()
     if _once(("session", path, data.fingerprint(path), session_id)):
-        _spawn(_warm_session, "prunegate-warm-session", path, session_id)
+        _spawn(_warm_spans, "prunegate-warm-session", path, session_id)
+        _spawn(_warm_annotations, "prunegate-warm-annotations", session_id)
 
 
-def _warm_session(path: str, session_id: str) -> None:
+def _warm_spans(path: str, session_id: str) -> None:
     try:
-        data.session_annotations(session_id)
-        lost.references(path, session_id)
+        lost.references(path, session_id)  # the session's bundle first (data.replay_session)
     except Exception:  # noqa: BLE001 - a background nicety: the page that needs the query reports the error
         log.exception("prunegate dashboard: reading session %s ahead failed", session_id)
+
+
+def _warm_annotations(session_id: str) -> None:
+    try:
+        data.session_annotations(session_id)
+    except Exception:  # noqa: BLE001 - a background nicety: the page that needs the query reports the error
+        log.exception("prunegate dashboard: reading the annotations of session %s ahead failed", session_id)
 
 
 def _first_violation() -> None:
