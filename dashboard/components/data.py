@@ -264,24 +264,20 @@ def violation_detail(path: str, violation_span_id: str) -> dict[str, Any] | None
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=128)
 def _violation_detail(path: str, fp: str, violation_span_id: str, session_id: str | None) -> dict[str, Any] | None:
-    if session_id is None:
+    if session_id is None:  # the Violations page: the session is found by the query, read only if pruned
         with access.snapshot(path) as r:
-            session_id = queries.violation_session(r, violation_span_id)
-        if session_id is None:
-            return None
-    # Its prune, budget check and partners are spans of its session: read from the session's rows
-    # (kept by the replay of it, or read once here for both) rather than by scans of the store.
-    bundle = _bundle(path, fp, session_id)
-    sid = session_id
-    detail = queries.on_session_rows(bundle["rows"], lambda con: queries.causal_eviction(
-        con, violation_span_id, session_id=sid))
+            detail = queries.causal_eviction(r, violation_span_id)
+    else:  # the Replay page, which holds the session's rows: its prune, check and partners read from them
+        rows = _bundle(path, fp, session_id)["rows"]
+        detail = queries.on_session_rows(rows, lambda con: queries.causal_eviction(
+            con, violation_span_id, session_id=session_id))
     if detail is None:
         return None
     seq = detail.get("prune_seq")
     if seq is None:
         detail["before"] = detail["after"] = pd.DataFrame()
         return detail
-    tables = bundle["tables"]
+    tables = _bundle(path, fp, detail["session_id"])["tables"]
     detail["before"] = queries.step_from_tables(tables, int(seq) - 1, with_content=False)["units"]
     detail["after"] = queries.step_from_tables(tables, int(seq), with_content=False)["units"]
     prune = json.loads(detail["prune"]) if isinstance(detail.get("prune"), str) else dict(detail.get("prune") or {})

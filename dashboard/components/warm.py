@@ -15,6 +15,7 @@ spans and lost references, and its annotations, read in two threads as soon as i
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
@@ -68,6 +69,17 @@ def finish(timeout: float) -> bool:
     for thread in running:
         thread.join(max(0.0, deadline - time.monotonic()))
     return not any(thread.is_alive() for thread in running)
+
+
+def _at_exit() -> None:
+    """Any process that imported this (the server, a test's AppTest run) ends its warm-ups before
+    the interpreter shuts down: atexit runs before daemon threads are stopped mid-query."""
+    if not finish(timeout=EXIT_GRACE):
+        log.error("prunegate dashboard: a cache warm-up was still running %s s after exit began", EXIT_GRACE)
+
+
+EXIT_GRACE = 30.0
+atexit.register(_at_exit)
 
 
 def start() -> None:
