@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import streamlit as st
 
 from tracer import queries
@@ -343,7 +344,11 @@ def _why(path: str, fp: str, session_id: str, seq: int) -> dict[str, Any] | None
     gated = None
     info = bundle["info"] or {}
     if info.get("gated") is False:
-        with access.snapshot(path) as r:
-            gated = explain.gated_counterpart(r, session_id, seq)
+        twin = run_activity(explain.gated_twin, session_id)  # a search of every root: once per session
+        if twin is not None:
+            # its step from the two sessions' rows; the twin's read is the one "Same step under the gate" opens
+            both = pa.concat_tables([bundle["rows"], _bundle(path, fp, twin)["rows"]], promote_options="default")
+            gated = {"session_id": twin, "step": queries.on_session_rows(
+                both, lambda con: explain.twin_step(con, session_id, seq, twin))}
     ordered = sorted(causes.values(), key=lambda d: (int(d.get("prune_seq") or 0), str(d["prune_span_id"])))
     return {"violations": found, "causes": ordered, "gated": gated}

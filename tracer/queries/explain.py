@@ -22,7 +22,7 @@ import pyarrow as pa
 from tracer.contract import names as sn
 from tracer.queries._sql import MESSAGE, SESSION, VIOLATION, Source, _one, records, scratch
 
-__all__ = ["evicted_units", "gated_counterpart", "violating_units", "violations_at"]
+__all__ = ["evicted_units", "gated_counterpart", "gated_twin", "twin_step", "violating_units", "violations_at"]
 
 
 def violations_at(tables: dict[str, pa.Table], seq: int) -> pd.DataFrame:
@@ -84,10 +84,18 @@ def violating_units(messages: pd.DataFrame, *, ids: Iterable[str] = (), message_
 
 def gated_counterpart(src: Source, session_id: str, seq: int) -> dict[str, Any] | None:
     """The gated replay of the same source session under the same policy (and parameters; the
-    same arrival seed and streaming preferred), and its step matching ``seq``: where the last
-    message that had arrived here by ``seq`` arrived there, moved on to the first model call from
-    that step when ``seq`` is a model call. None when the store holds no such replay. Message
-    events are read as spans and, below full detail, as span events (docs/spans.md)."""
+    same arrival seed and streaming preferred), and its step matching ``seq`` (:func:`twin_step`).
+    None when the store holds no such replay."""
+    twin_id = gated_twin(src, session_id)
+    if twin_id is None:
+        return None
+    return {"session_id": twin_id, "step": twin_step(src, session_id, seq, twin_id)}
+
+
+def gated_twin(src: Source, session_id: str) -> str | None:
+    """The gated replay of the same source session under the same policy and parameters (the same
+    arrival seed and streaming preferred, then the newest): a search of every session's root, so
+    callers keep it per session."""
     twin = _one(src, f"""
         WITH me AS (
             SELECT attributes->>'{sn.SESSION_SOURCE_ID}' AS source_id, policy,
@@ -108,9 +116,15 @@ def gated_counterpart(src: Source, session_id: str, seq: int) -> dict[str, Any] 
                  s.start_time_ns DESC, s.session_id
         LIMIT 1
         """, {"sid": session_id})
-    if twin is None:
-        return None
-    twin_id = str(twin[0])
+    return None if twin is None else str(twin[0])
+
+
+def twin_step(src: Source, session_id: str, seq: int, twin_id: str) -> int | None:
+    """The step of ``twin_id`` matching step ``seq`` of ``session_id``: where the last message that
+    had arrived here by ``seq`` arrived there, moved on to the first model call from that step when
+    ``seq`` is a model call (None when no message matches). Reads only the two sessions' spans, so
+    ``src`` may hold just those (:func:`tracer.queries.steps.on_session_rows`). Message events are
+    read as spans and, below full detail, as span events (docs/spans.md)."""
     row = _one(src, f"""
         WITH here AS (
             SELECT attributes->>'{sn.MESSAGE_ID}' AS mid, max(seq) AS s FROM ({records(MESSAGE)})
@@ -137,4 +151,4 @@ def gated_counterpart(src: Source, session_id: str, seq: int) -> dict[str, Any] 
     step = None
     if row is not None and row[0] is not None:
         step = int(row[1]) if row[2] and row[1] is not None else int(row[0])
-    return {"session_id": twin_id, "step": step}
+    return step

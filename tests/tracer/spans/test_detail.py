@@ -159,6 +159,9 @@ def test_the_gated_counterpart_step_is_the_same_at_every_level(tmp_path: Path) -
     matches steps by message events: message spans at ``full``, span events below it."""
     from dataclasses import replace
 
+    import pyarrow as pa
+
+    from tracer import queries
     from tracer.queries import explain
 
     conv = next(c for c in read_file(TAU) if isinstance(c, Conversation) and c.tool_calls >= 2)
@@ -178,6 +181,13 @@ def test_the_gated_counterpart_step_is_the_same_at_every_level(tmp_path: Path) -
                 seqs = [row["seq"] for row in r.query(
                     "SELECT DISTINCT seq FROM spans WHERE session_id = ? AND seq IS NOT NULL ORDER BY seq", [ungated])]
             found[detail] = [(seq, (explain.gated_counterpart(r, ungated, seq) or {}).get("step")) for seq in seqs]
+            # the Replay page's way: the twin found once, each step from the two sessions' rows in memory
+            twin = explain.gated_twin(r, ungated)
+            assert twin is not None
+            both = pa.concat_tables([queries.session_rows(r, ungated), queries.session_rows(r, twin)],
+                                    promote_options="default")
+            assert [(seq, queries.on_session_rows(both, lambda con, s=seq, u=ungated, t=twin: explain.twin_step(con, u, s, t)))
+                    for seq in seqs] == found[detail]
     assert any(step is not None for _, step in found["full"])
     assert found["checks"] == found["decisions"] == found["full"]
 
