@@ -309,6 +309,16 @@ def repeated_calls(scope: str | None) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------- why a request broke
+@st.cache_resource(ttl=600, max_entries=8, show_spinner=False)
+def _gated_twin(path: str, fp: str, session_id: str) -> tuple[str | None, pa.Table | None]:
+    # The gated replay of an ungated session and its spans, in one reader, once per session: finding
+    # it searches every session's root, so each violation step of the session then maps its step in
+    # memory (shared, not copied: callers treat the rows as read-only).
+    with access.snapshot(path) as r:
+        twin = explain.gated_twin(r, session_id)
+        return twin, (None if twin is None else queries.session_rows(r, twin))
+
+
 def why(path: str, session_id: str, seq: int) -> dict[str, Any] | None:
     """The violations at step ``seq`` of a session and what caused them, for the Replay page:
     ``violations`` (a frame: span id, code, ids, message, the ids and message ids it names),
@@ -344,10 +354,9 @@ def _why(path: str, fp: str, session_id: str, seq: int) -> dict[str, Any] | None
     gated = None
     info = bundle["info"] or {}
     if info.get("gated") is False:
-        twin = run_activity(explain.gated_twin, session_id)  # a search of every root: once per session
-        if twin is not None:
-            # its step from the two sessions' rows; the twin's read is the one "Same step under the gate" opens
-            both = pa.concat_tables([bundle["rows"], _bundle(path, fp, twin)["rows"]], promote_options="default")
+        twin, twin_rows = _gated_twin(path, fp, session_id)
+        if twin is not None:  # its step from the two sessions' rows, in memory
+            both = pa.concat_tables([bundle["rows"], twin_rows], promote_options="default")
             gated = {"session_id": twin, "step": queries.on_session_rows(
                 both, lambda con: explain.twin_step(con, session_id, seq, twin))}
     ordered = sorted(causes.values(), key=lambda d: (int(d.get("prune_seq") or 0), str(d["prune_span_id"])))
