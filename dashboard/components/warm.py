@@ -71,6 +71,10 @@ def finish(timeout: float) -> bool:
     return not any(thread.is_alive() for thread in running)
 
 
+EXIT_GRACE = 30.0
+"""Seconds any process waits at exit for its warm-ups to end their current query."""
+
+
 def _at_exit() -> None:
     """Any process that imported this (the server, a test's AppTest run) ends its warm-ups before
     the interpreter shuts down: atexit runs before daemon threads are stopped mid-query."""
@@ -78,7 +82,6 @@ def _at_exit() -> None:
         log.error("prunegate dashboard: a cache warm-up was still running %s s after exit began", EXIT_GRACE)
 
 
-EXIT_GRACE = 30.0
 atexit.register(_at_exit)
 
 

@@ -44,14 +44,7 @@ from tracer.queries.annotations import (
     saved_comparison,
     saved_comparisons,
 )
-from tracer.queries.causal import (
-    causal_eviction,
-    partners,
-    retries,
-    violation_codes,
-    violation_session,
-    violations,
-)
+from tracer.queries.causal import causal_eviction, partners, retries, violation_codes, violations
 from tracer.queries.compare import (
     METRICS,
     SPAN_METRICS,
@@ -111,6 +104,6 @@ __all__ = [
     "next_from_tables", "next_step", "partners", "policy_choices", "retries", "scratch",
     "series_from_tables", "session_bounds", "session_differences", "session_filter_options", "session_info", "session_metrics",
     "on_session_rows", "session_root", "session_rows", "session_tables", "tables_from_rows", "sessions", "step_from_tables", "store_totals", "summary_sql",
-    "token_series", "units_at", "violation_codes", "violation_session", "violations", "TRACE_COLUMNS", "span_tree", "trace_size",
+    "token_series", "units_at", "violation_codes", "violations", "TRACE_COLUMNS", "span_tree", "trace_size",
     "AnnotationError", "AnnotationTarget",
 ]

@@ -104,7 +104,7 @@ def causal_eviction(src: Source, violation_span_id: str, *, session_id: str | No
     messages whose id, tool call ids or answered ids the violation names, with the score the
     policy gave their unit), and the steps to draw the context before and after the prune.
     ``session_id``: the violation's session when the caller knows it (saves finding it)."""
-    sid = session_id or violation_session(src, violation_span_id)
+    sid = session_id or _violation_session(src, violation_span_id)
     if sid is None:
         return None
     sql = f"""
@@ -138,7 +138,7 @@ def causal_eviction(src: Source, violation_span_id: str, *, session_id: str | No
     return row
 
 
-def violation_session(src: Source, violation_span_id: str) -> str | None:
+def _violation_session(src: Source, violation_span_id: str) -> str | None:
     """The session of a violation span: every later read is of that session only (its prune and
     budget check are spans of the same session), which DuckDB answers from a few row groups."""
     row = _one(src, f"SELECT session_id FROM spans WHERE span_id = $vid AND name = '{VIOLATION}' LIMIT 1",
@@ -151,7 +151,7 @@ def partners(src: Source, violation_span_id: str, *, session_id: str | None = No
     id is named by the violation, or whose tool calls / answers share an id with it, or whose unit
     holds such a message. With the message's role, unit, tokens, the policy's score for its unit and
     its last recorded content (when captured)."""
-    sid = session_id or violation_session(src, violation_span_id)
+    sid = session_id or _violation_session(src, violation_span_id)
     sql = f"""
     WITH v AS (
         SELECT session_id, trace_id, links,
@@ -277,4 +277,4 @@ def retries(src: Source, *, session_id: str | None = None, limit: int | None = N
     return df.assign(total=total).drop(columns=["start_time_ns"])
 
 
-__all__ = ["causal_eviction", "partners", "retries", "violation_codes", "violation_session", "violations"]
+__all__ = ["causal_eviction", "partners", "retries", "violation_codes", "violations"]
