@@ -127,7 +127,7 @@ def test_the_catalog_compaction_keeps_answers_what_the_spans_do(tmp_path: Path, 
     s.compact()  # the annotation is compacted too: its text is in the kept search rows
     with s.reader() as r:
         assert not r.pending_segments
-        assert r.query("SELECT count(*) AS n FROM store.search_text WHERE contains(text, 'rainy')")[0]["n"] == 1
+        assert r.query(f"SELECT count(*) AS n FROM {r.db}.search_text WHERE contains(text, 'rainy')")[0]["n"] == 1
 
 
 def test_the_counts_compaction_keeps_give_the_compare_page_and_session_list_what_the_spans_do(
@@ -164,7 +164,7 @@ def test_the_counts_compaction_keeps_give_the_compare_page_and_session_list_what
         assert late_pending > 0  # the late replay is read from its segment: the kept rows get a fresh part
         assert "spans" in defined() and "catalog_counts" not in defined()  # bound on first ask only
         assert r.catalog_views and {"catalog_counts", "catalog_roots", "catalog_sessions"} <= defined()
-        kept_rows = r.query("SELECT count(*) AS n FROM store.session_counts")[0]["n"]
+        kept_rows = r.query(f"SELECT count(*) AS n FROM {r.db}.session_counts")[0]["n"]
         kept = queries.session_metrics(r)
         spans_only = queries.session_metrics(r.con)  # a plain connection: every count from the spans
         listed = queries.sessions(r, limit=None).sort_values("session_id").reset_index(drop=True)

@@ -245,27 +245,27 @@ def pending_activity_sql(files: str) -> str:
     return f"SELECT count(*) FROM {files} WHERE session_id IS NOT NULL AND name NOT IN ({_AFTER})"
 
 
-def views(catalog: bool, pending: str, files: str | None = None) -> tuple[tuple[str, str], ...]:
+def views(catalog: bool, pending: str, files: str | None = None, *, db: str = "store") -> tuple[tuple[str, str], ...]:
     """The reader's ``catalog_sessions``, ``catalog_counts``, ``catalog_roots`` and
-    ``catalog_search``: with a ``catalog`` attached as ``store``, its rows plus what the segments in
+    ``catalog_search``: with a ``catalog`` attached as ``db``, its rows plus what the segments in
     ``pending`` (not compacted yet) add; without one, everything computed over ``spans``. ``files``:
     the pending segments' raw rows when they hold a session's activity (None: no segment, or
     annotations only, which change none of the kept rows but the searchable texts)."""
     if not catalog:  # messages and peaks: for the page's rows only (tracer.queries.catalog.page_detail)
         return (("catalog_sessions", index_sql("spans", messages=False)), ("catalog_counts", counts_sql("spans")),
                 ("catalog_roots", roots_sql("spans")), ("catalog_search", search_sql("spans")))
-    search = ("catalog_search", f"SELECT * FROM store.search_text UNION ALL ({search_sql(pending)})")
+    search = ("catalog_search", f"SELECT * FROM {db}.search_text UNION ALL ({search_sql(pending)})")
     if files is None:  # the kept rows as they are (computing an empty fresh part still scans every span)
-        return (("catalog_sessions", "SELECT * FROM store.session_catalog"),
-                ("catalog_counts", "SELECT * FROM store.session_counts"),
-                ("catalog_roots", "SELECT * FROM store.session_roots"), search)
+        return (("catalog_sessions", f"SELECT * FROM {db}.session_catalog"),
+                ("catalog_counts", f"SELECT * FROM {db}.session_counts"),
+                ("catalog_roots", f"SELECT * FROM {db}.session_roots"), search)
     # Sessions with activity in the pending segments: their rows are computed afresh. Read from the
     # raw files: a span also in the database recomputes its session's row to the same values.
     in_pending = (f"session_id IN (SELECT DISTINCT session_id FROM {files} "
                   f"WHERE session_id IS NOT NULL AND name NOT IN ({_AFTER}))")
 
     def kept(table: str, fresh: str) -> str:
-        return f"SELECT * FROM store.{table} WHERE NOT ({in_pending}) UNION ALL BY NAME ({fresh})"
+        return f"SELECT * FROM {db}.{table} WHERE NOT ({in_pending}) UNION ALL BY NAME ({fresh})"
 
     return (("catalog_sessions", kept("session_catalog", index_sql("spans", in_pending))),
             ("catalog_counts", kept("session_counts", counts_sql("spans", in_pending))),

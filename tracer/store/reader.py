@@ -1,11 +1,16 @@
 """A consistent, read-only snapshot of the store for queries.
 
-A reader is a private in-memory DuckDB connection. On open it
+A reader is a private connection (a cursor) of the process's one in-memory reader database. On open it
 1. takes ``readers.lock`` shared (so no compactor deletes a segment it is about to read),
 2. lists ``segments/``,
-3. ATTACHes ``spans.duckdb`` READ_ONLY (retrying while a compactor holds it, bounded),
+3. ATTACHes ``spans.duckdb`` READ_ONLY under a name of its own (:attr:`StoreReader.db`), retrying
+   while a compactor holds it, bounded,
 4. drops from its list every segment the attached database says it has already absorbed,
-5. defines ``spans`` = main table UNION ALL the remaining segments, and the views over it.
+5. defines its temp view ``spans`` = main table UNION ALL the remaining segments; the views over
+   ``spans`` (:data:`tracer.store.schema.VIEWS`) are the database's, defined once, and bind to the
+   querying connection's own ``spans`` when a query runs.
+Why one database: opening a DuckDB database costs about 12 ms and binding the six views about 20 ms,
+two thirds of a reader's open, and a dashboard page opens several readers; a cursor costs nothing.
 Listing before attaching is what makes compaction invisible: a segment absorbed before the attach
 is in the ledger (so it is read from the table only); one absorbed after cannot be, because the
 compactor cannot open the file for writing while we have it attached. Hold a reader briefly:
@@ -14,8 +19,11 @@ while it is open, compaction waits (writers do not).
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import random
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +48,56 @@ Params = Sequence[Any] | dict[str, Any] | None
 _LOGGED: set[str] = set()  # damaged files already logged by this process (the dashboard reads often)
 
 
+_SHARED: duckdb.DuckDBPyConnection | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+_INHERITED: list[duckdb.DuckDBPyConnection] = []
+
+
+def _after_fork() -> None:
+    """A forked child (compare's workers may be forked) opens its own database: its parent's is not
+    usable there (and is kept, not closed: destroying it in the child crashes the child), and the lock
+    may have been held by a thread the child does not have."""
+    global _SHARED, _SHARED_LOCK
+    if _SHARED is not None:
+        _INHERITED.append(_SHARED)
+    _SHARED, _SHARED_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+_NAMES = itertools.count(1)  # attached databases are the instance's, not a connection's: each reader's its own name
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    """A new connection to this process's reader database, creating the database (and its views over
+    a placeholder ``spans``, which every reader's temp view of that name hides) on first use."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            con = duckdb.connect(":memory:")
+            con.execute(f"CREATE TABLE spans AS SELECT *, 0::BIGINT AS duration_ns FROM ({empty_select()}) WHERE false")
+            for name, sql in VIEWS:
+                con.execute(f"CREATE VIEW {name} AS {sql}")
+            _SHARED = con
+        return _SHARED.cursor()
+
+
+def _discard_shared(reason: str) -> None:
+    """Open the next readers on a new database: this one failed in a way that may have left it unusable
+    (DuckDB invalidates a database after a fatal error) or holding a store's file. The readers still
+    open on it keep it until they close."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is not None:
+            log.warning("prunegate store reader: a new reader database from now on: %s", reason)
+            _SHARED = None
+
+
+def _paths_sql(paths: list[str]) -> str:
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+
 # A version 1 segment's columns, with the promoted ones NULL until derived (see _define_views).
 _LEGACY_SELECT = ", ".join(
     name if name not in PROMOTED_NAMES else f"CAST(NULL AS {sql_type}) AS {name}" for name, sql_type, _ in COLUMNS
@@ -49,6 +107,7 @@ _LEGACY_SELECT = ", ".join(
 class StoreReader:
     """Query the unified views of one store snapshot. Use as a context manager."""
 
+    db = "store"  # the attached spans.duckdb's name in SQL; each reader of a store sets its own
     catalog = False  # spans.duckdb holds the session catalog compaction keeps (tracer.store.catalog)
     _views = False  # the views over spans are defined (not on every subclass: a bucket reader has its own)
     _catalog_defined = False
@@ -63,7 +122,8 @@ class StoreReader:
         self.legacy_segments: list[Path] = []  # written before schema 2: promoted columns derived on read
         self._main_legacy = False
         self._lock = FileLock(layout.readers_lock, shared=True)
-        self.con = duckdb.connect(":memory:")
+        self.db = f"store_{next(_NAMES)}"
+        self.con = _connection()
         try:
             self._open(attach_timeout)
         except duckdb.Error as exc:  # a damaged spans.duckdb (a block failing its checksum) and the like
@@ -131,7 +191,7 @@ class StoreReader:
         delay = 0.005
         while True:
             try:
-                self.con.execute("ATTACH ? AS store (READ_ONLY)", [str(main)])
+                self.con.execute(f"ATTACH ? AS {self.db} (READ_ONLY)", [str(main)])
                 break
             except duckdb.Error as exc:
                 if is_damage(exc):
@@ -148,22 +208,22 @@ class StoreReader:
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 0.1) * (0.5 + random.random())
         has_tables = self._scalar(
-            "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'store' "
+            f"SELECT count(*) FROM duckdb_tables() WHERE database_name = '{self.db}' "
             "AND table_name IN ('spans', 'compacted_segments')"
         )
         if has_tables < 2:
             return set()
         self.main_attached = True
         self.catalog = self._scalar(
-            "SELECT count(*) FROM store.store_meta WHERE key = '" + catalog.META_KEY + "' AND value = '"
+            f"SELECT count(*) FROM {self.db}.store_meta WHERE key = '" + catalog.META_KEY + "' AND value = '"
             + catalog.CATALOG_VERSION + "'") == 1
         present = self._scalar(
-            "SELECT count(*) FROM duckdb_columns() WHERE database_name = 'store' AND table_name = 'spans' "
+            f"SELECT count(*) FROM duckdb_columns() WHERE database_name = '{self.db}' AND table_name = 'spans' "
             f"AND list_contains({list(PROMOTED_NAMES)!r}, column_name)"
         )
         self._main_legacy = present < len(PROMOTED_NAMES)  # not yet upgraded by a compaction
         rows = self.con.execute(
-            "SELECT name FROM store.compacted_segments WHERE list_contains(?::VARCHAR[], name)", [names]
+            f"SELECT name FROM {self.db}.compacted_segments WHERE list_contains(?::VARCHAR[], name)", [names]
         ).fetchall()
         return {r[0] for r in rows}
 
@@ -171,7 +231,7 @@ class StoreReader:
         con = self.con
         if self.main_attached:
             con.execute(f"CREATE TEMP VIEW _main_spans AS SELECT {select_list(derive=self._main_legacy)} "
-                        "FROM store.spans")
+                        f"FROM {self.db}.spans")
         else:
             con.execute(f"CREATE TEMP VIEW _main_spans AS {empty_select()}")
         if self.pending_segments:
@@ -180,8 +240,9 @@ class StoreReader:
             old = [str(p) for p in self.pending_segments if p in legacy]
             parts = []
             for name, files, legacy_files in (("_current_files", current, False), ("_legacy_files", old, True)):
-                if files:
-                    con.read_parquet(files, union_by_name=True).create_view(name)
+                if files:  # TEMP: a relation's create_view would be seen by every reader of the database
+                    con.execute(f"CREATE TEMP VIEW {name} AS SELECT * FROM read_parquet({_paths_sql(files)}, "
+                                "union_by_name = true)")
                     parts.append(f"SELECT {_LEGACY_SELECT if legacy_files else '*'}, {legacy_files} AS _legacy FROM {name}")
             # Version 1 rows get their promoted columns derived after the dedupe below, so a query's
             # filter (on name, session) is applied before any attribute is parsed.
@@ -189,7 +250,7 @@ class StoreReader:
             # Spans have ids: a span stored twice (a retried spool recovery, two imports racing) is
             # shown once, here as in compaction.
             anti_join = (
-                "WHERE NOT EXISTS (SELECT 1 FROM store.spans m WHERE m.trace_id = f.trace_id "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {self.db}.spans m WHERE m.trace_id = f.trace_id "
                 "AND m.span_id = f.span_id)"
                 if self.main_attached
                 else ""
@@ -204,8 +265,6 @@ class StoreReader:
             "CREATE TEMP VIEW spans AS SELECT *, end_time_ns - start_time_ns AS duration_ns FROM "
             "(SELECT * FROM _main_spans UNION ALL SELECT * FROM _segment_spans)"
         )
-        for name, sql in VIEWS:
-            con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
         self._views = True
 
     @property
@@ -217,7 +276,7 @@ class StoreReader:
         if self._views and not self._catalog_defined:
             files = ("_segment_files" if self.pending_segments
                      and self._scalar(catalog.pending_activity_sql("_segment_files")) else None)
-            for name, sql in catalog.views(self.catalog, "_segment_spans", files):
+            for name, sql in catalog.views(self.catalog, "_segment_spans", files, db=self.db):
                 self.con.execute(f"CREATE TEMP VIEW {name} AS {sql}")
             self._catalog_defined = True
         return self._views
@@ -241,6 +300,8 @@ class StoreReader:
 
     def failed(self, exc: BaseException) -> StoreError:
         """The one-line error for a failed query: a damaged spans.duckdb names ``prunegate recover``."""
+        if isinstance(exc, duckdb.FatalException):
+            _discard_shared(f"{type(exc).__name__}: {exc}")
         if is_damage(exc):
             return damaged(self.layout, exc)
         return StoreError(f"{self.layout.root}: query failed: {exc}")
@@ -261,9 +322,18 @@ class StoreReader:
     def close(self) -> None:
         """Detach and release the shared lock; lets a waiting compactor proceed."""
         try:
-            self.con.close()
+            self._detach()
         finally:
-            self._lock.release()
+            try:
+                self.con.close()
+            finally:
+                self._lock.release()
+
+    def _detach(self) -> None:
+        try:
+            self.con.execute(f"DETACH DATABASE IF EXISTS {self.db}")
+        except duckdb.Error as exc:  # left attached, it would hold spans.duckdb open in this process
+            _discard_shared(f"{self.layout.root}: cannot detach {self.db}: {exc}")
 
     def __enter__(self) -> StoreReader:
         return self

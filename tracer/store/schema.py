@@ -157,7 +157,8 @@ def _str(attr: str) -> str:
 
 
 # Views over the unified `spans` view, following the span contract in docs/spans.md. Each is a
-# plain SELECT; the reader creates them as TEMP views in its private in-memory database.
+# plain SELECT over `spans`, defined once in the readers' database (tracer.store.reader), where each
+# reader's own temp view `spans` is the one a query binds them to.
 VIEWS: tuple[tuple[str, str], ...] = (
     (
         "sessions",

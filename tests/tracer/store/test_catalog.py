@@ -59,7 +59,7 @@ def _same_as_a_full_scan(store: Store, *, kept_tables: bool) -> int:
             full = _rows(r, scan)
             pd.testing.assert_frame_equal(_rows(r, f"SELECT * FROM {view}")[full.columns], full, check_dtype=False)
             if kept_tables:
-                pd.testing.assert_frame_equal(_rows(r, f"SELECT * FROM store.{table}")[full.columns], full,
+                pd.testing.assert_frame_equal(_rows(r, f"SELECT * FROM {r.db}.{table}")[full.columns], full,
                                               check_dtype=False)
             n = max(n, len(full))
         return n
@@ -77,8 +77,8 @@ def test_kept_rows_equal_a_full_scan_after_compaction_new_segments_and_annotatio
     store.compact()
     assert _same_as_a_full_scan(store, kept_tables=True) == 1
     with store.reader() as r:
-        assert r.query("SELECT count(*) AS n FROM store.session_roots")[0]["n"] == 0  # the root is in `later`
-        partial = r.query("SELECT checks, prunes FROM store.session_counts")[0]
+        assert r.query(f"SELECT count(*) AS n FROM {r.db}.session_roots")[0]["n"] == 0  # the root is in `later`
+        partial = r.query(f"SELECT checks, prunes FROM {r.db}.session_counts")[0]
 
     store.write_table(spans_to_table(later), fsync=False)  # pending: three sessions, one half-kept
     with store.reader() as r:
@@ -87,11 +87,11 @@ def test_kept_rows_equal_a_full_scan_after_compaction_new_segments_and_annotatio
     store.compact()  # the touched session's rows recomputed, the new ones added
     assert _same_as_a_full_scan(store, kept_tables=True) == 3
     with store.reader() as r:
-        whole = r.query("SELECT checks, prunes, violations, retries, invalid_requests FROM store.session_counts "
+        whole = r.query(f"SELECT checks, prunes, violations, retries, invalid_requests FROM {r.db}.session_counts "
                         "WHERE session_id = 's-orphan'")[0]
         assert whole["checks"] > partial["checks"] or whole["prunes"] > partial["prunes"]
         assert whole["violations"] > 0 and whole["retries"] > 0 and whole["invalid_requests"] > 0
-        gated = r.query("SELECT deferrals, spills FROM store.session_counts WHERE session_id = 's-gated'")[0]
+        gated = r.query(f"SELECT deferrals, spills FROM {r.db}.session_counts WHERE session_id = 's-gated'")[0]
         assert gated["deferrals"] > 0 and gated["spills"] > 0
 
     annotate(store, "s-orphan", label="bug", note="looked at it")  # pending: an annotation only
@@ -127,7 +127,7 @@ def test_the_newest_retries_read_through_the_kept_counts_are_the_newest_of_all(t
     store.compact()
     with store.reader() as r:
         assert [row["session_id"] for row in r.query(
-            "SELECT session_id FROM store.session_counts WHERE retries > 0 ORDER BY last_ns DESC")] == ["a", "b"]
+            f"SELECT session_id FROM {r.db}.session_counts WHERE retries > 0 ORDER BY last_ns DESC")] == ["a", "b"]
         for k in (1, 2, 3, 4):
             kept, scan = queries.retries(r, limit=k), queries.retries(r.con, limit=k)
             pd.testing.assert_frame_equal(kept, scan)
