@@ -324,6 +324,29 @@ def test_browser_every_page_has_a_path(server: dict[str, Any], page: Any) -> Non
     assert page.get_by_text(f"orphan_tool_result at step {int(one['seq'])} of session s-orphan").is_visible()
 
 
+def _inotify_watches(pid: int) -> int:
+    """Files and directories the process watches with inotify (its fdinfo lists one line per watch)."""
+    n = 0
+    for fd in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            n += sum(line.startswith("inotify wd:") for line in fd.read_text().splitlines())
+        except FileNotFoundError:  # a descriptor closed while we read
+            continue
+    return n
+
+
+def test_browser_server_watches_no_source_file(server: dict[str, Any], page: Any) -> None:
+    """No Streamlit file watcher (dashboard.__main__.DEFAULTS): after every page run it re-resolved
+    every imported module's path on the server's event loop, and it watched the app's files."""
+    for path in ("/sessions", "/compare", "/"):
+        open_page(page, server, path)
+    prunegate = server["proc"].pid
+    children = [int(c) for t in Path(f"/proc/{prunegate}/task").iterdir()
+                for c in (t / "children").read_text().split()]
+    assert len(children) == 1, children  # prunegate dashboard -> python -m dashboard
+    assert _inotify_watches(children[0]) == 0
+
+
 def test_browser_sessions_search_filters_and_pages(server: dict[str, Any], page: Any) -> None:
     want = _store_counts(server["path"])
     open_page(page, server, "/sessions")

@@ -31,6 +31,16 @@ def test_python_m_dashboard_runs_the_app_file() -> None:
     assert APP == REPO / "dashboard" / "app.py"
 
 
+def test_the_server_runs_without_a_file_watcher_unless_told() -> None:
+    from dashboard.__main__ import with_defaults
+
+    assert with_defaults(["--server.port", "8599"], {}) == ["--server.port", "8599",
+                                                            "--server.fileWatcherType", "none"]
+    assert with_defaults(["--server.fileWatcherType", "poll"], {}) == ["--server.fileWatcherType", "poll"]
+    assert with_defaults(["--server.fileWatcherType=auto"], {}) == ["--server.fileWatcherType=auto"]
+    assert with_defaults([], {"STREAMLIT_SERVER_FILE_WATCHER_TYPE": "auto"}) == []
+
+
 def test_dashboard_command_line() -> None:
     cmd = dashboard_command("127.0.0.1", 8599)
     assert cmd[:3] == [sys.executable, "-m", "dashboard"]
