@@ -94,8 +94,15 @@ def _discard_shared(reason: str) -> None:
             _SHARED = None
 
 
+_PENDING_SESSIONS_MAX = 256
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _paths_sql(paths: list[str]) -> str:
-    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+    return "[" + ", ".join(map(_literal, paths)) + "]"
 
 
 # A version 1 segment's columns, with the promoted ones NULL until derived (see _define_views).
@@ -249,12 +256,12 @@ class StoreReader:
             con.execute("CREATE TEMP VIEW _segment_files AS " + " UNION ALL BY NAME ".join(parts))
             # Spans have ids: a span stored twice (a retried spool recovery, two imports racing) is
             # shown once, here as in compaction.
-            anti_join = (
-                f"WHERE NOT EXISTS (SELECT 1 FROM {self.db}.spans m WHERE m.trace_id = f.trace_id "
-                "AND m.span_id = f.span_id)"
-                if self.main_attached
-                else ""
-            )
+            anti_join = ""
+            if self.main_attached:
+                scope = self._pending_sessions()
+                only = f"m.session_id IN ({', '.join(map(_literal, scope))}) AND " if scope else ""
+                anti_join = (f"WHERE NOT EXISTS (SELECT 1 FROM {self.db}.spans m WHERE {only}"
+                             "m.trace_id = f.trace_id AND m.span_id = f.span_id)")
             con.execute(
                 f"CREATE TEMP VIEW _segment_spans AS SELECT {select_list(cast_json=True, derive='_legacy')} FROM ("
                 f"SELECT DISTINCT ON (trace_id, span_id) * FROM _segment_files f {anti_join})"
@@ -266,6 +273,25 @@ class StoreReader:
             "(SELECT * FROM _main_spans UNION ALL SELECT * FROM _segment_spans)"
         )
         self._views = True
+
+    def _pending_sessions(self) -> list[str] | None:
+        """The sessions of the pending segments' spans, when the check for spans stored twice can be
+        limited to the database's rows of those sessions (None: it reads every row's ids).
+
+        Why: that check ran in every query over ``spans``, and read the ids of every span in the
+        database (34 of 35 ms for one session's spans at 10,024 sessions, 10 annotations pending);
+        the database's rows of a few sessions are found by their row groups' statistics. A span stored
+        twice is the same span, so the same session. Not limited when a pending span has no session
+        (or its session is derived after this, in a version 1 segment), the database's session column
+        is not there yet, or the sessions are many (their list would cost more than it saves)."""
+        if self._main_legacy or self.legacy_segments:
+            return None
+        rows = self.con.execute(
+            "SELECT DISTINCT session_id FROM _segment_files LIMIT " + str(_PENDING_SESSIONS_MAX + 1)).fetchall()
+        sessions = [r[0] for r in rows]
+        if not sessions or None in sessions or len(sessions) > _PENDING_SESSIONS_MAX:
+            return None
+        return sessions
 
     @property
     def catalog_views(self) -> bool:

@@ -217,6 +217,25 @@ def test_compaction_dedupes_by_trace_and_span_id(tmp_path: Path) -> None:
     assert store.query("SELECT count(DISTINCT span_id) AS n FROM spans")[0]["n"] == 17
 
 
+@pytest.mark.parametrize("sessionless", [False, True])
+def test_a_reader_shows_a_span_stored_twice_once_before_compaction(tmp_path: Path, sessionless: bool) -> None:
+    """The check against the database's rows is limited to the pending spans' sessions when each has
+    one (the database's rows of other sessions cannot hold them), and reads every row when one has
+    none: both ways, each span once."""
+    store = Store(tmp_path / "store")
+    store.write_rows(_rows(10) + _rows(20, start=100, session="other"))
+    store.compact()
+    store.write_rows(_rows(10, start=5))  # 5..9 are already in the table
+    store.write_rows(_rows(3, start=14))
+    if sessionless:
+        store.write_rows([{**_rows(1, start=8)[0], "attributes": {}}])  # span 8 again, without its session
+    with store.reader() as r:
+        assert r.count() == 37
+        assert r.query("SELECT count(DISTINCT span_id) AS n FROM spans WHERE session_id = 'c'")[0]["n"] == 17
+        assert r.query("SELECT count(*) AS n FROM spans WHERE session_id = 'c'")[0]["n"] == 17
+        assert r.query("SELECT count(*) AS n FROM spans WHERE session_id = 'other'")[0]["n"] == 20
+
+
 def test_compaction_of_more_content_than_its_memory_limit_keeps_every_span_once_and_whole(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     import tracer.store.compact as compact_module
