@@ -377,3 +377,30 @@ def test_the_store_sink_is_every_kind_of_sink_the_processor_looks_for(tmp_path: 
     plain = ReliableSpanProcessor(ExporterSink(InMemorySpanExporter()))
     assert plain._spool is None and plain._stats_sink is None and not plain._records_ok
     plain.shutdown()
+
+
+def test_setup_tracing_converts_the_stores_chunks_at_its_chunk_size(tmp_path: Path) -> None:
+    """The store's processor from setup_tracing prepares a chunk every STORE_CHUNK_SIZE spans on the
+    thread that ended the last one (docs/performance.md round 13); ``chunk_size`` given still wins."""
+    from tracer.spans.setup import STORE_CHUNK_SIZE, setup_tracing
+
+    tracing = setup_tracing(tmp_path / "a", otlp_endpoint=False)
+    proc = tracing.store_processor
+    assert proc is not None and proc.chunk_size == STORE_CHUNK_SIZE == 128
+    prepare, on_this_thread = proc.sink.prepare, []
+
+    def noting(chunk: Sequence) -> object:
+        if threading.current_thread() is threading.main_thread():
+            on_this_thread.append(len(chunk))
+        return prepare(chunk)
+
+    proc.sink.prepare = noting  # type: ignore[method-assign]
+    _spans(tracing.provider, 3 * STORE_CHUNK_SIZE + 5)
+    # the ending thread prepared whole chunks (the writer may take a partial one when idle)
+    assert on_this_thread and set(on_this_thread) == {STORE_CHUNK_SIZE}
+    assert tracing.force_flush()
+    assert tracing.store is not None and tracing.store.count() == 3 * STORE_CHUNK_SIZE + 5
+    tracing.shutdown()
+    other = setup_tracing(tmp_path / "b", otlp_endpoint=False, chunk_size=64)
+    assert other.store_processor is not None and other.store_processor.chunk_size == 64
+    other.shutdown()
