@@ -48,11 +48,12 @@ Params = Sequence[Any] | dict[str, Any] | None
 _LOGGED: set[str] = set()  # damaged files already logged by this process (the dashboard reads often)
 
 
+# The process's reader database (see the module's docstring), the lock guarding it, the databases a
+# forked child inherited (kept, never closed there), and each reader's attach name.
 _SHARED: duckdb.DuckDBPyConnection | None = None
 _SHARED_LOCK = threading.Lock()
-
-
 _INHERITED: list[duckdb.DuckDBPyConnection] = []
+_NAMES = itertools.count(1)  # attached databases are the database's, not a connection's: one name per reader
 
 
 def _after_fork() -> None:
@@ -66,7 +67,6 @@ def _after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork)
-_NAMES = itertools.count(1)  # attached databases are the instance's, not a connection's: each reader's its own name
 
 
 def _connection() -> duckdb.DuckDBPyConnection:
