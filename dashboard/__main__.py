@@ -16,11 +16,16 @@ from pathlib import Path
 APP = Path(__file__).resolve().with_name("app.py")
 WARM_GRACE = 5.0
 """Seconds a stopped server waits for its cache warm-ups to reach the end of their current query."""
-DEFAULTS = {"--server.fileWatcherType": "none"}
+DEFAULTS = {"--server.fileWatcherType": "none", "--runner.postScriptGC": "false"}
 """Streamlit options this server sets unless given (on the command line or as ``STREAMLIT_...``).
-No file watcher: it is for editing an app's source while it runs, and after every page run it
-re-resolved the path of every imported module on the server's event loop: about 40 % of the server's
-CPU while chromium opened the Compare page at 10,024 sessions (py-spy, eight visits)."""
+
+- No file watcher: it is for editing an app's source while it runs, and after every page run it
+  re-resolved the path of every imported module on the server's event loop: about 40 % of the
+  server's CPU while chromium opened the Compare page at 10,024 sessions (py-spy, eight visits).
+- No full garbage collection after every script run: ``gc.collect(2)`` walked the whole heap (pandas,
+  Plotly, the query caches) after each page run and each fragment rerun, holding the GIL while the
+  page's last messages waited to be sent: 0.14 s of every Compare visit at 10,024 sessions (py-spy,
+  eight visits, 21 % of the server's samples). Python's own generational collector still runs."""
 
 
 class _NoRuntimeNotice(logging.Filter):
