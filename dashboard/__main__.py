@@ -16,7 +16,7 @@ from pathlib import Path
 APP = Path(__file__).resolve().with_name("app.py")
 WARM_GRACE = 5.0
 """Seconds a stopped server waits for its cache warm-ups to reach the end of their current query."""
-DEFAULTS = {"--server.fileWatcherType": "none", "--runner.postScriptGC": "false"}
+DEFAULTS = {"--server.fileWatcherType": "none", "--runner.postScriptGC": "false", "--runner.magicEnabled": "false"}
 """Streamlit options this server sets unless given (on the command line or as ``STREAMLIT_...``).
 
 - No file watcher: it is for editing an app's source while it runs, and after every page run it
@@ -25,7 +25,11 @@ DEFAULTS = {"--server.fileWatcherType": "none", "--runner.postScriptGC": "false"
 - No full garbage collection after every script run: ``gc.collect(2)`` walked the whole heap (pandas,
   Plotly, the query caches) after each page run and each fragment rerun, holding the GIL while the
   page's last messages waited to be sent: 0.14 s of every Compare visit at 10,024 sessions (py-spy,
-  eight visits, 21 % of the server's samples). Python's own generational collector still runs."""
+  eight visits, 21 % of the server's samples). Python's own generational collector still runs.
+- No "magic" (a bare expression on a page's line drawn with ``st.write``): no page uses it, and
+  Streamlit rewrote each page's syntax tree for it whenever it compiled the page, which it does again
+  on a visit after every browser tab had closed (py-spy: 18 % of the Replay page's server time when
+  one tab opens it again and again)."""
 
 
 class _NoRuntimeNotice(logging.Filter):

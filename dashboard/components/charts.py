@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -268,37 +269,91 @@ def arm_bars(summary: pd.DataFrame, metric: str) -> go.Figure:
 POINTS_MAX = 300  # per arm: beyond it a box plot's points and a bar per session are unreadable and slow to draw
 
 
+def box_stats(values: Iterable[float]) -> dict[str, Any]:
+    """What a Plotly box shows, computed here rather than in the browser: quartiles (linear
+    interpolation, Plotly's default), whiskers at the furthest values within 1.5 IQR of the box, and
+    the values beyond them (``outliers``, each distinct value once with its ``counts``)."""
+    arr = np.asarray([v for v in values if v == v], dtype=float)  # NaN: a session without the metric
+    if not len(arr):
+        return {"n": 0}
+    q1, median, q3 = (float(x) for x in np.percentile(arr, [25, 50, 75]))
+    reach = 1.5 * (q3 - q1)
+    inside = arr[(arr >= q1 - reach) & (arr <= q3 + reach)]
+    outliers, counts = np.unique(arr[(arr < q1 - reach) | (arr > q3 + reach)], return_counts=True)
+    return {"n": len(arr), "q1": q1, "median": median, "q3": q3, "mean": float(arr.mean()),
+            "lowerfence": float(inside.min()), "upperfence": float(inside.max()),
+            "outliers": [float(x) for x in outliers], "counts": [int(c) for c in counts]}
+
+
 def arm_distribution(metrics: pd.DataFrame, metric: str) -> go.Figure:
-    """Per-session values of a metric per arm: box plot with every session as a point (only the
-    outliers when an arm has more than :data:`POINTS_MAX` sessions)."""
+    """Per-session values of a metric per arm: box plot with every session as a point. Above
+    :data:`POINTS_MAX` sessions in an arm: the box from :func:`box_stats` and each distinct outlying
+    value as one point (the browser then draws a few dozen numbers, not every session's)."""
     every = metrics.groupby("arm")[metric].size().max() <= POINTS_MAX if len(metrics) else True
     styles = arm_styles(metrics["arm"])
     symbols = ("circle", "circle-open", "square", "square-open", "diamond", "diamond-open", "cross", "x")
     fig = go.Figure()
     for arm, group in metrics.groupby("arm", sort=True):
         color, pattern = styles[str(arm)]
-        fig.add_trace(go.Box(
-            y=group[metric], name=esc(arm), boxpoints="all" if every else "outliers", jitter=0.4, pointpos=0,
-            marker=dict(color=color, symbol=symbols[PATTERNS.index(pattern) % len(symbols)]), line_color=color,
-            hovertext=[esc(short(label or sid, 60)) for label, sid in zip(group["label"], group["session_id"], strict=True)]
-            if every else None,
-            hoverinfo="y+text" if every else "y",
-        ))
+        marker = dict(color=color, symbol=symbols[PATTERNS.index(pattern) % len(symbols)])
+        if every:
+            fig.add_trace(go.Box(
+                y=group[metric], name=esc(arm), boxpoints="all", jitter=0.4, pointpos=0, marker=marker,
+                line_color=color, hoverinfo="y+text",
+                hovertext=[esc(short(label or sid, 60)) for label, sid in zip(group["label"], group["session_id"],
+                                                                              strict=True)],
+            ))
+            continue
+        stats = box_stats(group[metric])
+        if not stats["n"]:
+            continue
+        fig.add_trace(go.Box(x=[esc(arm)], q1=[stats["q1"]], median=[stats["median"]], q3=[stats["q3"]],
+                             lowerfence=[stats["lowerfence"]], upperfence=[stats["upperfence"]],
+                             mean=[stats["mean"]], name=esc(arm), marker=marker, line_color=color))
+        if stats["outliers"]:
+            fig.add_trace(go.Scatter(
+                x=[esc(arm)] * len(stats["outliers"]), y=stats["outliers"], mode="markers", marker=marker,
+                name=esc(arm), hoverinfo="y+text", hovertext=[f"{c:,} session(s)" for c in stats["counts"]],
+            ))
     fig.update_layout(height=340, margin=dict(l=10, r=10, t=30, b=30), yaxis_title=metric, showlegend=False)
     return fig
+
+
+BINS_MAX = 40  # bars per arm in a histogram of differences
+
+
+def histogram_bins(values: Iterable[float]) -> np.ndarray:
+    """Bin edges shared by every arm (so their bars line up): NumPy's "auto" rule, at most
+    :data:`BINS_MAX` bins, one bin per whole number when the values are whole and few enough."""
+    arr = np.asarray([v for v in values if v == v], dtype=float)
+    if not len(arr):
+        return np.array([0.0, 1.0])
+    lo, hi = float(arr.min()), float(arr.max())
+    if lo == hi:
+        return np.array([lo - 0.5, hi + 0.5])
+    if np.all(arr == np.round(arr)) and hi - lo + 1 <= BINS_MAX:
+        return np.arange(lo - 0.5, hi + 1.0)
+    edges = np.histogram_bin_edges(arr, bins="auto")
+    return edges if len(edges) - 1 <= BINS_MAX else np.linspace(lo, hi, BINS_MAX + 1)
 
 
 def paired_bars(diff: pd.DataFrame, metric: str, baseline: str) -> go.Figure:
     """Per source session: each arm's metric minus the baseline arm's. One Okabe-Ito colour per
     arm, the legend above the plot (never over the bars), a zero line, session names slanted.
     With more than :data:`POINTS_MAX` sessions per arm: how many sessions had each difference (a
-    histogram per arm), since thousands of bars cannot be read."""
+    histogram per arm, binned here by :func:`histogram_bins`), since thousands of bars cannot be read."""
     styles = arm_styles([*diff["arm"], baseline])  # the baseline keeps its place: same styles as the other charts
     fig = go.Figure()
     if len(diff) and diff.groupby("arm").size().max() > POINTS_MAX:
+        edges = histogram_bins(diff["difference"])
+        centres = (edges[:-1] + edges[1:]) / 2  # evenly spaced: Plotly groups the arms' bars within a bin
         for arm, group in diff.groupby("arm", sort=True):
-            fig.add_histogram(x=group["difference"], name=esc(arm), marker_color=styles[str(arm)][0],
-                              marker_pattern_shape=styles[str(arm)][1])
+            counts, _ = np.histogram(group["difference"].dropna(), bins=edges)
+            fig.add_bar(x=centres, y=counts, name=esc(arm),
+                        marker_color=styles[str(arm)][0], marker_pattern_shape=styles[str(arm)][1],
+                        hovertext=[f"{esc(arm)} − {esc(baseline)} from {a:.3g} to {b:.3g}: {int(c):,} session(s)"
+                                   for a, b, c in zip(edges[:-1], edges[1:], counts, strict=True)],
+                        hoverinfo="text")
         fig.update_layout(
             barmode="group", height=420, margin=dict(l=10, r=10, t=70, b=10),
             xaxis=dict(title=f"{metric} − {esc(baseline)} per session"), yaxis=dict(title="sessions"),

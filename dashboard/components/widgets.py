@@ -80,6 +80,15 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def largest(frame: pd.DataFrame, column: str, rows: int) -> pd.DataFrame:
+    """The ``rows`` rows of ``frame`` whose ``column`` is largest in size (absolute value; empty
+    last), in ``frame``'s order; all of them when there are no more than ``rows``."""
+    if len(frame) <= rows:
+        return frame
+    keep = frame[column].abs().fillna(-1.0).sort_values(ascending=False, kind="stable").index[:rows]
+    return frame.loc[sorted(keep)]
+
+
 def show_table(frame: pd.DataFrame, **kwargs: Any) -> Any:
     """``st.dataframe`` of :func:`readable` ``frame`` (the one way the pages draw a table); the keys of
     ``column_config`` and ``column_order`` may name the original columns."""

@@ -15,7 +15,7 @@ import streamlit as st
 
 from dashboard.components import charts, data, frontier, saved
 from dashboard.components.run_compare import downloads, run_comparison_form
-from dashboard.components.widgets import show_table
+from dashboard.components.widgets import largest, show_table
 from tracer import queries
 
 qp = st.query_params
@@ -35,6 +35,9 @@ BETTER = {"retention": "higher", **{name: "lower" for name in (
     "violations", "invalid_requests", "orphan_results", "dangling_calls", "duplicated_side_effects", "tokens_sent",
     "peak_tokens", "failures", "retries", "final_tokens", "over_budget_checks")}}
 RATES = {"retention"}  # a total of a share means nothing
+# Rows of the per-session differences table: at 10,024 sessions the whole table was a 600 KB message
+# the browser decoded on every visit, and nobody reads thousands of rows (the download has them all).
+DIFF_ROWS = 300
 
 
 def verdict(metric: str, low: object, high: object) -> str:
@@ -161,7 +164,12 @@ def results_tab() -> None:
         show_table(rounded(diffs.drop(columns=["metric", "level"])), hide_index=True, width="stretch",
                    key="compare_diff_summary", column_config={"mean_diff": "mean difference"})
         st.plotly_chart(charts.paired_bars(diff, metric, baseline), width="stretch", key="compare_diff_chart")
-        show_table(rounded(diff), hide_index=True, width="stretch", key="compare_diff")
+        shown = largest(diff, "difference", DIFF_ROWS)
+        if len(shown) < len(diff):
+            st.caption(f"The {len(shown):,} largest differences of {len(diff):,} (by size); the download below "
+                       "has every one.")
+        show_table(rounded(shown), hide_index=True, width="stretch", key="compare_diff")
+        downloads(diff, "comparison-differences", "compare_diff_dl")
     st.subheader("Download")
     st.caption("Every picked session's metrics (one row per replayed session: arm, source session, all metrics)")
     downloads(chosen, "comparison-metrics", "compare_results_dl")

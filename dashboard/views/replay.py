@@ -59,13 +59,12 @@ def _move(delta: int, lo: int, hi: int) -> None:
 
 
 def _pick_session() -> str | None:
-    sessions = data.session_list()
+    listed, labels = data.session_choices()
     wanted = st.query_params.get("session")
-    if sessions.empty and not wanted:
+    if not listed and not wanted:
         st.info("The store has no sessions yet.")
         return None
-    ids = [str(s) for s in sessions["session_id"]]
-    labels = {str(r["session_id"]): session_label(r) for r in sessions.to_dict("records")}
+    ids = list(listed)
     if wanted and wanted not in ids:
         ids.insert(0, wanted)
     current = wanted if wanted else ids[0]

@@ -34,3 +34,19 @@ def test_the_dashboard_imports_only_queries_and_the_lab() -> None:
     around = [f"{p}:{line}: {n}" for p, line, n in imports
               if not any(n == a or n.startswith(a + ".") for a in ALLOWED)]
     assert around == [], "the dashboard reads around tracer.queries:\n" + "\n".join(around)
+
+
+def test_no_page_draws_by_magic() -> None:
+    """The server runs without Streamlit's "magic" (dashboard.__main__.DEFAULTS): a bare value on its
+    own line of a page (or of the app) would be drawn by it and is silently not drawn without it."""
+    bare = []
+    for path in [REPO / "dashboard" / "app.py", *sorted((REPO / "dashboard" / "views").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            body = getattr(node, "body", None)  # a lambda's body is one expression
+            for i, stmt in enumerate(body if isinstance(body, list) else []):
+                if not isinstance(stmt, ast.Expr) or isinstance(stmt.value, ast.Call | ast.Await | ast.Yield):
+                    continue
+                if i == 0 and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+                    continue  # a docstring
+                bare.append(f"{path.relative_to(REPO)}:{stmt.lineno}")
+    assert not bare, bare

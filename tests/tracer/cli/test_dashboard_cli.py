@@ -34,15 +34,16 @@ def test_python_m_dashboard_runs_the_app_file() -> None:
 def test_the_server_runs_without_a_file_watcher_or_a_collection_per_run_unless_told() -> None:
     from dashboard.__main__ import with_defaults
 
-    gc_off = ["--runner.postScriptGC", "false"]
+    gc_off = ["--runner.postScriptGC", "false", "--runner.magicEnabled", "false"]
     assert with_defaults(["--server.port", "8599"], {}) == ["--server.port", "8599",
                                                             "--server.fileWatcherType", "none", *gc_off]
     assert with_defaults(["--server.fileWatcherType", "poll"], {}) == ["--server.fileWatcherType", "poll", *gc_off]
     assert with_defaults(["--server.fileWatcherType=auto"], {}) == ["--server.fileWatcherType=auto", *gc_off]
     assert with_defaults([], {"STREAMLIT_SERVER_FILE_WATCHER_TYPE": "auto"}) == gc_off
     assert with_defaults(["--runner.postScriptGC=true"], {"STREAMLIT_SERVER_FILE_WATCHER_TYPE": "auto"}) == [
-        "--runner.postScriptGC=true"]
-    assert with_defaults([], {"STREAMLIT_RUNNER_POST_SCRIPT_GC": "true"}) == ["--server.fileWatcherType", "none"]
+        "--runner.postScriptGC=true", "--runner.magicEnabled", "false"]
+    assert with_defaults([], {"STREAMLIT_RUNNER_POST_SCRIPT_GC": "true", "STREAMLIT_RUNNER_MAGIC_ENABLED": "true"}) == [
+        "--server.fileWatcherType", "none"]
 
 
 def test_the_server_defaults_are_options_streamlit_has() -> None:
@@ -54,6 +55,7 @@ def test_the_server_defaults_are_options_streamlit_has() -> None:
     options = config.get_config_options()
     assert options["server.fileWatcherType"].default_val == "auto"
     assert options["runner.postScriptGC"].default_val is True  # the collection per run this turns off
+    assert options["runner.magicEnabled"].default_val is True
     assert {o.removeprefix("--") for o in DEFAULTS} <= set(options)
 
 
