@@ -161,6 +161,30 @@ def _compare_arms(path: str, fp: str, metric: str, sources: tuple[str, ...] | No
             "summary": queries.arm_summary(chosen, metric)}
 
 
+def default_baseline(arms: list[str]) -> str:
+    """The Compare page's baseline arm until one is picked: recency under the gate when it ran, else
+    any recency, else the recorded sessions, else the first."""
+    for wanted in ("recency · gated", "recency · ungated", "(recorded)"):
+        if wanted in arms:
+            return wanted
+    return arms[0]
+
+
+def compare_default() -> None:
+    """Compute what the Compare page shows before anything is picked (every recorded session, every
+    arm, the first metric, :func:`default_baseline`), so its first visit finds it cached: the paired
+    differences alone took 0.15 s at 10,024 sessions."""
+    metrics = run_activity(queries.session_metrics)
+    replays = metrics[metrics["source"] == "replay"]
+    if replays.empty:
+        return
+    arms = sorted({str(a) for a in replays["arm"]})
+    metric = list(queries.METRICS)[0]
+    chosen = compare_arms(metric, None, tuple(arms))["chosen"]
+    if not chosen.empty:
+        compare_pairs(metric, None, tuple(arms), default_baseline(sorted(chosen["arm"].unique())))
+
+
 def compare_pairs(metric: str, sources: tuple[str, ...] | None, arms: tuple[str, ...],
                   baseline: str) -> dict[str, Any]:
     """The per-session differences against ``baseline`` of :func:`compare_arms`' replays:

@@ -3,7 +3,7 @@
 The first visit of a page after the dashboard starts, or after a recording changed the store, would
 otherwise pay for the store-wide queries behind it (at 10,000 sessions: the Violations page's list,
 its first violation and the repeated calls, 1.2 s; the Replay page's session picker; the sessions
-index of the Start and Sessions pages; Compare's metrics). One daemon thread per store activity
+index of the Start and Sessions pages; Compare's metrics and the paired differences it opens on). One daemon thread per store activity
 (:func:`dashboard.components.data.activity`) makes the same cached calls the pages make, so they find
 the answers kept; a page asking for one still being computed waits for that computation (Streamlit's
 cache computes a key once) instead of starting its own. ``python -m dashboard`` starts it before the
@@ -134,7 +134,7 @@ _STEPS: tuple[Callable[[], object], ...] = (
     lambda: data.run_activity(queries.violation_codes, session_id=None),
     _first_violation,
     lambda: data.repeated_calls(None),
-    lambda: data.run_activity(queries.session_metrics),  # Compare
+    data.compare_default,  # Compare, as it opens
 )
 """The pages' first queries, most visited first."""
 

@@ -21,14 +21,6 @@ from tracer import queries
 qp = st.query_params
 
 
-def _default_baseline(arms: list[str]) -> str:
-    """recency under the gate when it ran, else any recency, else the recorded sessions, else the first."""
-    for wanted in ("recency · gated", "recency · ungated", "(recorded)"):
-        if wanted in arms:
-            return wanted
-    return arms[0]
-
-
 # Which way is better for each metric (the verdict column); metrics absent here have no direction
 # (prunes, deferrals, spills: a means, not an outcome).
 BETTER = {"retention": "higher", **{name: "lower" for name in (
@@ -142,7 +134,7 @@ def results_tab() -> None:
 
     st.subheader("Per-session differences")
     arm_list = sorted(chosen["arm"].unique())
-    wanted_base = qp.get("baseline") if qp.get("baseline") in arm_list else _default_baseline(arm_list)
+    wanted_base = qp.get("baseline") if qp.get("baseline") in arm_list else data.default_baseline(arm_list)
     baseline = st.selectbox("Baseline arm", arm_list, index=arm_list.index(wanted_base), key="compare_baseline")
     state = {"metric": metric, "baseline": baseline, "arms": ",".join(picked_arms) if picked_arms != arms else ""}
     state = {k: v for k, v in state.items() if v}

@@ -13,6 +13,7 @@ import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -263,6 +264,33 @@ def test_warming_reads_what_the_violations_page_reads_first(store: dict, monkeyp
     assert not at.exception, at.exception
     assert "Causal eviction" in texts(at) and "c3" in set(frame(at, "call id", "first run at step")["call id"])
     assert opened == []
+
+
+def test_warming_computes_what_the_compare_page_shows_first(store: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up computes the Compare page's default view (every arm, the first metric, the default
+    baseline): the page, opened afterwards, computes no paired difference and shows them."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    warm._warm()
+    for thread in threading.enumerate():
+        if thread.name == warm.THREAD:
+            thread.join()
+    computed: list[str] = []
+    real = queries.session_differences
+
+    def counting(frame: Any, metric: str, baseline: str) -> Any:
+        computed.append(baseline)
+        return real(frame, metric, baseline)
+
+    monkeypatch.setattr(queries, "session_differences", counting)
+    at.switch_page("views/compare.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert "Per-session differences" in [h.value for h in at.subheader]
+    assert at.selectbox(key="compare_baseline").value == "recency · gated"
+    assert not frame(at, "arm", "verdict").empty  # the differences against it, drawn
+    assert computed == []
+    at.selectbox(key="compare_baseline").set_value("salience · gated").run()  # another baseline: computed now
+    assert computed == ["salience · gated"]
 
 
 def test_a_stopped_server_waits_for_its_warm_up_and_starts_no_other(monkeypatch: pytest.MonkeyPatch) -> None:
