@@ -309,7 +309,7 @@ def arm_distribution(metrics: pd.DataFrame, metric: str) -> go.Figure:
             continue
         fig.add_trace(go.Box(x=[esc(arm)], q1=[stats["q1"]], median=[stats["median"]], q3=[stats["q3"]],
                              lowerfence=[stats["lowerfence"]], upperfence=[stats["upperfence"]],
-                             mean=[stats["mean"]], name=esc(arm), marker=marker, line_color=color))
+                             name=esc(arm), marker=marker, line_color=color))
         if stats["outliers"]:
             fig.add_trace(go.Scatter(
                 x=[esc(arm)] * len(stats["outliers"]), y=stats["outliers"], mode="markers", marker=marker,
