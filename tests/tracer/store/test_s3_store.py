@@ -105,7 +105,7 @@ def test_import_sessions_compact_and_the_dashboard_on_a_bucket(s3_env, s3, tmp_p
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Sessions"
     assert len(at.dataframe[0].value) == local_page["total"]
-    assert any(url in str(c.value) for c in at.code)  # the sidebar names the bucket store
+    assert any(url in str(t.value) for t in at.sidebar.text)  # the sidebar names the bucket store
 
 
 def test_a_bad_bucket_url_is_one_line(s3_env):
