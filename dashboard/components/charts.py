@@ -269,18 +269,24 @@ def arm_bars(summary: pd.DataFrame, metric: str) -> go.Figure:
 POINTS_MAX = 300  # per arm: beyond it a box plot's points and a bar per session are unreadable and slow to draw
 
 
+def _present(values: Iterable[float]) -> np.ndarray:
+    """The values as floats, without the missing ones (NaN: a session without the metric)."""
+    arr = np.asarray(list(values), dtype=float)
+    return arr[~np.isnan(arr)]
+
+
 def box_stats(values: Iterable[float]) -> dict[str, Any]:
     """What a Plotly box shows, computed here rather than in the browser: quartiles (linear
     interpolation, Plotly's default), whiskers at the furthest values within 1.5 IQR of the box, and
     the values beyond them (``outliers``, each distinct value once with its ``counts``)."""
-    arr = np.asarray([v for v in values if v == v], dtype=float)  # NaN: a session without the metric
+    arr = _present(values)
     if not len(arr):
         return {"n": 0}
     q1, median, q3 = (float(x) for x in np.percentile(arr, [25, 50, 75]))
     reach = 1.5 * (q3 - q1)
     inside = arr[(arr >= q1 - reach) & (arr <= q3 + reach)]
     outliers, counts = np.unique(arr[(arr < q1 - reach) | (arr > q3 + reach)], return_counts=True)
-    return {"n": len(arr), "q1": q1, "median": median, "q3": q3, "mean": float(arr.mean()),
+    return {"n": len(arr), "q1": q1, "median": median, "q3": q3,
             "lowerfence": float(inside.min()), "upperfence": float(inside.max()),
             "outliers": [float(x) for x in outliers], "counts": [int(c) for c in counts]}
 
@@ -325,7 +331,7 @@ BINS_MAX = 40  # bars per arm in a histogram of differences
 def histogram_bins(values: Iterable[float]) -> np.ndarray:
     """Bin edges shared by every arm (so their bars line up): NumPy's "auto" rule, at most
     :data:`BINS_MAX` bins, one bin per whole number when the values are whole and few enough."""
-    arr = np.asarray([v for v in values if v == v], dtype=float)
+    arr = _present(values)
     if not len(arr):
         return np.array([0.0, 1.0])
     lo, hi = float(arr.min()), float(arr.max())
