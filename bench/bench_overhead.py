@@ -389,34 +389,48 @@ def level_compares(convs: list[Conversation], rounds: int) -> list[str]:
     specs = {level: arms(parse_policies(POLICIES), "both", detail=level) for level in LEVELS}
     per_event: dict[str, tuple[int, int]] = {}
 
-    def cell(level: str | None, workers: int) -> Callable[[], float]:
+    def cell(level: str | None, workers: int, key: str | None = None) -> Callable[[], float]:
         def run() -> float:
             with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
                 path = Path(tmp) / "s" if level else None
                 t0 = time.perf_counter()
                 res = run_replays(convs, specs[level or "full"], workers=workers, store_path=path)
                 rate = len(convs) * len(specs["full"]) / (time.perf_counter() - t0)
-                if level is not None and path is not None and level not in per_event:
-                    per_event[level] = (stored_spans(path), sum(r.events for arm in res for r in arm))
+                if level is not None and path is not None and (key or level) not in per_event:
+                    per_event[key or level] = (stored_spans(path), sum(r.events for arm in res for r in arm))
                 return rate
+
+        return run
+
+    def reduced(key: str, methods: tuple[tuple[type, str, Any], ...]) -> Callable[[], float]:
+        def run() -> float:
+            with recording_replaced(methods):
+                return cell("decisions", 1, key)()
 
         return run
 
     cells: dict[str, Callable[[], float]] = {"u1": cell(None, 1)}
     cells.update({level: cell(level, 1) for level in LEVELS})
+    cells.update({"decisions_only": reduced("decisions_only", _DECISIONS_ONLY), "roots_only": reduced("roots_only", _NOTHING)})
     cells.update({"u2": cell(None, 2), "decisions2": cell("decisions", 2),
                   "burn1": lambda: burn_rate(1), "burn2": lambda: burn_rate(2)})
     got = interleave(cells, rounds)
     r = {level: ratio(got[level], got["u1"]) for level in LEVELS}
     two, two_u, burn = ratio(got["decisions2"], got["decisions"]), ratio(got["u2"], got["u1"]), \
         ratio(got["burn2"], got["burn1"])
-    spans = "   ".join(f"{level} {s / e:.2f} ({s:,} for {e:,})" for level, (s, e) in per_event.items())
+    spans = "   ".join(f"{level} {s / e:.2f} ({s:,} for {e:,})" for level, (s, e) in per_event.items()
+                       if level in LEVELS)
+    reduced_spans = {k: f"{s / e:.2f}" for k, (s, e) in per_event.items()}
     rates = ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in got.items())
     return [f"compare traced/untraced by level        decisions {r['decisions']:5.2f}x   checks {r['checks']:5.2f}x   "
             f"full {r['full']:5.2f}x  (targets: default decisions >= 0.9x {verdict(r['decisions'] >= 0.9)}, "
             f"full >= 0.7x {verdict(r['full'] >= 0.7)})",
             f"compare 2 workers/1 at decisions        {two:5.2f}x  (untraced {two_u:.2f}x; CPU-burn control {burn:.2f}x; "
             f"target >= 1.8x or within 5% of the control) {verdict(two >= 1.8 or two >= 0.95 * burn)}",
+            f"compare at decisions, recording reduced (diagnostic)   decision and violation spans only "
+            f"{ratio(got['decisions_only'], got['u1']):5.2f}x ({reduced_spans['decisions_only']} spans per event)   "
+            f"each replay's root span only {ratio(got['roots_only'], got['u1']):5.2f}x "
+            f"({reduced_spans['roots_only']})  (the most a contract keeping decisions, or nothing, reaches)",
             f"spans per event by level                {spans}",
             f"        rates by cell (replays/s; burn: tasks/s; n={rounds} rounds of {len(convs)} sessions x "
             f"{len(specs['full'])} arms): {rates}"]
@@ -532,20 +546,44 @@ _NOTHING = ((SpanObserver, "on_message", _nothing), (SpanObserver, "on_unit_clos
             (TracedSession, "tool", _no_call), (TracedSession, "check_request", _validate_only))
 
 
+def _request_at_root(self: TracedSession, body: Any, provider: str, **kwargs: Any) -> list[Any]:
+    kwargs["parent"] = None  # no chat span to hang its violations on
+    return _CHECK_REQUEST(self, body, provider, **kwargs)
+
+
+_CHECK_REQUEST = TracedSession.check_request
+_DECISIONS_ONLY = ((SpanObserver, "on_message", _nothing), (SpanObserver, "on_unit_closed", _nothing),
+                   (TracedSession, "chat", _no_call), (TracedSession, "tool", _no_call),
+                   (TracedSession, "check_request", _request_at_root),
+                   (SpanObserver, "parent", property(lambda self: None, lambda self, value: None)))  # checks on the root
+_ABSENT = object()
+
+
 @contextlib.contextmanager
-def recording_replaced(methods: tuple[tuple[type, str, Callable[..., Any]], ...]) -> Iterator[None]:
+def recording_replaced(methods: tuple[tuple[type, str, Any], ...]) -> Iterator[None]:
     """The observer's and the session's recording methods replaced: by ones that only read each
     span's values into one tuple (:data:`_GATHERING`: no span, no record, no conversion, no store),
     what any recorder called from the replay's Python would pay at least; or by ones that do nothing
-    (:data:`_NOTHING`), what calling a recorder from there costs. Diagnostic bounds, never product paths."""
-    saved = [(cls, name, cls.__dict__[name]) for cls, name, _ in methods]
+    (:data:`_NOTHING`), what calling a recorder from there costs. Diagnostic bounds, never product paths.
+
+    A method's other names in its class go too (``SpanObserver.on_decision`` is ``record_decision``:
+    the gate calls it by that name); a name the class does not define (an instance attribute) is
+    defined for the while and removed after."""
+    saved: list[tuple[type, str, Any]] = []
     for cls, name, fn in methods:
-        setattr(cls, name, fn)
+        original = cls.__dict__.get(name, _ABSENT)
+        names = [name] if original is _ABSENT else [k for k, v in cls.__dict__.items() if v is original]
+        for k in names:
+            saved.append((cls, k, cls.__dict__.get(k, _ABSENT)))
+            setattr(cls, k, fn)
     try:
         yield
     finally:
-        for cls, name, fn in saved:
-            setattr(cls, name, fn)
+        for cls, k, fn in reversed(saved):
+            if fn is _ABSENT:
+                delattr(cls, k)
+            else:
+                setattr(cls, k, fn)
         _GATHERED.clear()
 
 

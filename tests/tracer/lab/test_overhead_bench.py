@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tracer.lab.compare import run_replays
+from tracer.lab.compare import arms, parse_policies, run_replays
+from tracer.spans.observer import SpanObserver
 from tracer.store import Store, rows
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -75,6 +76,9 @@ def test_the_benchmark_prints_each_ratio_per_detail_level_side_by_side():
     assert re.search(r"^compare traced/untraced by level\s+decisions\s+\d+\.\d\dx\s+checks\s+\d+\.\d\dx\s+full\s+\d+\.\d\dx",
                      text, re.M), text
     assert re.search(r"^compare 2 workers/1 at decisions\s+\d+\.\d\dx .*CPU-burn control", text, re.M), text
+    assert re.search(r"^compare at decisions, recording reduced \(diagnostic\)\s+decision and violation spans only\s+"
+                     r"\d+\.\d\dx \(\d\.\d\d spans per event\)\s+each replay's root span only\s+\d+\.\d\dx \(\d\.\d\d\)",
+                     text, re.M), text
     spans = re.search(r"^spans per event by level\s+decisions (\d+\.\d\d) .*checks (\d+\.\d\d) .*full (\d+\.\d\d)",
                       text, re.M)
     assert spans, text
@@ -82,3 +86,37 @@ def test_the_benchmark_prints_each_ratio_per_detail_level_side_by_side():
     assert decisions < checks < full  # counted in the stores the runs wrote
     if "no τ-bench traffic" not in text:
         assert re.search(r"^budget check traced/untraced by level\s+decisions\s+\d+\.\d\dx", text, re.M), text
+
+
+def test_the_reduced_recordings_leave_only_what_they_say_in_the_store():
+    """The diagnostic bounds replace every name of a recording method (``on_decision`` is
+    ``record_decision``: the gate calls that one), so what reaches the store is read back here: roots
+    only for the "nothing" bound; no message, unit, model-call or tool span for the decisions-only one,
+    its checks on the root. After, the classes are as they were."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_overhead
+
+    convs = list(bench_overhead.load())[:4]
+    specs = arms(parse_policies(bench_overhead.POLICIES), "both", detail="decisions")
+
+    def names(methods: tuple) -> dict[str, int]:
+        store_dir = Path(tempfile.mkdtemp(prefix="pg-reduced-"))
+        try:
+            with bench_overhead.recording_replaced(methods):
+                run_replays(convs, specs, store_path=store_dir)
+            store = Store(store_dir)
+            got = store.query("SELECT name, count(*) AS n FROM spans WHERE name <> 'prunegate.tracer.stats' GROUP BY name")
+            under = store.query("SELECT count(*) AS n FROM spans c JOIN spans p ON c.parent_span_id = p.span_id "
+                                "WHERE c.name = 'prunegate.budget_check' AND p.name <> 'prunegate.session'")
+            return {**{r["name"]: r["n"] for r in got}, "checks not under the root": under[0]["n"]}
+        finally:
+            shutil.rmtree(store_dir, ignore_errors=True)
+
+    replays = len(convs) * len(specs)
+    assert names(bench_overhead._NOTHING) == {"prunegate.session": replays, "checks not under the root": 0}
+    only = names(bench_overhead._DECISIONS_ONLY)
+    assert only["prunegate.session"] == replays
+    assert only.get("prunegate.budget_check", 0) > 0 and only["checks not under the root"] == 0  # prunes, deferrals
+    assert not [n for n in only if n in ("prunegate.message", "prunegate.messages", "prunegate.unit.close")
+                or n.startswith(("chat", "execute_tool"))], only
+    assert SpanObserver.on_decision is SpanObserver.record_decision and "parent" not in SpanObserver.__dict__
