@@ -390,14 +390,16 @@ def level_compares(convs: list[Conversation], rounds: int) -> list[str]:
     per_event: dict[str, tuple[int, int]] = {}
 
     def cell(level: str | None, workers: int, key: str | None = None) -> Callable[[], float]:
+        key = key or level  # where its spans per event go (the reduced cells have their own)
+
         def run() -> float:
             with tempfile.TemporaryDirectory(prefix="pg-ovh-") as tmp:
                 path = Path(tmp) / "s" if level else None
                 t0 = time.perf_counter()
                 res = run_replays(convs, specs[level or "full"], workers=workers, store_path=path)
                 rate = len(convs) * len(specs["full"]) / (time.perf_counter() - t0)
-                if level is not None and path is not None and (key or level) not in per_event:
-                    per_event[key or level] = (stored_spans(path), sum(r.events for arm in res for r in arm))
+                if key is not None and path is not None and key not in per_event:
+                    per_event[key] = (stored_spans(path), sum(r.events for arm in res for r in arm))
                 return rate
 
         return run
@@ -418,9 +420,9 @@ def level_compares(convs: list[Conversation], rounds: int) -> list[str]:
     r = {level: ratio(got[level], got["u1"]) for level in LEVELS}
     two, two_u, burn = ratio(got["decisions2"], got["decisions"]), ratio(got["u2"], got["u1"]), \
         ratio(got["burn2"], got["burn1"])
-    spans = "   ".join(f"{level} {s / e:.2f} ({s:,} for {e:,})" for level, (s, e) in per_event.items()
-                       if level in LEVELS)
-    reduced_spans = {k: f"{s / e:.2f}" for k, (s, e) in per_event.items()}
+    spans = "   ".join(f"{level} {per_event[level][0] / per_event[level][1]:.2f} "
+                       f"({per_event[level][0]:,} for {per_event[level][1]:,})" for level in LEVELS)
+    reduced_spans = {k: f"{per_event[k][0] / per_event[k][1]:.2f}" for k in ("decisions_only", "roots_only")}
     rates = ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in got.items())
     return [f"compare traced/untraced by level        decisions {r['decisions']:5.2f}x   checks {r['checks']:5.2f}x   "
             f"full {r['full']:5.2f}x  (targets: default decisions >= 0.9x {verdict(r['decisions'] >= 0.9)}, "
@@ -546,12 +548,14 @@ _NOTHING = ((SpanObserver, "on_message", _nothing), (SpanObserver, "on_unit_clos
             (TracedSession, "tool", _no_call), (TracedSession, "check_request", _validate_only))
 
 
+_CHECK_REQUEST = TracedSession.check_request
+
+
 def _request_at_root(self: TracedSession, body: Any, provider: str, **kwargs: Any) -> list[Any]:
     kwargs["parent"] = None  # no chat span to hang its violations on
     return _CHECK_REQUEST(self, body, provider, **kwargs)
 
 
-_CHECK_REQUEST = TracedSession.check_request
 _DECISIONS_ONLY = ((SpanObserver, "on_message", _nothing), (SpanObserver, "on_unit_closed", _nothing),
                    (TracedSession, "chat", _no_call), (TracedSession, "tool", _no_call),
                    (TracedSession, "check_request", _request_at_root),
